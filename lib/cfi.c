@@ -1,0 +1,575 @@
+/* cfi.c -- per-module CFA table: for every PC the CFA rule, built once from .eh_frame/.debug_frame. */
+#include "cfi.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One row: the rule from `start` up to the next row's start.  8 bytes, as
+ * DESIGN-NOTES section 5 measured; a u32 index per 4 KiB page narrows the
+ * search to the rows of one page. */
+typedef struct row {
+    uint32_t start;     /* pc - base */
+    int32_t  w;         /* off << 8 | reg << 3 | kind */
+} row;
+
+#define W_KIND(w) ((uint8_t)((w) & 7))
+#define W_REG(w)  ((uint8_t)(((w) >> 3) & 31))
+#define W_OFF(w)  ((int32_t)(w) >> 8)
+#define OFF_MAX   ((1 << 23) - 1)
+#define PAGE_SHIFT 12
+
+struct icpp_cfi {
+    uint64_t  base;     /* address of rows[0], page aligned */
+    row      *rows;     /* sorted; last row is an ICPP_CFA_NOFDE sentinel */
+    size_t    nrows;
+    uint32_t *page;     /* page[p] = last row with start <= p's first byte */
+    size_t    npages;
+    size_t    fdes_eh, fdes_debug;
+};
+
+/* ---- FDE enumeration: our own reader, .eh_frame is untrusted input ---- */
+
+typedef struct rd {
+    const uint8_t *p, *end;
+    int bad;
+} rd;
+
+static uint64_t rd_u(rd *r, size_t n)
+{
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)r->p[i] << (8 * i);
+    r->p += n;
+    return v;
+}
+
+static uint64_t rd_uleb(rd *r)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        if (r->bad || r->p >= r->end || shift > 63) {
+            r->bad = 1;
+            return 0;
+        }
+        uint8_t b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+}
+
+static int64_t rd_sleb(rd *r)
+{
+    int64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b;
+    do {
+        if (r->bad || r->p >= r->end || shift > 63) {
+            r->bad = 1;
+            return 0;
+        }
+        b = *r->p++;
+        v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+        shift += 7;
+    } while (b & 0x80);
+    if (shift < 64 && (b & 0x40))
+        v |= -((int64_t)1 << shift);
+    return v;
+}
+
+/* Read a DW_EH_PE-encoded value; `field` is the link-time address of the
+ * bytes being read (for pcrel). */
+static uint64_t rd_enc(rd *r, uint8_t enc, uint64_t field, int apply)
+{
+    uint64_t v;
+    switch (enc & 0x0f) {
+    case DW_EH_PE_absptr: v = rd_u(r, 8); break;
+    case DW_EH_PE_uleb128: v = rd_uleb(r); break;
+    case DW_EH_PE_udata2: v = rd_u(r, 2); break;
+    case DW_EH_PE_udata4: v = rd_u(r, 4); break;
+    case DW_EH_PE_udata8: v = rd_u(r, 8); break;
+    case DW_EH_PE_sleb128: v = (uint64_t)rd_sleb(r); break;
+    case DW_EH_PE_sdata2: v = (uint64_t)(int64_t)(int16_t)rd_u(r, 2); break;
+    case DW_EH_PE_sdata4: v = (uint64_t)(int64_t)(int32_t)rd_u(r, 4); break;
+    case DW_EH_PE_sdata8: v = rd_u(r, 8); break;
+    default: r->bad = 1; return 0;
+    }
+    if (!apply)
+        return v;
+    switch (enc & 0x70) {
+    case DW_EH_PE_absptr: return v;
+    case DW_EH_PE_pcrel: return v + field;
+    default: r->bad = 1; return 0;   /* textrel/datarel/funcrel: not used for FDE starts */
+    }
+}
+
+typedef struct cie_info {
+    uint64_t off;
+    uint8_t  fde_enc;
+    uint8_t  addr_size;
+} cie_info;
+
+static int parse_cie(rd r, int eh, cie_info *ci)
+{
+    uint8_t version = (uint8_t)rd_u(&r, 1);
+    const uint8_t *aug = r.p;
+    while (r.p < r.end && *r.p)
+        r.p++;
+    if (r.p >= r.end)
+        return -1;
+    size_t auglen = (size_t)(r.p - aug);
+    r.p++;
+    ci->addr_size = 8;
+    ci->fde_enc = eh ? DW_EH_PE_absptr : DW_EH_PE_udata8;
+    if (version >= 4) {
+        ci->addr_size = (uint8_t)rd_u(&r, 1);
+        rd_u(&r, 1);                    /* segment size */
+        if (ci->addr_size != 4 && ci->addr_size != 8)
+            return -1;
+        if (!eh)
+            ci->fde_enc = ci->addr_size == 4 ? DW_EH_PE_udata4 : DW_EH_PE_udata8;
+    }
+    rd_uleb(&r);                        /* code alignment */
+    rd_sleb(&r);                        /* data alignment */
+    if (version == 1)
+        rd_u(&r, 1);
+    else
+        rd_uleb(&r);                    /* return address register */
+    if (auglen == 0 || aug[0] != 'z')
+        return r.bad ? -1 : 0;
+    uint64_t alen = rd_uleb(&r);
+    if (r.bad || alen > (uint64_t)(r.end - r.p))
+        return -1;
+    rd a = {r.p, r.p + alen, 0};
+    for (size_t i = 1; i < auglen; i++) {
+        switch (aug[i]) {
+        case 'L': rd_u(&a, 1); break;
+        case 'R': ci->fde_enc = (uint8_t)rd_u(&a, 1); break;
+        case 'P': {
+            uint8_t penc = (uint8_t)rd_u(&a, 1);
+            rd_enc(&a, penc & 0x7f, 0, 0);
+            break;
+        }
+        case 'S': case 'B': case 'G': break;
+        default: i = auglen; break;     /* unknown: 'z' lets us skip the rest */
+        }
+    }
+    return a.bad ? -1 : 0;
+}
+
+static Elf_Scn *find_section(Elf *elf, const char *want, GElf_Shdr *sh)
+{
+    size_t shstrndx;
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+        return NULL;
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        if (!gelf_getshdr(scn, sh) || sh->sh_type == SHT_NOBITS)
+            continue;
+        const char *n = elf_strptr(elf, shstrndx, sh->sh_name);
+        if (n && strcmp(n, want) == 0)
+            return scn;
+    }
+    return NULL;
+}
+
+int icpp_fde_list(Elf *elf, int which, icpp_fde **out, size_t *nout, icpp_err *err)
+{
+    *out = NULL;
+    *nout = 0;
+    const int eh = which == 0;
+    const char *name = eh ? ".eh_frame" : ".debug_frame";
+    GElf_Shdr sh;
+    Elf_Scn *scn = find_section(elf, name, &sh);
+    if (!scn)
+        return 0;
+    if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+        return icpp_err_set(err, ICPP_EFORMAT, "%s: cannot decompress: %s", name, elf_errmsg(-1));
+    Elf_Data *d = elf_getdata(scn, NULL);
+    if (!d || !d->d_buf)
+        return 0;
+    const uint8_t *sec = d->d_buf, *secend = sec + d->d_size;
+    icpp_fde *v = NULL;
+    size_t n = 0, cap = 0;
+    cie_info cache[16];
+    size_t ncache = 0, cache_next = 0;
+    const uint8_t *p = sec;
+    while ((size_t)(secend - p) >= 4) {
+        rd r = {p, secend, 0};
+        uint64_t len = rd_u(&r, 4);
+        int is64 = 0;
+        if (len == 0xffffffffu) {
+            len = rd_u(&r, 8);
+            is64 = 1;
+        }
+        if (len == 0) {
+            if (eh)
+                break;                      /* .eh_frame terminator */
+            p = r.p;
+            continue;
+        }
+        if (r.bad || len > (uint64_t)(secend - r.p))
+            goto corrupt;
+        const uint8_t *body = r.p, *next = r.p + len;
+        rd b = {body, next, 0};
+        uint64_t id = rd_u(&b, is64 ? 8 : 4);
+        int is_cie = eh ? id == 0 : (is64 ? id == UINT64_MAX : id == 0xffffffffu);
+        if (b.bad)
+            goto corrupt;
+        if (!is_cie) {
+            uint64_t cie_off = eh ? (uint64_t)(body - sec) - id : id;
+            if (cie_off >= (uint64_t)(secend - sec))
+                goto corrupt;
+            cie_info ci;
+            size_t k;
+            for (k = 0; k < ncache && cache[k].off != cie_off; k++)
+                ;
+            if (k < ncache) {
+                ci = cache[k];
+            } else {
+                rd c = {sec + cie_off, secend, 0};
+                uint64_t clen = rd_u(&c, 4);
+                int c64 = 0;
+                if (clen == 0xffffffffu) {
+                    clen = rd_u(&c, 8);
+                    c64 = 1;
+                }
+                if (c.bad || clen > (uint64_t)(secend - c.p))
+                    goto corrupt;
+                rd cb = {c.p, c.p + clen, 0};
+                rd_u(&cb, c64 ? 8 : 4);
+                ci.off = cie_off;
+                if (cb.bad || parse_cie(cb, eh, &ci) < 0)
+                    goto corrupt;
+                cache[cache_next] = ci;
+                cache_next = (cache_next + 1) % 16;
+                if (ncache < 16)
+                    ncache++;
+            }
+            uint64_t field = sh.sh_addr + (uint64_t)(b.p - sec);
+            uint64_t lo = rd_enc(&b, ci.fde_enc, field, 1);
+            uint64_t range = rd_enc(&b, ci.fde_enc & 0x0f, 0, 0);
+            if (b.bad)
+                goto corrupt;
+            if (range) {
+                if (n == cap) {
+                    cap = cap ? 2 * cap : 256;
+                    icpp_fde *nv = realloc(v, cap * sizeof *nv);
+                    if (!nv) {
+                        free(v);
+                        return icpp_err_set(err, ENOMEM, "%s: out of memory", name);
+                    }
+                    v = nv;
+                }
+                v[n++] = (icpp_fde){lo, lo + range};
+            }
+        }
+        p = next;
+    }
+    *out = v;
+    *nout = n;
+    return 0;
+corrupt:
+    free(v);
+    return icpp_err_set(err, ICPP_EFORMAT, "%s: corrupt entry at offset 0x%tx", name, p - sec);
+}
+
+/* ---- table construction ---- */
+
+typedef struct seg {
+    uint64_t lo, hi;
+    int32_t  w;
+} seg;
+
+typedef struct segv {
+    seg   *v;
+    size_t n, cap;
+} segv;
+
+static int segv_push(segv *s, uint64_t lo, uint64_t hi, int32_t w)
+{
+    if (s->n && s->v[s->n - 1].hi == lo && s->v[s->n - 1].w == w) {
+        s->v[s->n - 1].hi = hi;
+        return 0;
+    }
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 4096;
+        seg *nv = realloc(s->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = (seg){lo, hi, w};
+    return 0;
+}
+
+static int32_t pack(icpp_cfa_kind kind, unsigned reg, int64_t off)
+{
+    if (kind == ICPP_CFA_REG || kind == ICPP_CFA_RSP || kind == ICPP_CFA_RBP) {
+        if (off > OFF_MAX || off < -OFF_MAX || reg > 31)
+            kind = ICPP_CFA_EXPR, reg = 0, off = 0;
+    } else {
+        reg = 0, off = 0;
+    }
+    return (int32_t)((uint32_t)off << 8 | reg << 3 | (uint32_t)kind);
+}
+
+static int32_t classify(Dwarf_Frame *fr)
+{
+    Dwarf_Op *ops;
+    size_t nops;
+    if (dwarf_frame_cfa(fr, &ops, &nops) != 0)
+        return pack(ICPP_CFA_EXPR, 0, 0);
+    if (nops == 0)
+        return pack(ICPP_CFA_UNDEF, 0, 0);
+    if (nops == 1 && ops[0].atom == DW_OP_bregx) {
+        uint64_t reg = ops[0].number;
+        int64_t off = (int64_t)ops[0].number2;
+        if (reg == 7)
+            return pack(ICPP_CFA_RSP, 7, off);
+        if (reg == 6)
+            return pack(ICPP_CFA_RBP, 6, off);
+        return pack(ICPP_CFA_REG, (unsigned)reg, off);
+    }
+    return pack(ICPP_CFA_EXPR, 0, 0);
+}
+
+/* Walk the CFI rows of [lo, hi) with libdw and append segments. */
+static int walk_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, segv *out)
+{
+    uint64_t pc = lo;
+    while (pc < hi) {
+        Dwarf_Frame *fr = NULL;
+        uint64_t next = pc + 1;
+        int32_t w;
+        if (dwarf_cfi_addrframe(cfi, pc, &fr) != 0) {
+            w = pack(ICPP_CFA_NOFDE, 0, 0);
+        } else {
+            Dwarf_Addr s, e;
+            if (dwarf_frame_info(fr, &s, &e, NULL) >= 0 && e > pc)
+                next = e;
+            w = classify(fr);
+            free(fr);
+        }
+        if (next > hi)
+            next = hi;
+        if (segv_push(out, pc, next, w) < 0)
+            return -1;
+        pc = next;
+    }
+    return 0;
+}
+
+static int fde_cmp(const void *a, const void *b)
+{
+    const icpp_fde *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+    const seg *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Merge sorted FDE intervals in place; returns the new count. */
+static size_t merge_intervals(icpp_fde *f, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w && f[i].lo <= f[w - 1].hi) {
+            if (f[i].hi > f[w - 1].hi)
+                f[w - 1].hi = f[i].hi;
+        } else {
+            f[w++] = f[i];
+        }
+    }
+    return w;
+}
+
+icpp_cfi *icpp_cfi_build(const icpp_module *m, icpp_err *err)
+{
+    Elf *elf = icpp_module_elf(m);
+    const char *path = icpp_module_path(m);
+    icpp_cfi *t = calloc(1, sizeof *t);
+    icpp_fde *eh = NULL, *dbg = NULL;
+    size_t neh = 0, ndbg = 0;
+    segv segs = {0};
+    Dwarf *dw = NULL;
+    Dwarf_CFI *ehcfi = NULL;
+    if (!t) {
+        icpp_err_set(err, ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    if (icpp_fde_list(elf, 0, &eh, &neh, err) < 0 || icpp_fde_list(elf, 1, &dbg, &ndbg, err) < 0) {
+        icpp_err_prefix(err, "%s", path);
+        goto fail;
+    }
+    t->fdes_eh = neh;
+    t->fdes_debug = ndbg;
+    qsort(eh, neh, sizeof *eh, fde_cmp);
+    qsort(dbg, ndbg, sizeof *dbg, fde_cmp);
+
+    if (neh) {
+        ehcfi = dwarf_getcfi_elf(elf);
+        if (!ehcfi) {
+            icpp_err_set(err, ICPP_EFORMAT, "%s: libdw cannot read .eh_frame: %s", path,
+                         dwarf_errmsg(-1));
+            goto fail;
+        }
+        for (size_t i = 0; i < neh; i++)
+            if (walk_rows(ehcfi, eh[i].lo, eh[i].hi, &segs) < 0)
+                goto oom;
+    }
+    size_t nmerged = merge_intervals(eh, neh);
+    if (ndbg) {
+        dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+        Dwarf_CFI *dcfi = dw ? dwarf_getcfi(dw) : NULL;
+        for (size_t i = 0; dcfi && i < ndbg; i++) {
+            /* Only the parts of this FDE that no .eh_frame FDE covers. */
+            uint64_t lo = dbg[i].lo, hi = dbg[i].hi;
+            size_t k = 0, a = 0, b = nmerged;
+            while (a < b) {         /* first merged interval ending after lo */
+                size_t mid = (a + b) / 2;
+                if (eh[mid].hi <= lo)
+                    a = mid + 1;
+                else
+                    b = mid;
+            }
+            for (k = a; lo < hi; k++) {
+                uint64_t cut = (k < nmerged && eh[k].lo < hi) ? eh[k].lo : hi;
+                if (cut > lo && walk_rows(dcfi, lo, cut, &segs) < 0)
+                    goto oom;
+                if (k >= nmerged || eh[k].lo >= hi)
+                    break;
+                lo = eh[k].hi > lo ? eh[k].hi : lo;
+            }
+        }
+    }
+    qsort(segs.v, segs.n, sizeof *segs.v, seg_cmp);
+
+    /* Rows: segments in order, clipped so they do not overlap, with NOFDE
+     * rows in the gaps and a NOFDE sentinel at the end. */
+    t->rows = malloc((2 * segs.n + 1) * sizeof *t->rows);
+    if (!t->rows)
+        goto oom;
+    t->base = segs.n ? segs.v[0].lo & ~(uint64_t)((1 << PAGE_SHIFT) - 1) : 0;
+    uint64_t cur = t->base;
+    int32_t nofde = pack(ICPP_CFA_NOFDE, 0, 0);
+    for (size_t i = 0; i < segs.n; i++) {
+        uint64_t lo = segs.v[i].lo > cur ? segs.v[i].lo : cur;
+        if (lo >= segs.v[i].hi)
+            continue;
+        if (lo - t->base > UINT32_MAX) {
+            icpp_err_set(err, ICPP_EUNSUPPORTED, "%s: code spans more than 4 GiB", path);
+            goto fail;
+        }
+        if (lo > cur && (!t->nrows || t->rows[t->nrows - 1].w != nofde))
+            t->rows[t->nrows++] = (row){(uint32_t)(cur - t->base), nofde};
+        if (!t->nrows || t->rows[t->nrows - 1].w != segs.v[i].w)
+            t->rows[t->nrows++] = (row){(uint32_t)(lo - t->base), segs.v[i].w};
+        cur = segs.v[i].hi;
+    }
+    if (cur - t->base > UINT32_MAX) {
+        icpp_err_set(err, ICPP_EUNSUPPORTED, "%s: code spans more than 4 GiB", path);
+        goto fail;
+    }
+    t->rows[t->nrows++] = (row){(uint32_t)(cur - t->base), nofde};
+
+    t->npages = ((uint64_t)t->rows[t->nrows - 1].start >> PAGE_SHIFT) + 2;
+    t->page = malloc(t->npages * sizeof *t->page);
+    if (!t->page)
+        goto oom;
+    size_t r = 0;
+    for (size_t p = 0; p < t->npages; p++) {
+        uint64_t a = (uint64_t)p << PAGE_SHIFT;
+        while (r + 1 < t->nrows && t->rows[r + 1].start <= a)
+            r++;
+        t->page[p] = (uint32_t)r;
+    }
+    free(segs.v);
+    free(eh);
+    free(dbg);
+    if (dw)
+        dwarf_end(dw);
+    return t;
+oom:
+    icpp_err_set(err, ENOMEM, "%s: out of memory building the CFI table", path);
+fail:
+    free(segs.v);
+    free(eh);
+    free(dbg);
+    if (dw)
+        dwarf_end(dw);
+    icpp_cfi_free(t);
+    return NULL;
+}
+
+void icpp_cfi_free(icpp_cfi *t)
+{
+    if (!t)
+        return;
+    free(t->rows);
+    free(t->page);
+    free(t);
+}
+
+static inline int32_t lookup_w(const icpp_cfi *t, uint64_t pc)
+{
+    uint64_t d = pc - t->base;
+    if (pc < t->base || d >= t->rows[t->nrows - 1].start)
+        return 0;   /* NOFDE */
+    size_t p = (size_t)(d >> PAGE_SHIFT);
+    size_t lo = t->page[p], hi = t->page[p + 1];
+    /* last row in [lo, hi] with start <= d */
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (t->rows[mid].start <= d)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return t->rows[lo].w;
+}
+
+icpp_cfa_rule icpp_cfi_lookup(const icpp_cfi *t, uint64_t pc)
+{
+    int32_t w = lookup_w(t, pc);
+    return (icpp_cfa_rule){W_KIND(w), W_REG(w), W_OFF(w)};
+}
+
+int icpp_cfi_entry_sp(const icpp_cfi *t, uint64_t pc, uint64_t sp, uint64_t bp, uint64_t *entry_sp)
+{
+    int32_t w = lookup_w(t, pc);
+    switch (W_KIND(w)) {
+    case ICPP_CFA_RSP:
+        *entry_sp = icpp_entry_sp_from_cfa(sp + (uint64_t)(int64_t)W_OFF(w));
+        return 0;
+    case ICPP_CFA_RBP:
+        *entry_sp = icpp_entry_sp_from_cfa(bp + (uint64_t)(int64_t)W_OFF(w));
+        return 0;
+    default:
+        return W_KIND(w) ? W_KIND(w) : -1;
+    }
+}
+
+void icpp_cfi_get_stats(const icpp_cfi *t, icpp_cfi_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->rows = t->nrows;
+    s->fdes_eh = t->fdes_eh;
+    s->fdes_debug = t->fdes_debug;
+    s->bytes = sizeof *t + t->nrows * sizeof *t->rows + t->npages * sizeof *t->page;
+    for (size_t i = 0; i < t->nrows; i++)
+        s->by_kind[W_KIND(t->rows[i].w)]++;
+}

@@ -1,0 +1,59 @@
+/* defs.h -- definitions every ICPP tool shares: function id, CID, thread base, height. */
+#ifndef ICPP_DEFS_H
+#define ICPP_DEFS_H
+
+#include <stdint.h>
+
+/* These follow ../shared/DESIGN-NOTES.md section 2 and docs/definitions.md.
+ * Change them only together with every file format that stores them.
+ *
+ * entry SP  %rsp at a function's first instruction (points at the return
+ *           address).  From a sample: entry SP = CFA(pc) - 8, CFA from CFI.
+ * base      main thread: startstack (/proc/PID/stat field 28); any other
+ *           thread: the end (top) of the mapping that holds its stack.
+ * height    base - entry SP, in bytes.
+ * function  (module, start address): the module is named by its build-id,
+ *           the address is the function's link-time virtual address in that
+ *           module (st_value; for PIE/DSOs the runtime address minus the bias).
+ * CID       (function, height).
+ * path      the functions on the stack, root to leaf; call sites are detail. */
+
+#define ICPP_BUILD_ID_MAX 64    /* GNU build-ids are 20 bytes (sha1) in practice */
+#define ICPP_RA_SIZE      8     /* bytes of return address between CFA and entry SP */
+
+typedef struct icpp_build_id {
+    uint8_t len;                        /* 0 = module has no build-id */
+    uint8_t bytes[ICPP_BUILD_ID_MAX];
+} icpp_build_id;
+
+/* A function: module index into the owning table of modules + start address. */
+typedef struct icpp_func_id {
+    uint32_t module;                    /* index into a module table */
+    uint64_t addr;                      /* link-time start address in the module */
+} icpp_func_id;
+
+/* Context id. */
+typedef struct icpp_cid {
+    icpp_func_id func;
+    int64_t      height;                /* bytes; base - entry SP */
+} icpp_cid;
+
+/* How a thread's base was obtained (stored with samples and maps). */
+typedef enum icpp_base_kind {
+    ICPP_BASE_NONE = 0,       /* unknown */
+    ICPP_BASE_STARTSTACK = 1, /* main thread: /proc/PID/stat startstack */
+    ICPP_BASE_MAPTOP = 2,     /* other threads: top of the stack's mapping */
+    ICPP_BASE_INFERRED = 3,   /* voted from samples and training heights */
+} icpp_base_kind;
+
+static inline uint64_t icpp_entry_sp_from_cfa(uint64_t cfa)
+{
+    return cfa - ICPP_RA_SIZE;
+}
+
+static inline int64_t icpp_height(uint64_t base, uint64_t entry_sp)
+{
+    return (int64_t)(base - entry_sp);
+}
+
+#endif

@@ -1,0 +1,70 @@
+/* module.h -- ELF modules: build-id, load bias, function table with demangled names. */
+#ifndef ICPP_MODULE_H
+#define ICPP_MODULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <libelf.h>
+
+#include "defs.h"
+#include "err.h"
+
+typedef struct icpp_module icpp_module;
+
+typedef enum icpp_module_kind {
+    ICPP_MOD_EXEC = 1,      /* ET_EXEC: fixed addresses, bias 0 */
+    ICPP_MOD_PIE,           /* ET_DYN with PT_INTERP or DF_1_PIE */
+    ICPP_MOD_DSO,           /* ET_DYN shared object */
+} icpp_module_kind;
+
+typedef enum icpp_func_source {
+    ICPP_FSRC_SYMTAB = 1,   /* .symtab */
+    ICPP_FSRC_DYNSYM,       /* .dynsym */
+    ICPP_FSRC_FDE,          /* start of an .eh_frame/.debug_frame FDE with no symbol */
+} icpp_func_source;
+
+typedef struct icpp_func {
+    uint64_t    addr;       /* link-time start address */
+    uint64_t    size;       /* bytes; 0 if unknown (then it ends at the next function) */
+    const char *name;       /* demangled if C++, else the symbol; "fn_<hex>" for FDE-only */
+    const char *sym;        /* raw symbol name (== name for C) */
+    uint8_t     source;     /* icpp_func_source */
+} icpp_func;
+
+/* Open an ELF file and read its headers, build-id and function table.
+ * Returns NULL and fills *err for a missing, non-ELF or non-x86-64 file. */
+icpp_module *icpp_module_open(const char *path, icpp_err *err);
+void         icpp_module_close(icpp_module *m);
+
+const char          *icpp_module_path(const icpp_module *m);
+Elf                 *icpp_module_elf(const icpp_module *m);
+int                  icpp_module_fd(const icpp_module *m);
+icpp_module_kind     icpp_module_kind_of(const icpp_module *m);
+int                  icpp_module_is_static(const icpp_module *m); /* no PT_INTERP, no PT_DYNAMIC */
+const icpp_build_id *icpp_module_build_id(const icpp_module *m);
+/* Lowest and one-past-highest address of executable PT_LOAD segments. */
+void icpp_module_text_range(const icpp_module *m, uint64_t *lo, uint64_t *hi);
+
+/* Load bias of a mapping of file offset `pgoff` placed at runtime address
+ * `start` (from /proc/PID/maps or an mmap record): runtime = bias + addr.
+ * Fails if no PT_LOAD segment holds that file offset. */
+int icpp_module_bias(const icpp_module *m, uint64_t start, uint64_t pgoff,
+                     uint64_t *bias, icpp_err *err);
+
+/* Function table, sorted by address, one entry per start address (aliases
+ * folded: the preferred name is global, then fewest leading '_', then shortest). */
+size_t           icpp_module_nfuncs(const icpp_module *m);
+const icpp_func *icpp_module_funcs(const icpp_module *m);
+/* The function whose [addr, addr+size) holds `addr` (size 0: up to the next
+ * function), or NULL. */
+const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr);
+/* The function that starts exactly at `addr`, or NULL. */
+const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr);
+
+/* Hex string of a build-id into buf (2*len+1 bytes); "" when len == 0. */
+char *icpp_build_id_hex(const icpp_build_id *b, char *buf, size_t bufsz);
+
+/* Demangle a C++ symbol; returns a malloc'd string or NULL if not mangled. */
+char *icpp_demangle(const char *sym);
+
+#endif
