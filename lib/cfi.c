@@ -530,16 +530,17 @@ static inline int32_t lookup_w(const icpp_cfi *t, uint64_t pc)
     if (pc < t->base || d >= t->rows[t->nrows - 1].start)
         return 0;   /* NOFDE */
     size_t p = (size_t)(d >> PAGE_SHIFT);
-    size_t lo = t->page[p], hi = t->page[p + 1];
-    /* last row in [lo, hi] with start <= d */
-    while (lo < hi) {
-        size_t mid = (lo + hi + 1) / 2;
-        if (t->rows[mid].start <= d)
-            lo = mid;
-        else
-            hi = mid - 1;
+    /* Last row in [page[p], page[p+1]] with start <= d.  Branch-free halving:
+     * samples land on random PCs, so a branchy search mispredicts half the time. */
+    const row *r = &t->rows[t->page[p]];
+    size_t len = (size_t)(t->page[p + 1] - t->page[p]) + 1;
+    uint32_t d32 = (uint32_t)d;
+    while (len > 1) {
+        size_t half = len / 2;
+        r = r[half].start <= d32 ? r + half : r;
+        len -= half;
     }
-    return t->rows[lo].w;
+    return r->w;
 }
 
 icpp_cfa_rule icpp_cfi_lookup(const icpp_cfi *t, uint64_t pc)

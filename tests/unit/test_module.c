@@ -1,0 +1,118 @@
+/* test_module.c -- ELF modules: kinds, build-id, bias, function lookup, demangling. */
+#include "check.h"
+#include "module.h"
+#include "procmaps.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+__attribute__((noinline)) int icpp_test_marker_function(int x)
+{
+    return x * 3 + 1;
+}
+
+/* Runtime address -> (module path, link-time address) through /proc/self/maps. */
+static int self_locate(uint64_t rt, icpp_module **mod, uint64_t *addr)
+{
+    icpp_maps mm;
+    icpp_err err;
+    icpp_maps_init(&mm);
+    int ok = 0;
+    if (icpp_maps_read(&mm, 0, &err) == 0) {
+        const icpp_mapping *mp = icpp_maps_find(&mm, rt);
+        if (mp && mp->path) {
+            icpp_module *m = icpp_module_open(mp->path, &err);
+            uint64_t bias;
+            if (m && icpp_module_bias(m, mp->start, mp->pgoff, &bias, &err) == 0) {
+                *mod = m;
+                *addr = rt - bias;
+                ok = 1;
+            } else {
+                icpp_module_close(m);
+            }
+        }
+    }
+    icpp_maps_free(&mm);
+    return ok;
+}
+
+static void check_self_lookup(const char *what, uint64_t rt, const char *want_name)
+{
+    icpp_module *m = NULL;
+    uint64_t addr = 0;
+    CHECK(self_locate(rt, &m, &addr), "%s: cannot locate 0x%" PRIx64, what, rt);
+    if (!m)
+        return;
+    const icpp_func *f = icpp_module_func_start(m, addr);
+    CHECK(f && strcmp(f->name, want_name) == 0, "%s: function at start is %s, want %s", what,
+          f ? f->name : "(none)", want_name);
+    const icpp_func *g = icpp_module_func_at(m, addr + 1);
+    CHECK(g == f, "%s: func_at(start+1) is not the same function", what);
+    icpp_module_close(m);
+}
+
+int main(int argc, char **argv)
+{
+    icpp_err err = {0};
+
+    /* This executable (PIE by default): symbol lookup through the real bias. */
+    check_self_lookup("main", (uint64_t)(uintptr_t)&main, "main");
+    check_self_lookup("marker", (uint64_t)(uintptr_t)&icpp_test_marker_function, "icpp_test_marker_function");
+    /* libc: aliases folded to the public name. */
+    check_self_lookup("malloc", (uint64_t)(uintptr_t)&malloc, "malloc");
+    check_self_lookup("qsort", (uint64_t)(uintptr_t)&qsort, "qsort");
+
+    /* Kinds. */
+    icpp_module *self = icpp_module_open("/proc/self/exe", &err);
+    CHECK(self && icpp_module_kind_of(self) == ICPP_MOD_PIE, "self is not a PIE");
+    CHECK(self && !icpp_module_is_static(self), "self is static?");
+    CHECK(self && icpp_module_build_id(self)->len == 20, "self build-id length %d",
+          self ? icpp_module_build_id(self)->len : -1);
+    icpp_module_close(self);
+
+    /* Demangling. */
+    char *d = icpp_demangle("_ZN3foo3barEi");
+    CHECK(d && strcmp(d, "foo::bar(int)") == 0, "demangle gave %s", d ? d : "NULL");
+    free(d);
+    CHECK(icpp_demangle("main") == NULL, "demangled a C name");
+
+    /* Bad input. */
+    icpp_module *m = icpp_module_open("/nonexistent/xyz", &err);
+    CHECK(!m && strstr(err.msg, "/nonexistent/xyz") && strstr(err.msg, "No such file"), "missing: %s", err.msg);
+    m = icpp_module_open("/etc/passwd", &err);
+    CHECK(!m && strstr(err.msg, "not an ELF file"), "non-ELF: %s", err.msg);
+
+    /* Optional: pairs of (binary, stripped copy): every FDE-derived function of
+     * the stripped copy starts where a symbol of the original starts. */
+    for (int i = 1; i + 1 < argc; i += 2) {
+        icpp_module *full = icpp_module_open(argv[i], &err);
+        icpp_module *strip = icpp_module_open(argv[i + 1], &err);
+        CHECK(full && strip, "open %s / %s: %s", argv[i], argv[i + 1], err.msg);
+        if (!full || !strip)
+            continue;
+        CHECK(memcmp(icpp_module_build_id(full), icpp_module_build_id(strip), sizeof(icpp_build_id)) == 0,
+              "strip changed the build-id");
+        size_t n = icpp_module_nfuncs(strip), fde = 0, matched = 0;
+        const icpp_func *fs = icpp_module_funcs(strip);
+        for (size_t k = 0; k < n; k++) {
+            if (fs[k].source != ICPP_FSRC_FDE)
+                continue;
+            fde++;
+            const icpp_func *g = icpp_module_func_start(full, fs[k].addr);
+            if (g && g->source != ICPP_FSRC_FDE)
+                matched++;
+            else
+                fprintf(stderr, "stripped: FDE function 0x%" PRIx64 " has no symbol in %s\n", fs[k].addr, argv[i]);
+        }
+        printf("%s: %zu functions, stripped copy %zu (%zu from FDEs, %zu match symbols)\n", argv[i],
+               icpp_module_nfuncs(full), n, fde, matched);
+        CHECK(fde > 0, "stripped copy has no FDE-derived functions");
+        /* The PLT's FDE has no symbol: allow it and nothing else. */
+        CHECK(matched + 2 >= fde, "%zu of %zu FDE functions do not match symbols", fde - matched, fde);
+        icpp_module_close(full);
+        icpp_module_close(strip);
+    }
+    return check_done("test_module");
+}
