@@ -99,6 +99,8 @@ int main(int argc, char **argv)
                build * 1e3, rate[rounds / 2] / 1e6, dwrate / 1e6, rate[rounds / 2] / dwrate);
         if (sink == 42)
             putchar(' ');
+        if (cfi)
+            dwarf_cfi_end(cfi);
         free(pcs);
         icpp_cfi_free(t);
         icpp_module_close(m);

@@ -417,8 +417,10 @@ icpp_cfi *icpp_cfi_build(const icpp_module *m, icpp_err *err)
     }
     t->fdes_eh = neh;
     t->fdes_debug = ndbg;
-    qsort(eh, neh, sizeof *eh, fde_cmp);
-    qsort(dbg, ndbg, sizeof *dbg, fde_cmp);
+    if (neh)
+        qsort(eh, neh, sizeof *eh, fde_cmp);
+    if (ndbg)
+        qsort(dbg, ndbg, sizeof *dbg, fde_cmp);
 
     if (neh) {
         ehcfi = dwarf_getcfi_elf(elf);
@@ -456,7 +458,8 @@ icpp_cfi *icpp_cfi_build(const icpp_module *m, icpp_err *err)
             }
         }
     }
-    qsort(segs.v, segs.n, sizeof *segs.v, seg_cmp);
+    if (segs.n)
+        qsort(segs.v, segs.n, sizeof *segs.v, seg_cmp);
 
     /* Rows: segments in order, clipped so they do not overlap, with NOFDE
      * rows in the gaps and a NOFDE sentinel at the end. */
@@ -500,6 +503,8 @@ icpp_cfi *icpp_cfi_build(const icpp_module *m, icpp_err *err)
     free(segs.v);
     free(eh);
     free(dbg);
+    if (ehcfi)
+        dwarf_cfi_end(ehcfi);
     if (dw)
         dwarf_end(dw);
     return t;
@@ -509,6 +514,8 @@ fail:
     free(segs.v);
     free(eh);
     free(dbg);
+    if (ehcfi)
+        dwarf_cfi_end(ehcfi);
     if (dw)
         dwarf_end(dw);
     icpp_cfi_free(t);

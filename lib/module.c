@@ -183,7 +183,8 @@ static int build_functions(icpp_module *m, icpp_err *err)
     int r = collect_symbols(m, &c, &nc, err);
     if (r < 0)
         return r;
-    qsort(c, nc, sizeof *c, cand_cmp);
+    if (nc)
+        qsort(c, nc, sizeof *c, cand_cmp);
 
     icpp_fde *fdes = NULL;
     size_t nfdes = 0;
@@ -227,7 +228,8 @@ static int build_functions(icpp_module *m, icpp_err *err)
         m->funcs[n++] = (icpp_func){fdes[i].lo, fdes[i].hi - fdes[i].lo, s, s, ICPP_FSRC_FDE};
     }
     free(fdes);
-    qsort(m->funcs, n, sizeof *m->funcs, func_cmp);
+    if (n)
+        qsort(m->funcs, n, sizeof *m->funcs, func_cmp);
     /* Two FDEs can start at one address; keep the first. */
     size_t w = 0;
     for (size_t i = 0; i < n; i++)

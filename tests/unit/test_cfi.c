@@ -104,6 +104,8 @@ static void check_binary(const char *path)
     CHECK(bad == 0, "%s: %" PRIu64 " PCs disagree with libdw", path, bad);
     CHECK(with_fde > pcs / 2, "%s: only %" PRIu64 " of %" PRIu64 " PCs have an FDE: wrong section?", path,
           with_fde, pcs);
+    if (eh)
+        dwarf_cfi_end(eh);
     if (dw)
         dwarf_end(dw);
     icpp_cfi_free(t);
