@@ -1,0 +1,249 @@
+/* codec.c -- byte buffers, LEB128 varints, CRC-32 and atomic file replacement for ICPP's file formats. */
+#include "codec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+void icpp_wbuf_free(icpp_wbuf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+void icpp_wbuf_bytes(icpp_wbuf *b, const void *p, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->len + n)
+            nc *= 2;
+        uint8_t *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    if (n)
+        memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
+void icpp_wbuf_u32le(icpp_wbuf *b, uint32_t v)
+{
+    uint8_t t[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    icpp_wbuf_bytes(b, t, 4);
+}
+
+void icpp_wbuf_u64le(icpp_wbuf *b, uint64_t v)
+{
+    icpp_wbuf_u32le(b, (uint32_t)v);
+    icpp_wbuf_u32le(b, (uint32_t)(v >> 32));
+}
+
+void icpp_wbuf_uv(icpp_wbuf *b, uint64_t v)
+{
+    uint8_t t[10];
+    size_t n = 0;
+    do {
+        t[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            t[n] |= 0x80;
+        n++;
+    } while (v);
+    icpp_wbuf_bytes(b, t, n);
+}
+
+void icpp_wbuf_sv(icpp_wbuf *b, int64_t v)
+{
+    icpp_wbuf_uv(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+void icpp_wbuf_str(icpp_wbuf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    icpp_wbuf_uv(b, n);
+    icpp_wbuf_bytes(b, s, n);
+}
+
+void icpp_rbuf_init(icpp_rbuf *r, const uint8_t *p, size_t len)
+{
+    r->p = r->start = p;
+    r->end = p + len;
+    r->bad = 0;
+}
+
+const uint8_t *icpp_rbuf_bytes(icpp_rbuf *r, size_t n)
+{
+    if (r->bad || icpp_rbuf_left(r) < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    const uint8_t *p = r->p;
+    r->p += n;
+    return p;
+}
+
+uint32_t icpp_rbuf_u32le(icpp_rbuf *r)
+{
+    const uint8_t *p = icpp_rbuf_bytes(r, 4);
+    return p ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24 : 0;
+}
+
+uint64_t icpp_rbuf_u64le(icpp_rbuf *r)
+{
+    uint64_t lo = icpp_rbuf_u32le(r);
+    return lo | (uint64_t)icpp_rbuf_u32le(r) << 32;
+}
+
+uint64_t icpp_rbuf_uv(icpp_rbuf *r)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->bad || r->p >= r->end)
+            break;
+        uint8_t b = *r->p++;
+        if (shift == 63 && (b & 0x7e))
+            break;                      /* more than 64 bits */
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+    r->bad = 1;
+    return 0;
+}
+
+int64_t icpp_rbuf_sv(icpp_rbuf *r)
+{
+    uint64_t u = icpp_rbuf_uv(r);
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+char *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen)
+{
+    uint64_t n = icpp_rbuf_uv(r);
+    if (r->bad || n > maxlen || n > icpp_rbuf_left(r)) {
+        r->bad = 1;
+        return NULL;
+    }
+    const uint8_t *p = icpp_rbuf_bytes(r, (size_t)n);
+    if (!p || memchr(p, 0, (size_t)n)) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *s = malloc((size_t)n + 1);
+    if (!s) {
+        r->bad = 1;
+        return NULL;
+    }
+    memcpy(s, p, (size_t)n);
+    s[n] = 0;
+    return s;
+}
+
+uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n) {                         /* zlib takes uInt lengths */
+        uInt chunk = n > UINT_MAX ? UINT_MAX : (uInt)n;
+        crc = (uint32_t)crc32(crc, b, chunk);
+        b += chunk;
+        n -= chunk;
+    }
+    return crc;
+}
+
+int icpp_write_file_atomic(const char *path, const void *buf, size_t len, icpp_err *err)
+{
+    size_t pl = strlen(path);
+    char *tmp = malloc(pl + 16);
+    if (!tmp)
+        return icpp_err_set(err, ENOMEM, "%s: out of memory", path);
+    snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return icpp_err_set(err, e, "%s: cannot create a file beside it: %s", path, strerror(e));
+    }
+    const uint8_t *p = buf;
+    size_t left = len;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return icpp_err_set(err, e, "%s: write failed: %s (the previous file, if any, is kept)",
+                                path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || close(fd) < 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return icpp_err_set(err, e, "%s: %s (the previous file, if any, is kept)", path, strerror(e));
+    }
+    if (rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return icpp_err_set(err, e, "%s: cannot replace: %s", path, strerror(e));
+    }
+    free(tmp);
+    return 0;
+}
+
+int icpp_read_file(const char *path, size_t maxlen, uint8_t **buf, size_t *len, icpp_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return icpp_err_set(err, EINVAL, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > maxlen) {
+        close(fd);
+        return icpp_err_set(err, EFBIG, "%s: %lld bytes is more than the %zu this reader accepts", path,
+                            (long long)st.st_size, maxlen);
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b) {
+        close(fd);
+        return icpp_err_set(err, ENOMEM, "%s: out of memory", path);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, b + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != n) {
+        free(b);
+        return icpp_err_set(err, EIO, "%s: short read", path);
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}

@@ -1,0 +1,52 @@
+/* codec.h -- byte buffers, LEB128 varints, CRC-32 and atomic file replacement for ICPP's file formats. */
+#ifndef ICPP_CODEC_H
+#define ICPP_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* A growable output buffer.  After an allocation failure `oom` is set and
+ * further writes are ignored: check once at the end. */
+typedef struct icpp_wbuf {
+    uint8_t *p;
+    size_t   len, cap;
+    int      oom;
+} icpp_wbuf;
+
+void icpp_wbuf_free(icpp_wbuf *b);
+void icpp_wbuf_bytes(icpp_wbuf *b, const void *p, size_t n);
+void icpp_wbuf_u32le(icpp_wbuf *b, uint32_t v);
+void icpp_wbuf_u64le(icpp_wbuf *b, uint64_t v);
+void icpp_wbuf_uv(icpp_wbuf *b, uint64_t v);          /* unsigned LEB128 */
+void icpp_wbuf_sv(icpp_wbuf *b, int64_t v);           /* zigzag + LEB128 */
+void icpp_wbuf_str(icpp_wbuf *b, const char *s);      /* uv length + bytes */
+
+/* A bounds-checked reader over untrusted bytes.  Any overrun sets `bad` and
+ * returns zeros; check `bad` where it matters. */
+typedef struct icpp_rbuf {
+    const uint8_t *p, *end, *start;
+    int            bad;
+} icpp_rbuf;
+
+void     icpp_rbuf_init(icpp_rbuf *r, const uint8_t *p, size_t len);
+uint32_t icpp_rbuf_u32le(icpp_rbuf *r);
+uint64_t icpp_rbuf_u64le(icpp_rbuf *r);
+uint64_t icpp_rbuf_uv(icpp_rbuf *r);
+int64_t  icpp_rbuf_sv(icpp_rbuf *r);
+/* A string of at most maxlen bytes, NUL-free; returns malloc'd copy or NULL (bad set). */
+char    *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen);
+const uint8_t *icpp_rbuf_bytes(icpp_rbuf *r, size_t n);
+static inline size_t icpp_rbuf_left(const icpp_rbuf *r) { return (size_t)(r->end - r->p); }
+static inline size_t icpp_rbuf_pos(const icpp_rbuf *r) { return (size_t)(r->p - r->start); }
+
+uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n);
+
+/* Write `len` bytes to `path` so that either the old file or the complete new
+ * one is there afterwards: a temporary file beside it, fsync, rename. */
+int icpp_write_file_atomic(const char *path, const void *buf, size_t len, icpp_err *err);
+/* Read a whole file (at most maxlen bytes). */
+int icpp_read_file(const char *path, size_t maxlen, uint8_t **buf, size_t *len, icpp_err *err);
+
+#endif

@@ -1,0 +1,591 @@
+/* pathmap.c -- the path map: calling-context tree with heights, its file format, merging and statistics. */
+#include "pathmap.h"
+
+#include "codec.h"
+#include "hmap.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char MAGIC[8] = {'I', 'C', 'P', 'P', 'M', 'A', 'P', '\n'};
+#define MAX_STR   (1u << 16)        /* paths, names, metadata */
+#define MAX_FILE  ((size_t)1 << 32)
+
+typedef struct meta {
+    char *key, *val;
+} meta;
+
+struct icpp_pathmap {
+    icpp_pm_module *mods;
+    size_t          nmods, capmods;
+    icpp_pm_func   *funcs;
+    size_t          nfuncs, capfuncs;
+    icpp_pm_node   *nodes;
+    size_t          nnodes, capnodes;
+    meta           *meta;
+    size_t          nmeta;
+    uint32_t        main_module;
+    icpp_hmap       func_ix;        /* (module, addr) -> func */
+    icpp_hmap       child_ix;       /* (parent, func) -> node */
+};
+
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 16;
+    while (nc < need)
+        nc *= 2;
+    void *nv = realloc(*v, nc * elem);
+    if (!nv)
+        return -ENOMEM;
+    memset((char *)nv + *cap * elem, 0, (nc - *cap) * elem);
+    *v = nv;
+    *cap = nc;
+    return 0;
+}
+
+icpp_pathmap *icpp_pathmap_new(void)
+{
+    icpp_pathmap *pm = calloc(1, sizeof *pm);
+    if (!pm)
+        return NULL;
+    if (grow((void **)&pm->nodes, &pm->capnodes, 1, sizeof *pm->nodes) < 0) {
+        free(pm);
+        return NULL;
+    }
+    pm->nnodes = 1;                 /* virtual root */
+    return pm;
+}
+
+void icpp_pathmap_free(icpp_pathmap *pm)
+{
+    if (!pm)
+        return;
+    for (size_t i = 0; i < pm->nmods; i++)
+        free(pm->mods[i].path);
+    for (size_t i = 0; i < pm->nfuncs; i++)
+        free(pm->funcs[i].name);
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        free(pm->nodes[i].heights);
+        free(pm->nodes[i].sites);
+    }
+    for (size_t i = 0; i < pm->nmeta; i++) {
+        free(pm->meta[i].key);
+        free(pm->meta[i].val);
+    }
+    free(pm->mods);
+    free(pm->funcs);
+    free(pm->nodes);
+    free(pm->meta);
+    icpp_hmap_free(&pm->func_ix);
+    icpp_hmap_free(&pm->child_ix);
+    free(pm);
+}
+
+int icpp_pathmap_add_module(icpp_pathmap *pm, const char *path, const icpp_build_id *bid, uint8_t kind,
+                            uint32_t *idx)
+{
+    for (size_t i = 0; i < pm->nmods; i++) {
+        const icpp_pm_module *m = &pm->mods[i];
+        int same = bid->len ? (m->build_id.len == bid->len && !memcmp(m->build_id.bytes, bid->bytes, bid->len))
+                            : (!m->build_id.len && !strcmp(m->path, path));
+        if (same) {
+            *idx = (uint32_t)i;
+            return 0;
+        }
+    }
+    if (grow((void **)&pm->mods, &pm->capmods, pm->nmods + 1, sizeof *pm->mods) < 0)
+        return -ENOMEM;
+    char *p = strdup(path ? path : "");
+    if (!p)
+        return -ENOMEM;
+    pm->mods[pm->nmods] = (icpp_pm_module){p, *bid, kind};
+    *idx = (uint32_t)pm->nmods++;
+    return 0;
+}
+
+int icpp_pathmap_add_func(icpp_pathmap *pm, uint32_t module, uint64_t addr, const char *name, uint32_t *idx)
+{
+    uint64_t *v = icpp_hmap_get(&pm->func_ix, module, addr);
+    if (v) {
+        *idx = (uint32_t)*v;
+        return 0;
+    }
+    if (module >= pm->nmods)
+        return -EINVAL;
+    if (grow((void **)&pm->funcs, &pm->capfuncs, pm->nfuncs + 1, sizeof *pm->funcs) < 0)
+        return -ENOMEM;
+    char *n = strdup(name ? name : "");
+    if (!n || icpp_hmap_put(&pm->func_ix, module, addr, pm->nfuncs) < 0) {
+        free(n);
+        return -ENOMEM;
+    }
+    pm->funcs[pm->nfuncs] = (icpp_pm_func){module, addr, n};
+    *idx = (uint32_t)pm->nfuncs++;
+    return 0;
+}
+
+int icpp_pathmap_child(icpp_pathmap *pm, uint32_t parent, uint32_t func, uint32_t *idx)
+{
+    uint64_t *v = icpp_hmap_get(&pm->child_ix, parent, func);
+    if (v) {
+        *idx = (uint32_t)*v;
+        return 0;
+    }
+    if (parent >= pm->nnodes || func >= pm->nfuncs || pm->nnodes >= UINT32_MAX)
+        return -EINVAL;
+    if (grow((void **)&pm->nodes, &pm->capnodes, pm->nnodes + 1, sizeof *pm->nodes) < 0 ||
+        icpp_hmap_put(&pm->child_ix, parent, func, pm->nnodes) < 0)
+        return -ENOMEM;
+    icpp_pm_node *n = &pm->nodes[pm->nnodes];
+    memset(n, 0, sizeof *n);
+    n->parent = parent;
+    n->func = func;
+    n->depth = pm->nodes[parent].depth + 1;
+    *idx = (uint32_t)pm->nnodes++;
+    return 0;
+}
+
+void icpp_pathmap_add_count(icpp_pathmap *pm, uint32_t node, uint64_t count)
+{
+    if (node < pm->nnodes)
+        pm->nodes[node].count += count;
+}
+
+int icpp_pathmap_add_height(icpp_pathmap *pm, uint32_t node, int64_t height, uint64_t count)
+{
+    if (node >= pm->nnodes)
+        return -EINVAL;
+    icpp_pm_node *n = &pm->nodes[node];
+    for (uint32_t i = 0; i < n->nheights; i++)
+        if (n->heights[i].height == height) {
+            n->heights[i].count += count;
+            return 0;
+        }
+    size_t cap = n->capheights;
+    if (grow((void **)&n->heights, &cap, (size_t)n->nheights + 1, sizeof *n->heights) < 0)
+        return -ENOMEM;
+    n->capheights = (uint32_t)cap;
+    n->heights[n->nheights++] = (icpp_pm_height){height, count};
+    return 0;
+}
+
+int icpp_pathmap_add_site(icpp_pathmap *pm, uint32_t node, uint32_t module, uint64_t addr, uint64_t count)
+{
+    if (node >= pm->nnodes || module >= pm->nmods)
+        return -EINVAL;
+    icpp_pm_node *n = &pm->nodes[node];
+    for (uint32_t i = 0; i < n->nsites; i++)
+        if (n->sites[i].module == module && n->sites[i].addr == addr) {
+            n->sites[i].count += count;
+            return 0;
+        }
+    size_t cap = n->capsites;
+    if (grow((void **)&n->sites, &cap, (size_t)n->nsites + 1, sizeof *n->sites) < 0)
+        return -ENOMEM;
+    n->capsites = (uint32_t)cap;
+    n->sites[n->nsites++] = (icpp_pm_site){module, addr, count};
+    return 0;
+}
+
+int icpp_pathmap_set_meta(icpp_pathmap *pm, const char *key, const char *value)
+{
+    for (size_t i = 0; i < pm->nmeta; i++)
+        if (!strcmp(pm->meta[i].key, key)) {
+            char *v = strdup(value);
+            if (!v)
+                return -ENOMEM;
+            free(pm->meta[i].val);
+            pm->meta[i].val = v;
+            return 0;
+        }
+    meta *nm = realloc(pm->meta, (pm->nmeta + 1) * sizeof *nm);
+    if (!nm)
+        return -ENOMEM;
+    pm->meta = nm;
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return -ENOMEM;
+    }
+    pm->meta[pm->nmeta++] = (meta){k, v};
+    return 0;
+}
+
+const char *icpp_pathmap_meta(const icpp_pathmap *pm, const char *key)
+{
+    for (size_t i = 0; i < pm->nmeta; i++)
+        if (!strcmp(pm->meta[i].key, key))
+            return pm->meta[i].val;
+    return NULL;
+}
+
+void icpp_pathmap_set_main(icpp_pathmap *pm, uint32_t module) { pm->main_module = module; }
+size_t icpp_pathmap_nmodules(const icpp_pathmap *pm) { return pm->nmods; }
+const icpp_pm_module *icpp_pathmap_module(const icpp_pathmap *pm, uint32_t i) { return i < pm->nmods ? &pm->mods[i] : NULL; }
+uint32_t icpp_pathmap_main(const icpp_pathmap *pm) { return pm->main_module; }
+size_t icpp_pathmap_nfuncs(const icpp_pathmap *pm) { return pm->nfuncs; }
+const icpp_pm_func *icpp_pathmap_func(const icpp_pathmap *pm, uint32_t i) { return i < pm->nfuncs ? &pm->funcs[i] : NULL; }
+size_t icpp_pathmap_nnodes(const icpp_pathmap *pm) { return pm->nnodes; }
+const icpp_pm_node *icpp_pathmap_node(const icpp_pathmap *pm, uint32_t i) { return i < pm->nnodes ? &pm->nodes[i] : NULL; }
+
+uint32_t icpp_pathmap_path(const icpp_pathmap *pm, uint32_t node, uint32_t *out, uint32_t max)
+{
+    if (node >= pm->nnodes)
+        return 0;
+    uint32_t d = pm->nodes[node].depth;
+    if (out) {
+        uint32_t i = d;
+        for (uint32_t n = node; n && i; n = pm->nodes[n].parent) {
+            i--;
+            if (i < max)
+                out[i] = pm->nodes[n].func;
+        }
+    }
+    return d;
+}
+
+/* ---- file format (docs/pathmap-format.md) ---- */
+
+int icpp_pathmap_encode(const icpp_pathmap *pm, uint8_t **out, size_t *outlen, icpp_err *err)
+{
+    icpp_wbuf b = {0};
+    icpp_wbuf_bytes(&b, MAGIC, sizeof MAGIC);
+    icpp_wbuf_u32le(&b, ICPP_PATHMAP_VERSION);
+    icpp_wbuf_u32le(&b, 0);                     /* flags */
+    icpp_wbuf_u64le(&b, 0);                     /* body length, patched below */
+    size_t body = b.len;
+    icpp_wbuf_uv(&b, ICPP_DEFS_VERSION);
+    icpp_wbuf_uv(&b, pm->main_module);
+    icpp_wbuf_uv(&b, pm->nmods);
+    for (size_t i = 0; i < pm->nmods; i++) {
+        icpp_wbuf_uv(&b, pm->mods[i].kind);
+        icpp_wbuf_str(&b, pm->mods[i].path);
+        icpp_wbuf_uv(&b, pm->mods[i].build_id.len);
+        icpp_wbuf_bytes(&b, pm->mods[i].build_id.bytes, pm->mods[i].build_id.len);
+    }
+    icpp_wbuf_uv(&b, pm->nfuncs);
+    for (size_t i = 0; i < pm->nfuncs; i++) {
+        icpp_wbuf_uv(&b, pm->funcs[i].module);
+        icpp_wbuf_uv(&b, pm->funcs[i].addr);
+        icpp_wbuf_str(&b, pm->funcs[i].name);
+    }
+    icpp_wbuf_uv(&b, pm->nnodes - 1);
+    for (size_t i = 1; i < pm->nnodes; i++) {
+        const icpp_pm_node *n = &pm->nodes[i];
+        icpp_wbuf_uv(&b, i - n->parent);        /* >= 1: parents come first */
+        icpp_wbuf_uv(&b, n->func);
+        icpp_wbuf_uv(&b, n->count);
+        icpp_wbuf_uv(&b, n->nheights);
+        for (uint32_t k = 0; k < n->nheights; k++) {
+            icpp_wbuf_sv(&b, n->heights[k].height);
+            icpp_wbuf_uv(&b, n->heights[k].count);
+        }
+        icpp_wbuf_uv(&b, n->nsites);
+        for (uint32_t k = 0; k < n->nsites; k++) {
+            icpp_wbuf_uv(&b, n->sites[k].module);
+            icpp_wbuf_uv(&b, n->sites[k].addr);
+            icpp_wbuf_uv(&b, n->sites[k].count);
+        }
+    }
+    icpp_wbuf_uv(&b, pm->nmeta);
+    for (size_t i = 0; i < pm->nmeta; i++) {
+        icpp_wbuf_str(&b, pm->meta[i].key);
+        icpp_wbuf_str(&b, pm->meta[i].val);
+    }
+    uint64_t blen = b.len - body;
+    if (!b.oom)
+        for (int k = 0; k < 8; k++)
+            b.p[body - 8 + k] = (uint8_t)(blen >> (8 * k));
+    icpp_wbuf_u32le(&b, b.oom ? 0 : icpp_crc32(0, b.p, b.len));
+    if (b.oom) {
+        icpp_wbuf_free(&b);
+        return icpp_err_set(err, ENOMEM, "out of memory encoding the path map");
+    }
+    *out = b.p;
+    *outlen = b.len;
+    return 0;
+}
+
+#define FAIL(...)                                     \
+    do {                                              \
+        icpp_err_set(err, ICPP_EFORMAT, __VA_ARGS__); \
+        goto fail;                                    \
+    } while (0)
+
+icpp_pathmap *icpp_pathmap_decode(const uint8_t *buf, size_t len, icpp_err *err)
+{
+    icpp_pathmap *pm = icpp_pathmap_new();
+    if (!pm) {
+        icpp_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    icpp_rbuf r;
+    icpp_rbuf_init(&r, buf, len);
+    const uint8_t *mg = icpp_rbuf_bytes(&r, sizeof MAGIC);
+    if (!mg || memcmp(mg, MAGIC, sizeof MAGIC))
+        FAIL("not an ICPP path map (bad magic)");
+    uint32_t version = icpp_rbuf_u32le(&r);
+    if (r.bad)
+        FAIL("truncated header");
+    if (version != ICPP_PATHMAP_VERSION) {
+        icpp_err_set(err, ICPP_EVERSION, "path map version %u; this build reads version %u", version,
+                     ICPP_PATHMAP_VERSION);
+        goto fail;
+    }
+    icpp_rbuf_u32le(&r);                        /* flags: none defined */
+    uint64_t blen = icpp_rbuf_u64le(&r);
+    if (r.bad || blen + 4 != icpp_rbuf_left(&r))
+        FAIL("length field says %" PRIu64 " bytes of body, file has %zu (truncated or appended to)", blen,
+             icpp_rbuf_left(&r) >= 4 ? icpp_rbuf_left(&r) - 4 : 0);
+    uint32_t crc_want = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 | (uint32_t)buf[len - 2] << 16 |
+                        (uint32_t)buf[len - 1] << 24;
+    if (icpp_crc32(0, buf, len - 4) != crc_want)
+        FAIL("checksum mismatch: the file is corrupt");
+    icpp_rbuf_init(&r, r.p, (size_t)blen);      /* body only */
+
+    uint64_t defs = icpp_rbuf_uv(&r);
+    if (defs != ICPP_DEFS_VERSION)
+        FAIL("heights use definitions version %" PRIu64 ", this build uses %d", defs, ICPP_DEFS_VERSION);
+    uint64_t mainmod = icpp_rbuf_uv(&r);
+    uint64_t nmods = icpp_rbuf_uv(&r);
+    if (r.bad || nmods > icpp_rbuf_left(&r) || (nmods && mainmod >= nmods))
+        FAIL("bad module table");
+    pm->main_module = (uint32_t)mainmod;
+    for (uint64_t i = 0; i < nmods; i++) {
+        uint64_t kind = icpp_rbuf_uv(&r);
+        char *path = icpp_rbuf_str(&r, MAX_STR);
+        uint64_t bl = icpp_rbuf_uv(&r);
+        const uint8_t *bb = (!r.bad && bl <= ICPP_BUILD_ID_MAX) ? icpp_rbuf_bytes(&r, (size_t)bl) : NULL;
+        if (r.bad || !path || kind > 255 || (bl && !bb)) {
+            free(path);
+            FAIL("bad module %" PRIu64, i);
+        }
+        if (grow((void **)&pm->mods, &pm->capmods, pm->nmods + 1, sizeof *pm->mods) < 0) {
+            free(path);
+            FAIL("out of memory");
+        }
+        icpp_pm_module *m = &pm->mods[pm->nmods++];
+        m->path = path;
+        m->kind = (uint8_t)kind;
+        m->build_id.len = (uint8_t)bl;
+        if (bl)
+            memcpy(m->build_id.bytes, bb, (size_t)bl);
+    }
+    uint64_t nfuncs = icpp_rbuf_uv(&r);
+    if (r.bad || nfuncs > icpp_rbuf_left(&r))
+        FAIL("bad function table");
+    for (uint64_t i = 0; i < nfuncs; i++) {
+        uint64_t mod = icpp_rbuf_uv(&r), addr = icpp_rbuf_uv(&r);
+        char *name = icpp_rbuf_str(&r, MAX_STR);
+        uint32_t idx;
+        if (r.bad || !name || mod >= nmods) {
+            free(name);
+            FAIL("bad function %" PRIu64, i);
+        }
+        int rc = icpp_pathmap_add_func(pm, (uint32_t)mod, addr, name, &idx);
+        free(name);
+        if (rc < 0)
+            FAIL("out of memory");
+        if (idx != i)
+            FAIL("function %" PRIu64 " repeats function %u", i, idx);
+    }
+    uint64_t nn = icpp_rbuf_uv(&r);
+    if (r.bad || nn > icpp_rbuf_left(&r) || nn >= UINT32_MAX)
+        FAIL("bad node count");
+    for (uint64_t i = 1; i <= nn; i++) {
+        uint64_t back = icpp_rbuf_uv(&r), func = icpp_rbuf_uv(&r), count = icpp_rbuf_uv(&r);
+        if (r.bad || back == 0 || back > i || func >= nfuncs)
+            FAIL("bad node %" PRIu64, i);
+        uint32_t idx;
+        if (icpp_pathmap_child(pm, (uint32_t)(i - back), (uint32_t)func, &idx) < 0)
+            FAIL("out of memory");
+        if (idx != i)
+            FAIL("node %" PRIu64 " repeats the path of node %u", i, idx);
+        pm->nodes[idx].count = count;
+        uint64_t nh = icpp_rbuf_uv(&r);
+        if (r.bad || nh > icpp_rbuf_left(&r))
+            FAIL("bad heights of node %" PRIu64, i);
+        for (uint64_t k = 0; k < nh; k++) {
+            int64_t h = icpp_rbuf_sv(&r);
+            uint64_t c = icpp_rbuf_uv(&r);
+            if (r.bad || icpp_pathmap_add_height(pm, idx, h, c) < 0)
+                FAIL("bad height %" PRIu64 " of node %" PRIu64, k, i);
+        }
+        uint64_t ns = icpp_rbuf_uv(&r);
+        if (r.bad || ns > icpp_rbuf_left(&r))
+            FAIL("bad call sites of node %" PRIu64, i);
+        for (uint64_t k = 0; k < ns; k++) {
+            uint64_t mod = icpp_rbuf_uv(&r), addr = icpp_rbuf_uv(&r), c = icpp_rbuf_uv(&r);
+            if (r.bad || mod >= nmods || icpp_pathmap_add_site(pm, idx, (uint32_t)mod, addr, c) < 0)
+                FAIL("bad call site %" PRIu64 " of node %" PRIu64, k, i);
+        }
+    }
+    uint64_t nmeta = icpp_rbuf_uv(&r);
+    if (r.bad || nmeta > icpp_rbuf_left(&r))
+        FAIL("bad metadata");
+    for (uint64_t i = 0; i < nmeta; i++) {
+        char *k = icpp_rbuf_str(&r, MAX_STR), *v = icpp_rbuf_str(&r, MAX_STR);
+        int rc = (k && v) ? icpp_pathmap_set_meta(pm, k, v) : -1;
+        free(k);
+        free(v);
+        if (rc < 0)
+            FAIL("bad metadata entry %" PRIu64, i);
+    }
+    if (icpp_rbuf_left(&r))
+        FAIL("%zu stray bytes after the metadata", icpp_rbuf_left(&r));
+    return pm;
+fail:
+    icpp_pathmap_free(pm);
+    return NULL;
+}
+
+int icpp_pathmap_write(const icpp_pathmap *pm, const char *path, icpp_err *err)
+{
+    uint8_t *buf;
+    size_t len;
+    if (icpp_pathmap_encode(pm, &buf, &len, err) < 0)
+        return icpp_err_prefix(err, "%s", path);
+    int r = icpp_write_file_atomic(path, buf, len, err);
+    free(buf);
+    return r;
+}
+
+icpp_pathmap *icpp_pathmap_read(const char *path, icpp_err *err)
+{
+    uint8_t *buf;
+    size_t len;
+    if (icpp_read_file(path, MAX_FILE, &buf, &len, err) < 0)
+        return NULL;
+    icpp_pathmap *pm = icpp_pathmap_decode(buf, len, err);
+    free(buf);
+    if (!pm)
+        icpp_err_prefix(err, "%s", path);
+    return pm;
+}
+
+int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err)
+{
+    if (dst->nmods && src->nmods) {
+        const icpp_pm_module *a = &dst->mods[dst->main_module], *b = &src->mods[src->main_module];
+        if (a->build_id.len != b->build_id.len || memcmp(a->build_id.bytes, b->build_id.bytes, a->build_id.len)) {
+            char ha[2 * ICPP_BUILD_ID_MAX + 1] = "", hb[2 * ICPP_BUILD_ID_MAX + 1] = "";
+            for (int i = 0; i < a->build_id.len; i++)
+                snprintf(ha + 2 * i, 3, "%02x", a->build_id.bytes[i]);
+            for (int i = 0; i < b->build_id.len; i++)
+                snprintf(hb + 2 * i, 3, "%02x", b->build_id.bytes[i]);
+            return icpp_err_set(err, ICPP_EMISMATCH,
+                                "the map is of %s (build-id %s), the new data of %s (build-id %s): "
+                                "use another map file or --fresh",
+                                a->path, ha, b->path, hb);
+        }
+    }
+    uint32_t *modmap = calloc(src->nmods + 1, sizeof *modmap);
+    uint32_t *funcmap = calloc(src->nfuncs + 1, sizeof *funcmap);
+    uint32_t *nodemap = calloc(src->nnodes, sizeof *nodemap);
+    int rc = -ENOMEM;
+    if (!modmap || !funcmap || !nodemap)
+        goto out;
+    for (size_t i = 0; i < src->nmods; i++)
+        if (icpp_pathmap_add_module(dst, src->mods[i].path, &src->mods[i].build_id, src->mods[i].kind,
+                                    &modmap[i]) < 0)
+            goto out;
+    if (!dst->nmods || dst->nmods == src->nmods)
+        dst->main_module = src->nmods ? modmap[src->main_module] : 0;
+    for (size_t i = 0; i < src->nfuncs; i++)
+        if (icpp_pathmap_add_func(dst, modmap[src->funcs[i].module], src->funcs[i].addr, src->funcs[i].name,
+                                  &funcmap[i]) < 0)
+            goto out;
+    nodemap[0] = 0;
+    for (size_t i = 1; i < src->nnodes; i++) {
+        const icpp_pm_node *n = &src->nodes[i];
+        uint32_t d;
+        if (icpp_pathmap_child(dst, nodemap[n->parent], funcmap[n->func], &d) < 0)
+            goto out;
+        nodemap[i] = d;
+        dst->nodes[d].count += n->count;
+        for (uint32_t k = 0; k < n->nheights; k++)
+            if (icpp_pathmap_add_height(dst, d, n->heights[k].height, n->heights[k].count) < 0)
+                goto out;
+        for (uint32_t k = 0; k < n->nsites; k++)
+            if (icpp_pathmap_add_site(dst, d, modmap[n->sites[k].module], n->sites[k].addr, n->sites[k].count) < 0)
+                goto out;
+    }
+    for (size_t i = 0; i < src->nmeta; i++)
+        if (!icpp_pathmap_meta(dst, src->meta[i].key) &&
+            icpp_pathmap_set_meta(dst, src->meta[i].key, src->meta[i].val) < 0)
+            goto out;
+    rc = 0;
+out:
+    free(modmap);
+    free(funcmap);
+    free(nodemap);
+    if (rc < 0)
+        icpp_err_set(err, ENOMEM, "out of memory merging path maps");
+    return rc;
+}
+
+/* ---- statistics ---- */
+
+static int bucket_of(uint64_t k)
+{
+    return k <= 1 ? 0 : k == 2 ? 1 : k == 3 ? 2 : k <= 5 ? 3 : k <= 10 ? 4 : k <= 100 ? 5 : 6;
+}
+
+const char *icpp_pathmap_bucket_name(int b)
+{
+    static const char *names[ICPP_AMBIG_BUCKETS] = {"1", "2", "3", "4-5", "6-10", "11-100", ">100"};
+    return b >= 0 && b < ICPP_AMBIG_BUCKETS ? names[b] : "?";
+}
+
+int icpp_pathmap_stats(const icpp_pathmap *pm, icpp_pm_stats *st, icpp_err *err)
+{
+    memset(st, 0, sizeof *st);
+    st->modules = pm->nmods;
+    st->funcs = pm->nfuncs;
+    st->paths = pm->nnodes - 1;
+    /* CID -> number of distinct nodes having it.  A node lists each height
+     * once, so counting (node, height) pairs per CID counts nodes. */
+    icpp_hmap cid;
+    icpp_hmap_init(&cid);
+    for (size_t i = 1; i < pm->nnodes; i++) {
+        const icpp_pm_node *n = &pm->nodes[i];
+        if (n->depth > st->max_depth)
+            st->max_depth = n->depth;
+        for (uint32_t k = 0; k < n->nheights; k++) {
+            uint64_t *v = icpp_hmap_get(&cid, n->func, (uint64_t)n->heights[k].height);
+            if (v)
+                (*v)++;
+            else if (icpp_hmap_put(&cid, n->func, (uint64_t)n->heights[k].height, 1) < 0) {
+                icpp_hmap_free(&cid);
+                return icpp_err_set(err, ENOMEM, "out of memory computing statistics");
+            }
+            st->contexts++;
+        }
+    }
+    st->cids = cid.n;
+    for (size_t i = 1; i < pm->nnodes; i++) {
+        const icpp_pm_node *n = &pm->nodes[i];
+        int all_unique = n->nheights > 0;
+        for (uint32_t k = 0; k < n->nheights; k++) {
+            uint64_t sharing = *icpp_hmap_get(&cid, n->func, (uint64_t)n->heights[k].height);
+            int b = bucket_of(sharing);
+            st->hist_paths[b]++;
+            st->hist_calls[b] += n->heights[k].count;
+            st->calls += n->heights[k].count;
+            if (sharing == 1) {
+                st->unique_contexts++;
+                st->unique_calls += n->heights[k].count;
+            } else {
+                all_unique = 0;
+            }
+        }
+        st->unique_paths += all_unique;
+    }
+    icpp_hmap_free(&cid);
+    return 0;
+}

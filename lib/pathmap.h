@@ -1,0 +1,119 @@
+/* pathmap.h -- the path map: calling-context tree with heights, its file format, merging and statistics. */
+#ifndef ICPP_PATHMAP_H
+#define ICPP_PATHMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "defs.h"
+#include "err.h"
+
+/* A path map is a calling-context tree (CCT).  Node 0 is a virtual root;
+ * every other node is a call path (root -> leaf functions) with the number of
+ * times its leaf was entered on that path, the heights (base - entry SP) it
+ * was entered at, with counts, and the call sites it was called from (return
+ * addresses), with counts, as detail.  Nodes are numbered so that a parent
+ * always precedes its children.  See docs/pathmap-format.md. */
+
+#define ICPP_PATHMAP_VERSION 1
+#define ICPP_DEFS_VERSION    1   /* the definitions of docs/definitions.md */
+
+typedef struct icpp_pathmap icpp_pathmap;
+
+typedef struct icpp_pm_module {
+    char         *path;
+    icpp_build_id build_id;
+    uint8_t       kind;             /* icpp_module_kind, 0 if unknown */
+} icpp_pm_module;
+
+typedef struct icpp_pm_func {
+    uint32_t module;                /* index into modules */
+    uint64_t addr;                  /* link-time start address */
+    char    *name;                  /* for people; may be "" */
+} icpp_pm_func;
+
+typedef struct icpp_pm_height {
+    int64_t  height;
+    uint64_t count;
+} icpp_pm_height;
+
+typedef struct icpp_pm_site {
+    uint32_t module;                /* module of the return address */
+    uint64_t addr;                  /* link-time return address in the caller */
+    uint64_t count;
+} icpp_pm_site;
+
+typedef struct icpp_pm_node {
+    uint32_t        parent;         /* < this node's index; 0 for roots */
+    uint32_t        func;           /* index into funcs; unused for node 0 */
+    uint32_t        depth;          /* number of functions on the path */
+    uint64_t        count;          /* entries of the leaf on this path */
+    icpp_pm_height *heights;
+    uint32_t        nheights, capheights;
+    icpp_pm_site   *sites;
+    uint32_t        nsites, capsites;
+} icpp_pm_node;
+
+icpp_pathmap *icpp_pathmap_new(void);
+void          icpp_pathmap_free(icpp_pathmap *pm);
+
+/* Building.  Each returns a negative error code on failure (out of memory). */
+int  icpp_pathmap_add_module(icpp_pathmap *pm, const char *path, const icpp_build_id *bid,
+                             uint8_t kind, uint32_t *idx);
+int  icpp_pathmap_add_func(icpp_pathmap *pm, uint32_t module, uint64_t addr, const char *name,
+                           uint32_t *idx);
+/* The child of `parent` for `func`, created (count 0) if absent. */
+int  icpp_pathmap_child(icpp_pathmap *pm, uint32_t parent, uint32_t func, uint32_t *idx);
+int  icpp_pathmap_add_height(icpp_pathmap *pm, uint32_t node, int64_t height, uint64_t count);
+int  icpp_pathmap_add_site(icpp_pathmap *pm, uint32_t node, uint32_t module, uint64_t addr,
+                           uint64_t count);
+void icpp_pathmap_add_count(icpp_pathmap *pm, uint32_t node, uint64_t count);
+/* Free-form metadata ("program", "runs", "capped-nodes", ...); replaces. */
+int  icpp_pathmap_set_meta(icpp_pathmap *pm, const char *key, const char *value);
+const char *icpp_pathmap_meta(const icpp_pathmap *pm, const char *key);
+/* Which module is the main executable (the map's identity). */
+void icpp_pathmap_set_main(icpp_pathmap *pm, uint32_t module);
+
+/* Reading the tree. */
+size_t                icpp_pathmap_nmodules(const icpp_pathmap *pm);
+const icpp_pm_module *icpp_pathmap_module(const icpp_pathmap *pm, uint32_t i);
+uint32_t              icpp_pathmap_main(const icpp_pathmap *pm);
+size_t                icpp_pathmap_nfuncs(const icpp_pathmap *pm);
+const icpp_pm_func   *icpp_pathmap_func(const icpp_pathmap *pm, uint32_t i);
+size_t                icpp_pathmap_nnodes(const icpp_pathmap *pm);    /* including root 0 */
+const icpp_pm_node   *icpp_pathmap_node(const icpp_pathmap *pm, uint32_t i);
+/* Functions of node i's path, root first, into out[0..depth-1]; returns depth
+ * (out may be NULL to ask for the depth). */
+uint32_t icpp_pathmap_path(const icpp_pathmap *pm, uint32_t node, uint32_t *out, uint32_t max);
+
+/* Files.  Write goes to PATH.tmp.XXXXXX, fsync, rename: an existing file is
+ * replaced only by a complete new one.  Read checks magic, version, length
+ * and checksum and every index, so a corrupt file is an error, never a crash. */
+int           icpp_pathmap_write(const icpp_pathmap *pm, const char *path, icpp_err *err);
+icpp_pathmap *icpp_pathmap_read(const char *path, icpp_err *err);
+/* The same on a memory buffer (for the fuzzer and tests). */
+icpp_pathmap *icpp_pathmap_decode(const uint8_t *buf, size_t len, icpp_err *err);
+int           icpp_pathmap_encode(const icpp_pathmap *pm, uint8_t **buf, size_t *len, icpp_err *err);
+
+/* Add src into dst: modules matched by build-id, functions by (module,
+ * address), nodes by path; counts add.  Refuses (ICPP_EMISMATCH) when the
+ * main executables' build-ids differ. */
+int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err);
+
+/* Context-id statistics (the paper's figures 5.2 and 5.8).  A context is a
+ * (node, height) pair; its CID is (node's function, height).  A context is
+ * unique when no other node has the same CID. */
+#define ICPP_AMBIG_BUCKETS 7          /* 1, 2, 3, 4-5, 6-10, 11-100, >100 */
+typedef struct icpp_pm_stats {
+    size_t   modules, funcs, paths, contexts, cids;
+    size_t   unique_contexts;         /* contexts whose CID no other path shares */
+    size_t   unique_paths;            /* paths all of whose contexts are unique */
+    uint64_t calls, unique_calls;     /* weighted by entry counts */
+    size_t   hist_paths[ICPP_AMBIG_BUCKETS];  /* contexts by #paths sharing their CID */
+    uint64_t hist_calls[ICPP_AMBIG_BUCKETS];
+    uint32_t max_depth;
+} icpp_pm_stats;
+int icpp_pathmap_stats(const icpp_pathmap *pm, icpp_pm_stats *st, icpp_err *err);
+const char *icpp_pathmap_bucket_name(int bucket);
+
+#endif
