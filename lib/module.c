@@ -305,6 +305,32 @@ static int read_headers(icpp_module *m, icpp_err *err)
     return 0;
 }
 
+int icpp_elf_build_id(const char *path, icpp_build_id *out, icpp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!once_elf_version())
+        return icpp_err_set(err, ICPP_EUNSUPPORTED, "libelf: version mismatch");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    int r = 0;
+    if (!elf || elf_kind(elf) != ELF_K_ELF) {
+        r = icpp_err_set(err, ICPP_EFORMAT, "%s: not an ELF file", path);
+    } else {
+        const void *bid = NULL;
+        ssize_t n = dwelf_elf_gnu_build_id(elf, &bid);
+        if (n > 0 && bid) {
+            out->len = (uint8_t)(n > ICPP_BUILD_ID_MAX ? ICPP_BUILD_ID_MAX : n);
+            memcpy(out->bytes, bid, out->len);
+        }
+    }
+    if (elf)
+        elf_end(elf);
+    close(fd);
+    return r;
+}
+
 icpp_module *icpp_module_open(const char *path, icpp_err *err)
 {
     if (!once_elf_version()) {

@@ -61,6 +61,9 @@ const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr);
 /* The function that starts exactly at `addr`, or NULL. */
 const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr);
 
+/* Only the build-id of an ELF file (cheap: no function table). */
+int icpp_elf_build_id(const char *path, icpp_build_id *out, icpp_err *err);
+
 /* Hex string of a build-id into buf (2*len+1 bytes); "" when len == 0. */
 char *icpp_build_id_hex(const icpp_build_id *b, char *buf, size_t bufsz);
 

@@ -3,6 +3,7 @@
 
 #include "codec.h"
 #include "hmap.h"
+#include "module.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -473,11 +474,9 @@ int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err
     if (dst->nmods && src->nmods) {
         const icpp_pm_module *a = &dst->mods[dst->main_module], *b = &src->mods[src->main_module];
         if (a->build_id.len != b->build_id.len || memcmp(a->build_id.bytes, b->build_id.bytes, a->build_id.len)) {
-            char ha[2 * ICPP_BUILD_ID_MAX + 1] = "", hb[2 * ICPP_BUILD_ID_MAX + 1] = "";
-            for (int i = 0; i < a->build_id.len; i++)
-                snprintf(ha + 2 * i, 3, "%02x", a->build_id.bytes[i]);
-            for (int i = 0; i < b->build_id.len; i++)
-                snprintf(hb + 2 * i, 3, "%02x", b->build_id.bytes[i]);
+            char ha[2 * ICPP_BUILD_ID_MAX + 1], hb[2 * ICPP_BUILD_ID_MAX + 1];
+            icpp_build_id_hex(&a->build_id, ha, sizeof ha);
+            icpp_build_id_hex(&b->build_id, hb, sizeof hb);
             return icpp_err_set(err, ICPP_EMISMATCH,
                                 "the map is of %s (build-id %s), the new data of %s (build-id %s): "
                                 "use another map file or --fresh",

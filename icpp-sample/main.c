@@ -1,0 +1,819 @@
+/* main.c -- icpp-sample: record PC, SP and BP per sample through perf_event_open, nothing else. */
+#include "defs.h"
+#include "events.h"
+#include "module.h"
+#include "perfring.h"
+#include "procmaps.h"
+#include "samples.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_EVENTS 8
+
+static const char *usage_text =
+    "usage: icpp-sample [-e EVENT[,EVENT...]] [-c PERIOD | -F FREQ] [-o FILE] [-m PAGES]\n"
+    "                   [--validate] [--stack-size BYTES] [-q] (-p PID | -- PROG [ARGS...])\n"
+    "       icpp-sample --list-events\n"
+    "\n"
+    "Record, for each sample, only what ICPP needs: the user-space IP, SP and BP,\n"
+    "the thread and the time (no stack walk, no callchain), plus the thread\n"
+    "bases (main thread startstack, thread stack mappings) and module mappings\n"
+    "with build-ids. icpp-resolve turns the file into call-path profiles.\n"
+    "\n"
+    "  -e, --event LIST     events to sample, by name through libpfm4: cycles,\n"
+    "                       instructions, cpu-clock, task-clock, raw rUUEE, PMU\n"
+    "                       event names. Default: cycles if this machine has a\n"
+    "                       hardware PMU, else cpu-clock (said on stderr).\n"
+    "  -c, --period N       sample every N events (ns for cpu-clock/task-clock).\n"
+    "                       Hardware events always use a fixed period (default\n"
+    "                       1000003) so Intel PEBS can buffer samples without an\n"
+    "                       interrupt each.\n"
+    "  -F, --freq HZ        samples per second for software events (default 4000).\n"
+    "  -o, --output FILE    output file (default icpp.samples; an existing file\n"
+    "                       is renamed to FILE.old).\n"
+    "  -m, --mmap-pages N   ring buffer data pages per CPU, a power of two\n"
+    "                       (default 128).\n"
+    "  -p, --pid PID        sample a running process and all its threads until\n"
+    "                       Ctrl-C or its exit; it keeps running afterwards.\n"
+    "      --validate       also record each sample's user callchain and a copy\n"
+    "                       of the user stack, so `icpp-resolve --check` can\n"
+    "                       measure accuracy against the true stacks. Costs more.\n"
+    "      --stack-size N   bytes of stack to copy with --validate (default 16384).\n"
+    "  -q, --quiet          no summary on stderr.\n"
+    "      --list-events    list the events this machine knows.\n"
+    "  -h, --help           this text.\n"
+    "\n"
+    "Exit status: PROG's own (128+N if a signal N killed it); 1 on icpp-sample's\n"
+    "own errors; 2 on bad usage.\n";
+
+typedef struct opened {
+    int      fd;
+    uint32_t event;     /* index into events */
+    uint64_t id;        /* kernel sample id */
+} opened;
+
+typedef struct session {
+    icpp_event       ev[MAX_EVENTS];
+    int              nev;
+    icpp_sample_opts so;
+    opened          *fds;
+    size_t           nfds, capfds;
+    icpp_ring       *rings;     /* one per CPU */
+    int             *cpus;
+    int              ncpus;
+    size_t           pages;
+    icpp_swriter    *w;
+    uint64_t         samples, lost, noregs, throttles;
+    int              validate;
+    /* processes seen: pid -> startstack, exe */
+    struct proc { uint32_t pid; uint64_t startstack; char exe[512]; } *procs;
+    size_t           nprocs, capprocs;
+} session;
+
+static volatile sig_atomic_t stop_requested, forward_signal;
+static pid_t child_pid;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("icpp-sample: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    stop_requested = 1;
+    /* A signal sent by kill() to us alone is passed on to the child; one from
+     * the terminal already reached the child's process group. */
+    if (child_pid > 0 && si && si->si_code == SI_USER)
+        kill(child_pid, sig);
+}
+
+static int online_cpus(int **out)
+{
+    /* /sys/devices/system/cpu/online: "0-3,5" */
+    FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+    int *v = NULL, n = 0, cap = 0;
+    if (f) {
+        int a, b;
+        char sep;
+        while (fscanf(f, "%d", &a) == 1) {
+            b = a;
+            if (fscanf(f, "%c", &sep) == 1 && sep == '-') {
+                if (fscanf(f, "%d", &b) != 1)
+                    break;
+                if (fscanf(f, "%c", &sep) != 1)
+                    sep = '\n';
+            }
+            for (int c = a; c <= b && c < 4096; c++) {
+                if (n == cap) {
+                    cap = cap ? 2 * cap : 16;
+                    int *nv = realloc(v, (size_t)cap * sizeof *nv);
+                    if (!nv)
+                        break;
+                    v = nv;
+                }
+                v[n++] = c;
+            }
+            if (sep != ',')
+                break;
+        }
+        fclose(f);
+    }
+    if (n == 0) {
+        long c = sysconf(_SC_NPROCESSORS_CONF);
+        v = malloc((size_t)(c > 0 ? c : 1) * sizeof *v);
+        for (n = 0; v && n < (c > 0 ? c : 1); n++)
+            v[n] = n;
+    }
+    *out = v;
+    return n;
+}
+
+static struct proc *find_proc(session *s, uint32_t pid)
+{
+    for (size_t i = 0; i < s->nprocs; i++)
+        if (s->procs[i].pid == pid)
+            return &s->procs[i];
+    return NULL;
+}
+
+static struct proc *add_proc(session *s, uint32_t pid, uint64_t startstack, const char *exe)
+{
+    struct proc *p = find_proc(s, pid);
+    if (!p) {
+        if (s->nprocs == s->capprocs) {
+            size_t nc = s->capprocs ? 2 * s->capprocs : 16;
+            struct proc *np = realloc(s->procs, nc * sizeof *np);
+            if (!np)
+                return NULL;
+            s->procs = np;
+            s->capprocs = nc;
+        }
+        p = &s->procs[s->nprocs++];
+        p->pid = pid;
+    }
+    p->startstack = startstack;
+    snprintf(p->exe, sizeof p->exe, "%s", exe ? exe : "");
+    return p;
+}
+
+/* Build-id of a file, read from its ELF notes (empty if none or unreadable). */
+static void file_build_id(const char *path, icpp_build_id *bid)
+{
+    memset(bid, 0, sizeof *bid);
+    if (!path || path[0] != '/')
+        return;
+    icpp_err err;
+    icpp_elf_build_id(path, bid, &err);
+}
+
+/* Describe process `pid` from /proc: startstack, exe, every mapping. */
+static void snapshot_process(session *s, pid_t pid, uint32_t ppid, uint32_t flags)
+{
+    icpp_err err;
+    uint64_t ss = 0;
+    char exe[512] = "", link[64];
+    snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(link, exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    if (icpp_proc_startstack(pid, &ss, &err) < 0)
+        fprintf(stderr, "icpp-sample: warning: %s: main-thread heights of pid %d will be unknown\n", err.msg, (int)pid);
+    add_proc(s, (uint32_t)pid, ss, exe);
+    icpp_swriter_proc(s->w, (uint32_t)pid, ppid, ss, exe, flags);
+    icpp_maps mm;
+    icpp_maps_init(&mm);
+    if (icpp_maps_read(&mm, pid, &err) < 0) {
+        fprintf(stderr, "icpp-sample: warning: %s\n", err.msg);
+        return;
+    }
+    for (size_t i = 0; i < mm.n; i++) {
+        const icpp_mapping *m = &mm.v[i];
+        icpp_build_id bid;
+        file_build_id((m->prot & PROT_EXEC) ? m->path : NULL, &bid);
+        icpp_swriter_mmap(s->w, (uint32_t)pid, m->start, m->end - m->start, m->pgoff, m->prot, m->path, &bid);
+    }
+    icpp_maps_free(&mm);
+}
+
+/* ---- ring buffer records ---- */
+
+static int on_record(void *ctx, const struct perf_event_header *h)
+{
+    session *s = ctx;
+    const uint8_t *p = (const uint8_t *)(h + 1), *end = (const uint8_t *)h + h->size;
+#define TAKE(dst)                                      \
+    do {                                               \
+        if ((size_t)(end - p) < sizeof(dst))           \
+            return 0;                                  \
+        memcpy(&(dst), p, sizeof(dst));                \
+        p += sizeof(dst);                              \
+    } while (0)
+    switch (h->type) {
+    case PERF_RECORD_SAMPLE: {
+        uint64_t id, ip, time, abi;
+        uint32_t pid, tid;
+        TAKE(id);
+        TAKE(ip);
+        TAKE(pid);
+        TAKE(tid);
+        TAKE(time);
+        uint32_t ev = 0;
+        for (size_t i = 0; i < s->nfds; i++)
+            if (s->fds[i].id == id) {
+                ev = s->fds[i].event;
+                break;
+            }
+        const struct perf_event_attr *a = &s->ev[ev].attr;
+        uint64_t chain[512];
+        uint32_t nchain = 0;
+        if (a->sample_type & PERF_SAMPLE_CALLCHAIN) {
+            uint64_t nr;
+            TAKE(nr);
+            if ((size_t)(end - p) < nr * 8)
+                return 0;
+            for (uint64_t i = 0; i < nr; i++) {
+                uint64_t v;
+                memcpy(&v, p + 8 * i, 8);
+                if (v >= (uint64_t)PERF_CONTEXT_MAX)
+                    continue;               /* context markers */
+                if (nchain < 512)
+                    chain[nchain++] = v;
+            }
+            p += nr * 8;
+        }
+        TAKE(abi);
+        uint64_t regs[32] = {0};
+        int nregs = __builtin_popcountll(a->sample_regs_user);
+        if (abi == PERF_SAMPLE_REGS_ABI_NONE) {
+            s->noregs++;
+            return 0;
+        }
+        for (int i = 0; i < nregs && i < 32; i++)
+            TAKE(regs[i]);
+        /* Registers come in bit order; find BP, SP, IP among them. */
+        uint64_t bp = 0, sp = 0, rip = ip;
+        for (int bit = 0, k = 0; bit < 64; bit++) {
+            if (!(a->sample_regs_user & (1ull << bit)))
+                continue;
+            if (bit == PERF_REG_X86_BP) bp = regs[k];
+            if (bit == PERF_REG_X86_SP) sp = regs[k];
+            if (bit == PERF_REG_X86_IP) rip = regs[k];
+            k++;
+        }
+        /* precise_ip >= 2 reports the eventing IP with post-retirement
+         * registers: pair SP with the register-set IP instead. */
+        if (a->precise_ip >= 2)
+            ip = rip;
+        icpp_swriter_sample(s->w, pid, tid, ev, time, ip, sp, bp);
+        s->samples++;
+        if (a->sample_type & PERF_SAMPLE_STACK_USER) {
+            uint64_t size, dyn = 0;
+            TAKE(size);
+            const uint8_t *stack = p;
+            if ((size_t)(end - p) < size)
+                return 0;
+            p += size;
+            if (size)
+                TAKE(dyn);
+            icpp_swriter_chain(s->w, nchain, chain);
+            icpp_swriter_stack(s->w, (uint32_t)nregs, regs, (uint32_t)(dyn < size ? dyn : size), stack);
+        }
+        return 0;
+    }
+    case PERF_RECORD_MMAP2: {
+        uint32_t pid, tid, prot, flags;
+        uint64_t addr, len, pgoff;
+        TAKE(pid);
+        TAKE(tid);
+        TAKE(addr);
+        TAKE(len);
+        TAKE(pgoff);
+        icpp_build_id bid = {0, {0}};
+        if (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+            uint8_t bsz, pad[3], b[20];
+            TAKE(bsz);
+            TAKE(pad);
+            TAKE(b);
+            bid.len = bsz <= 20 ? bsz : 20;
+            memcpy(bid.bytes, b, bid.len);
+        } else {
+            uint8_t skip[24];   /* maj, min, ino, ino_generation */
+            TAKE(skip);
+        }
+        TAKE(prot);
+        TAKE(flags);
+        char path[4096];
+        size_t plen = (size_t)(end - p);
+        if (plen >= sizeof path)
+            plen = sizeof path - 1;
+        memcpy(path, p, plen);
+        path[plen] = 0;
+        path[strnlen(path, plen)] = 0;
+        if (!bid.len && (prot & PROT_EXEC))
+            file_build_id(path, &bid);
+        int anon = path[0] == '/' ? 0 : 1;
+        icpp_swriter_mmap(s->w, pid, addr, len, pgoff, prot, anon && path[0] != '[' ? NULL : path, &bid);
+        return 0;
+    }
+    case PERF_RECORD_COMM: {
+        uint32_t pid, tid;
+        TAKE(pid);
+        TAKE(tid);
+        if ((h->misc & PERF_RECORD_MISC_COMM_EXEC) && pid == tid) {
+            /* A new image: its startstack and exe.  The process may already be
+             * gone; then its main-thread samples have no base. */
+            uint64_t ss = 0;
+            char exe[512] = "", link[64];
+            snprintf(link, sizeof link, "/proc/%u/exe", pid);
+            ssize_t n = readlink(link, exe, sizeof exe - 1);
+            exe[n > 0 ? n : 0] = 0;
+            icpp_proc_startstack((pid_t)pid, &ss, NULL);
+            add_proc(s, pid, ss, exe);
+            icpp_swriter_proc(s->w, pid, 0, ss, exe, ICPP_PROC_EXEC);
+        }
+        return 0;
+    }
+    case PERF_RECORD_FORK: {
+        uint32_t pid, ppid, tid, ptid;
+        TAKE(pid);
+        TAKE(ppid);
+        TAKE(tid);
+        TAKE(ptid);
+        if (pid != ppid && pid == tid) {      /* a new process: same layout as its parent */
+            struct proc *pp = find_proc(s, ppid);
+            uint64_t ss = pp ? pp->startstack : 0;
+            char exe[512];
+            snprintf(exe, sizeof exe, "%s", pp ? pp->exe : "");
+            add_proc(s, pid, ss, exe);
+            icpp_swriter_proc(s->w, pid, ppid, ss, exe, 0);
+        }
+        return 0;
+    }
+    case PERF_RECORD_EXIT: {
+        uint32_t pid, ppid, tid, ptid;
+        TAKE(pid);
+        TAKE(ppid);
+        TAKE(tid);
+        TAKE(ptid);
+        icpp_swriter_exit(s->w, pid, tid);
+        return 0;
+    }
+    case PERF_RECORD_LOST: {
+        uint64_t id, n;
+        TAKE(id);
+        TAKE(n);
+        s->lost += n;
+        icpp_swriter_lost(s->w, n);
+        return 0;
+    }
+    case PERF_RECORD_THROTTLE:
+        s->throttles++;
+        return 0;
+    default:
+        return 0;
+    }
+#undef TAKE
+}
+
+static void drain_all(session *s)
+{
+    for (int c = 0; c < s->ncpus; c++)
+        icpp_ring_drain(&s->rings[c], on_record, s);
+}
+
+/* ---- opening events ---- */
+
+static int add_fd(session *s, int fd, uint32_t ev)
+{
+    if (s->nfds == s->capfds) {
+        size_t nc = s->capfds ? 2 * s->capfds : 16;
+        opened *n = realloc(s->fds, nc * sizeof *n);
+        if (!n)
+            return -1;
+        s->fds = n;
+        s->capfds = nc;
+    }
+    uint64_t id = 0;
+    if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
+        id = 0;
+    s->fds[s->nfds++] = (opened){fd, ev, id};
+    return 0;
+}
+
+/* Open every event on every CPU for task `tid`; the first fd per CPU owns
+ * that CPU's ring buffer, the rest write into it.  Returns 0 or -errno of
+ * the first failure (with the failing event's index in *bad). */
+static int open_for_task(session *s, pid_t tid, int enable_on_exec, int *bad, int *ring_owner)
+{
+    for (int e = 0; e < s->nev; e++) {
+        struct perf_event_attr attr = s->ev[e].attr;
+        attr.enable_on_exec = (unsigned)enable_on_exec;
+        attr.disabled = enable_on_exec ? 1 : 0;
+        for (int c = 0; c < s->ncpus; c++) {
+            int fd = icpp_perf_event_open(&attr, tid, s->cpus[c], -1, PERF_FLAG_FD_CLOEXEC);
+            if (fd < 0 && errno == EINVAL && attr.build_id) {
+                attr.build_id = 0;      /* kernels before 5.12 */
+                s->ev[e].attr.build_id = 0;
+                fd = icpp_perf_event_open(&attr, tid, s->cpus[c], -1, PERF_FLAG_FD_CLOEXEC);
+            }
+            if (fd < 0 && (errno == EINVAL || errno == EOPNOTSUPP) && attr.precise_ip) {
+                attr.precise_ip = 0;    /* no PEBS for this event here */
+                s->ev[e].attr.precise_ip = 0;
+                fd = icpp_perf_event_open(&attr, tid, s->cpus[c], -1, PERF_FLAG_FD_CLOEXEC);
+            }
+            if (fd < 0) {
+                *bad = e;
+                return -errno;
+            }
+            if (ring_owner[c] < 0) {
+                ring_owner[c] = fd;
+            } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_owner[c]) < 0) {
+                int er = errno;
+                close(fd);
+                *bad = e;
+                return -er;
+            }
+            add_fd(s, fd, (uint32_t)e);
+        }
+    }
+    return 0;
+}
+
+static void close_all(session *s)
+{
+    for (int c = 0; s->rings && c < s->ncpus; c++)
+        icpp_ring_unmap(&s->rings[c]);
+    for (size_t i = 0; i < s->nfds; i++)
+        close(s->fds[i].fd);
+    s->nfds = 0;
+}
+
+/* Map the ring buffers of the CPU owners. */
+static void map_rings(session *s, const int *ring_owner)
+{
+    icpp_err err;
+    s->rings = s->ncpus > 0 ? calloc((size_t)(unsigned)s->ncpus, sizeof *s->rings) : NULL;
+    if (!s->rings)
+        die("out of memory");
+    for (int c = 0; c < s->ncpus; c++) {
+        if (icpp_ring_map(&s->rings[c], ring_owner[c], s->pages, &err) < 0)
+            die("%s", err.msg);
+    }
+}
+
+static void write_header(session *s, int argc, char **argv)
+{
+    char cmd[4096] = "";
+    size_t o = 0;
+    for (int i = 0; i < argc && o < sizeof cmd - 2; i++)
+        o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s%s", i ? " " : "", argv[i]);
+    struct utsname u;
+    uname(&u);
+    icpp_swriter_info(s->w, "tool", "icpp-sample 0.1.0");
+    icpp_swriter_info(s->w, "command", cmd);
+    icpp_swriter_info(s->w, "kernel", u.release);
+    icpp_swriter_info(s->w, "host", u.nodename);
+    icpp_swriter_info(s->w, "clock", "perf_clock");
+    for (int e = 0; e < s->nev; e++) {
+        const struct perf_event_attr *a = &s->ev[e].attr;
+        icpp_swriter_event(s->w, (uint32_t)e, s->ev[e].name, a->type, a->config,
+                           a->freq ? a->sample_freq : a->sample_period, a->freq, a->precise_ip);
+    }
+}
+
+static void parse_events(session *s, const char *list)
+{
+    char *dup = strdup(list), *save = NULL;
+    icpp_err err;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (s->nev == MAX_EVENTS)
+            die("at most %d events at once", MAX_EVENTS);
+        if (icpp_event_parse(t, &s->ev[s->nev], &err) < 0)
+            die("%s", err.msg);
+        s->nev++;
+    }
+    free(dup);
+    if (!s->nev)
+        die("-e needs at least one event name");
+}
+
+static uint64_t parse_u64(const char *opt, const char *v, uint64_t min, uint64_t max)
+{
+    char *e;
+    errno = 0;
+    unsigned long long x = strtoull(v, &e, 10);
+    if (errno || e == v || *e || x < min || x > max || v[0] == '-') {
+        fprintf(stderr, "icpp-sample: %s wants a number from %llu to %llu, not '%s'\n", opt,
+                (unsigned long long)min, (unsigned long long)max, v);
+        exit(2);
+    }
+    return x;
+}
+
+int main(int argc, char **argv)
+{
+    session s;
+    memset(&s, 0, sizeof s);
+    const char *events = NULL, *out = "icpp.samples";
+    pid_t attach = 0;
+    int quiet = 0;
+    s.pages = 128;
+    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST };
+    static const struct option lo[] = {
+        {"event", required_argument, 0, 'e'},   {"period", required_argument, 0, 'c'},
+        {"freq", required_argument, 0, 'F'},    {"output", required_argument, 0, 'o'},
+        {"mmap-pages", required_argument, 0, 'm'}, {"pid", required_argument, 0, 'p'},
+        {"validate", no_argument, 0, OPT_VALIDATE}, {"stack-size", required_argument, 0, OPT_STACK},
+        {"quiet", no_argument, 0, 'q'},         {"list-events", no_argument, 0, OPT_LIST},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "+e:c:F:o:m:p:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'e': events = optarg; break;
+        case 'c': s.so.period = parse_u64("-c", optarg, 1, UINT64_MAX >> 1); break;
+        case 'F': s.so.freq = parse_u64("-F", optarg, 1, 1000000); break;
+        case 'o': out = optarg; break;
+        case 'm':
+            s.pages = parse_u64("-m", optarg, 1, 1 << 20);
+            if (s.pages & (s.pages - 1)) {
+                fprintf(stderr, "icpp-sample: -m wants a power of two, not %zu\n", s.pages);
+                return 2;
+            }
+            break;
+        case 'p': attach = (pid_t)parse_u64("-p", optarg, 1, 1 << 30); break;
+        case 'q': quiet = 1; break;
+        case OPT_VALIDATE: s.so.validate = 1; break;
+        case OPT_STACK: s.so.stack_bytes = (uint32_t)parse_u64("--stack-size", optarg, 8, 65528) & ~7u; break;
+        case OPT_LIST: icpp_event_list(stdout); return 0;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: fputs(usage_text, stderr); return 2;
+        }
+    }
+    if (s.so.period && s.so.freq) {
+        fprintf(stderr, "icpp-sample: -c and -F exclude each other\n");
+        return 2;
+    }
+    if (!attach && optind >= argc) {
+        fprintf(stderr, "icpp-sample: nothing to sample: give -p PID or -- PROG [ARGS...] (see --help)\n");
+        return 2;
+    }
+    if (attach && optind < argc) {
+        fprintf(stderr, "icpp-sample: -p and a command exclude each other\n");
+        return 2;
+    }
+    s.validate = s.so.validate;
+    int user_chose = events != NULL;
+    parse_events(&s, events ? events : "cycles");
+    int amd = icpp_cpu_is_amd();
+    for (int e = 0; e < s.nev; e++)
+        icpp_event_setup(&s.ev[e], &s.so, amd);
+    s.ncpus = online_cpus(&s.cpus);
+    int *ring_owner = malloc((size_t)s.ncpus * sizeof *ring_owner);
+    if (!ring_owner || !s.cpus)
+        die("out of memory");
+    for (int i = 0; i < s.ncpus; i++)
+        ring_owner[i] = -1;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    icpp_err err;
+    int bad = 0, r;
+    int go[2] = {-1, -1}, ep[2] = {-1, -1};
+    pid_t target = attach;
+    if (!attach) {
+        if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
+            die("pipe: %s", strerror(errno));
+        child_pid = fork();
+        if (child_pid < 0)
+            die("fork: %s", strerror(errno));
+        if (child_pid == 0) {
+            char b;
+            close(go[1]);
+            close(ep[0]);
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGHUP, SIG_DFL);
+            signal(SIGPIPE, SIG_DFL);
+            if (read(go[0], &b, 1) != 1)
+                _exit(127);     /* the parent gave up */
+            if (ptrace(PTRACE_TRACEME, 0, 0, 0) < 0) {
+                int e = errno;
+                (void)!write(ep[1], &e, sizeof e);
+                _exit(127);
+            }
+            execvp(argv[optind], argv + optind);
+            int e = errno;
+            (void)!write(ep[1], &e, sizeof e);
+            _exit(127);
+        }
+        close(go[0]);
+        close(ep[1]);
+        target = child_pid;
+        r = open_for_task(&s, target, 1, &bad, ring_owner);
+        if (r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV) {
+            if (!user_chose) {
+                /* No hardware PMU (a VM): say so and use the clock. */
+                close_all(&s);
+                for (int i = 0; i < s.ncpus; i++)
+                    ring_owner[i] = -1;
+                if (!quiet)
+                    fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
+                                    "sampling cpu-clock instead\n");
+                s.nev = 0;
+                parse_events(&s, "cpu-clock");
+                icpp_event_setup(&s.ev[0], &s.so, amd);
+                r = open_for_task(&s, target, 1, &bad, ring_owner);
+            }
+        }
+        if (r < 0) {
+            icpp_event_open_error(&err, -r, &s.ev[bad], target);
+            kill(child_pid, SIGKILL);
+            waitpid(child_pid, NULL, 0);
+            die("%s", err.msg);
+        }
+    } else {
+        /* Every existing thread; threads they create later are inherited. */
+        char task[64];
+        snprintf(task, sizeof task, "/proc/%d/task", (int)attach);
+        DIR *d = opendir(task);
+        if (!d)
+            die("no process %d (%s)", (int)attach, strerror(errno));
+        struct dirent *de;
+        r = 0;
+        while (r == 0 && (de = readdir(d)) != NULL) {
+            if (de->d_name[0] < '0' || de->d_name[0] > '9')
+                continue;
+            r = open_for_task(&s, (pid_t)atoi(de->d_name), 0, &bad, ring_owner);
+            if (r == -ESRCH)
+                r = 0;          /* that thread ended meanwhile */
+        }
+        closedir(d);
+        if ((r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV) && !user_chose) {
+            close_all(&s);
+            for (int i = 0; i < s.ncpus; i++)
+                ring_owner[i] = -1;
+            if (!quiet)
+                fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
+                                "sampling cpu-clock instead\n");
+            s.nev = 0;
+            parse_events(&s, "cpu-clock");
+            icpp_event_setup(&s.ev[0], &s.so, amd);
+            d = opendir(task);
+            r = 0;
+            while (d && r == 0 && (de = readdir(d)) != NULL)
+                if (de->d_name[0] >= '0' && de->d_name[0] <= '9') {
+                    r = open_for_task(&s, (pid_t)atoi(de->d_name), 0, &bad, ring_owner);
+                    if (r == -ESRCH)
+                        r = 0;
+                }
+            if (d)
+                closedir(d);
+        }
+        if (r < 0) {
+            icpp_event_open_error(&err, -r, &s.ev[bad], attach);
+            die("%s", err.msg);
+        }
+    }
+    for (int i = 0; i < s.ncpus; i++)
+        if (ring_owner[i] < 0)
+            die("no event could be opened on CPU %d", s.cpus[i]);
+    map_rings(&s, ring_owner);
+
+    s.w = icpp_swriter_open(out, &err);
+    if (!s.w) {
+        if (child_pid > 0) {
+            kill(child_pid, SIGKILL);
+            waitpid(child_pid, NULL, 0);
+        }
+        die("%s", err.msg);
+    }
+    write_header(&s, argc, argv);
+
+    int status = 0;
+    if (!attach) {
+        if (write(go[1], "g", 1) != 1)
+            die("cannot start the child: %s", strerror(errno));
+        close(go[1]);
+        int st;
+        for (;;) {
+            pid_t w = waitpid(child_pid, &st, 0);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                die("waitpid: %s", strerror(errno));
+            break;
+        }
+        if (!WIFSTOPPED(st)) {
+            int e = 0;
+            if (read(ep[0], &e, sizeof e) == (ssize_t)sizeof e)
+                fprintf(stderr, "icpp-sample: cannot run %s: %s\n", argv[optind], strerror(e));
+            else
+                fprintf(stderr, "icpp-sample: %s ended before it started\n", argv[optind]);
+            icpp_swriter_close(s.w, 0, 0, NULL);
+            unlink(out);
+            return 127;
+        }
+        close(ep[0]);
+        /* At the exec stop: the image, ld.so and the stack are mapped. */
+        snapshot_process(&s, child_pid, 0, 0);
+        if (ptrace(PTRACE_DETACH, child_pid, 0, 0) < 0)
+            die("ptrace detach: %s", strerror(errno));
+    } else {
+        snapshot_process(&s, attach, 0, 0);
+    }
+
+    /* Record until the target ends (or, attached, until a signal). */
+    struct pollfd *pfd = calloc((size_t)s.ncpus, sizeof *pfd);
+    for (int i = 0; i < s.ncpus; i++)
+        pfd[i] = (struct pollfd){s.rings[i].fd, POLLIN, 0};
+    time_t last_flush = time(NULL);
+    int done = 0;
+    while (!done) {
+        int pr = poll(pfd, (nfds_t)s.ncpus, 100);
+        (void)pr;
+        drain_all(&s);
+        if (!attach) {
+            int st;
+            pid_t w = waitpid(child_pid, &st, WNOHANG);
+            if (w == child_pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+                status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                if (WIFSIGNALED(st) && !quiet)
+                    fprintf(stderr, "icpp-sample: %s was killed by signal %d (%s)\n", argv[optind], WTERMSIG(st),
+                            strsignal(WTERMSIG(st)));
+                done = 1;
+            }
+        } else {
+            if (stop_requested || kill(attach, 0) < 0)
+                done = 1;
+            int hup = 1;
+            for (int i = 0; i < s.ncpus; i++)
+                if (!(pfd[i].revents & POLLHUP))
+                    hup = 0;
+            if (hup)
+                done = 1;
+        }
+        if (time(NULL) != last_flush) {
+            icpp_swriter_flush(s.w, NULL);
+            last_flush = time(NULL);
+        }
+        if (icpp_swriter_error(s.w, &err) < 0 && !attach && !stop_requested) {
+            fprintf(stderr, "icpp-sample: %s; %s keeps running, unsampled\n", err.msg, argv[optind]);
+            for (size_t i = 0; i < s.nfds; i++)
+                ioctl(s.fds[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+            stop_requested = 1;
+        }
+    }
+    drain_all(&s);
+    close_all(&s);
+    uint64_t bytes = icpp_swriter_bytes(s.w);
+    int werr = icpp_swriter_close(s.w, s.samples, s.lost, &err);
+    if (werr < 0)
+        fprintf(stderr, "icpp-sample: %s\n", err.msg);
+    if (!quiet) {
+        fprintf(stderr, "icpp-sample: %" PRIu64 " samples of %s", s.samples, s.ev[0].name);
+        for (int e = 1; e < s.nev; e++)
+            fprintf(stderr, ",%s", s.ev[e].name);
+        fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s\n", s.lost,
+                s.lost ? ": the ring buffer overflowed, try a larger -m or a longer period" : "", bytes,
+                s.samples ? (double)bytes / (double)s.samples : 0.0, out);
+    }
+    free(pfd);
+    free(ring_owner);
+    free(s.cpus);
+    free(s.fds);
+    free(s.rings);
+    free(s.procs);
+    if (werr < 0 && status == 0)
+        return 1;
+    return status;
+}

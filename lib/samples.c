@@ -1,0 +1,601 @@
+/* samples.c -- the ICPP sample file: streaming writer and checked reader (docs/samples-format.md). */
+#include "samples.h"
+
+#include "codec.h"
+#include "hmap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char MAGIC[8] = {'I', 'C', 'P', 'P', 'S', 'M', 'P', '\n'};
+#define HDR_LEN     16
+#define BLOCK_SOFT  (64 * 1024)         /* flush when a block reaches this */
+#define BLOCK_MAX   (1024 * 1024)       /* no block may be larger */
+#define MAX_STR     4096
+
+typedef struct tstate {
+    uint64_t ip, sp, bp;
+} tstate;
+
+struct icpp_swriter {
+    int        fd;
+    char      *path;
+    icpp_wbuf  blk;
+    icpp_hmap  threads;         /* (pid, tid) -> index */
+    tstate    *ts;
+    size_t     nts, capts;
+    uint64_t   last_time;
+    uint64_t   bytes, dropped;
+    icpp_err   err;             /* first error, latched */
+};
+
+static void put_header(uint8_t *h)
+{
+    memcpy(h, MAGIC, 8);
+    for (int i = 0; i < 4; i++) {
+        h[8 + i] = (uint8_t)(ICPP_SAMPLES_VERSION >> (8 * i));
+        h[12 + i] = 0;
+    }
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err)
+{
+    icpp_swriter *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup(path))) {
+        free(w);
+        icpp_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    struct stat st;
+    int regular = 1;
+    if (lstat(path, &st) == 0) {
+        if (S_ISREG(st.st_mode)) {
+            char old[4096];
+            snprintf(old, sizeof old, "%s.old", path);
+            if (rename(path, old) < 0) {
+                icpp_err_set(err, errno, "%s: exists and cannot be renamed to %s: %s", path, old, strerror(errno));
+                goto fail;
+            }
+        } else {
+            regular = 0;    /* a device or pipe: write into it */
+        }
+    }
+    w->fd = regular ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : open(path, O_WRONLY | O_CLOEXEC);
+    if (w->fd < 0) {
+        icpp_err_set(err, errno, "%s: cannot create: %s", path, strerror(errno));
+        goto fail;
+    }
+    uint8_t h[HDR_LEN];
+    put_header(h);
+    int e = write_all(w->fd, h, sizeof h);
+    if (e) {
+        icpp_err_set(err, e, "%s: cannot write: %s", path, strerror(e));
+        close(w->fd);
+        if (regular)
+            unlink(path);
+        goto fail;
+    }
+    w->bytes = HDR_LEN;
+    icpp_wbuf_bytes(&w->blk, "\0\0\0\0\0\0\0\0", 8);     /* room for len + crc */
+    return w;
+fail:
+    free(w->path);
+    free(w);
+    return NULL;
+}
+
+int icpp_swriter_flush(icpp_swriter *w, icpp_err *err)
+{
+    if (w->err.code)
+        return icpp_swriter_error(w, err);
+    if (w->blk.oom) {
+        icpp_err_set(&w->err, ENOMEM, "%s: out of memory buffering samples", w->path);
+        return icpp_swriter_error(w, err);
+    }
+    size_t payload = w->blk.len - 8;
+    if (payload == 0)
+        return 0;
+    uint32_t crc = icpp_crc32(0, w->blk.p + 8, payload);
+    for (int i = 0; i < 4; i++) {
+        w->blk.p[i] = (uint8_t)(payload >> (8 * i));
+        w->blk.p[4 + i] = (uint8_t)(crc >> (8 * i));
+    }
+    int e = write_all(w->fd, w->blk.p, w->blk.len);
+    if (e) {
+        /* Cut back to the last whole block so the file stays valid. */
+        if (ftruncate(w->fd, (off_t)w->bytes) == 0)
+            lseek(w->fd, (off_t)w->bytes, SEEK_SET);
+        icpp_err_set(&w->err, e, "%s: write failed after %llu bytes: %s; the file is valid up to there", w->path,
+                     (unsigned long long)w->bytes, strerror(e));
+        return icpp_swriter_error(w, err);
+    }
+    w->bytes += w->blk.len;
+    w->blk.len = 8;
+    return 0;
+}
+
+/* Begin a record: flush first if the block is full.  Returns 0 to go on. */
+static int rec_begin(icpp_swriter *w, int type, size_t expect)
+{
+    if (w->err.code) {
+        w->dropped++;
+        return -1;
+    }
+    if (w->blk.len - 8 + expect > BLOCK_SOFT && w->blk.len > 8)
+        icpp_swriter_flush(w, NULL);
+    uint8_t t = (uint8_t)type;
+    icpp_wbuf_bytes(&w->blk, &t, 1);
+    return 0;
+}
+
+void icpp_swriter_info(icpp_swriter *w, const char *key, const char *val)
+{
+    if (rec_begin(w, ICPP_SREC_INFO, strlen(key) + strlen(val) + 8) < 0)
+        return;
+    icpp_wbuf_str(&w->blk, key);
+    icpp_wbuf_str(&w->blk, val);
+}
+
+void icpp_swriter_event(icpp_swriter *w, uint32_t id, const char *name, uint32_t type, uint64_t config,
+                        uint64_t period, int freq, int precise)
+{
+    if (rec_begin(w, ICPP_SREC_EVENT, strlen(name) + 40) < 0)
+        return;
+    icpp_wbuf_uv(&w->blk, id);
+    icpp_wbuf_str(&w->blk, name);
+    icpp_wbuf_uv(&w->blk, type);
+    icpp_wbuf_uv(&w->blk, config);
+    icpp_wbuf_uv(&w->blk, period);
+    icpp_wbuf_uv(&w->blk, (uint64_t)!!freq);
+    icpp_wbuf_uv(&w->blk, (uint64_t)precise);
+}
+
+void icpp_swriter_proc(icpp_swriter *w, uint32_t pid, uint32_t ppid, uint64_t startstack, const char *path,
+                       uint32_t flags)
+{
+    if (rec_begin(w, ICPP_SREC_PROC, (path ? strlen(path) : 0) + 32) < 0)
+        return;
+    icpp_wbuf_uv(&w->blk, pid);
+    icpp_wbuf_uv(&w->blk, ppid);
+    icpp_wbuf_uv(&w->blk, startstack);
+    icpp_wbuf_str(&w->blk, path ? path : "");
+    icpp_wbuf_uv(&w->blk, flags);
+}
+
+void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t prot,
+                       const char *path, const icpp_build_id *bid)
+{
+    if (rec_begin(w, ICPP_SREC_MMAP, (path ? strlen(path) : 0) + 120) < 0)
+        return;
+    icpp_wbuf_uv(&w->blk, pid);
+    icpp_wbuf_uv(&w->blk, start);
+    icpp_wbuf_uv(&w->blk, len);
+    icpp_wbuf_uv(&w->blk, pgoff);
+    icpp_wbuf_uv(&w->blk, prot);
+    icpp_wbuf_str(&w->blk, path ? path : "");
+    uint8_t bl = bid ? bid->len : 0;
+    icpp_wbuf_uv(&w->blk, bl);
+    if (bl)
+        icpp_wbuf_bytes(&w->blk, bid->bytes, bl);
+}
+
+void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
+                         uint64_t sp, uint64_t bp)
+{
+    if (w->err.code) {
+        w->dropped++;
+        return;
+    }
+    uint64_t *ix = icpp_hmap_get(&w->threads, pid, tid);
+    size_t t;
+    if (ix) {
+        t = (size_t)*ix;
+    } else {
+        if (w->nts == w->capts) {
+            size_t nc = w->capts ? 2 * w->capts : 64;
+            tstate *n = realloc(w->ts, nc * sizeof *n);
+            if (!n) {
+                icpp_err_set(&w->err, ENOMEM, "out of memory");
+                return;
+            }
+            w->ts = n;
+            w->capts = nc;
+        }
+        if (icpp_hmap_put(&w->threads, pid, tid, w->nts) < 0) {
+            icpp_err_set(&w->err, ENOMEM, "out of memory");
+            return;
+        }
+        t = w->nts++;
+        w->ts[t] = (tstate){0, 0, 0};
+        rec_begin(w, ICPP_SREC_THREAD, 16);
+        icpp_wbuf_uv(&w->blk, pid);
+        icpp_wbuf_uv(&w->blk, tid);
+    }
+    if (rec_begin(w, ICPP_SREC_SAMPLE, 48) < 0)
+        return;
+    tstate *s = &w->ts[t];
+    icpp_wbuf_uv(&w->blk, t);
+    icpp_wbuf_uv(&w->blk, event);
+    icpp_wbuf_sv(&w->blk, (int64_t)(time - w->last_time));
+    icpp_wbuf_sv(&w->blk, (int64_t)(ip - s->ip));
+    icpp_wbuf_sv(&w->blk, (int64_t)(sp - s->sp));
+    icpp_wbuf_sv(&w->blk, (int64_t)(bp - s->bp));
+    w->last_time = time;
+    *s = (tstate){ip, sp, bp};
+}
+
+void icpp_swriter_chain(icpp_swriter *w, uint32_t n, const uint64_t *addrs)
+{
+    if (rec_begin(w, ICPP_SREC_CHAIN, 8 + (size_t)n * 10) < 0)
+        return;
+    icpp_wbuf_uv(&w->blk, n);
+    uint64_t prev = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        icpp_wbuf_sv(&w->blk, (int64_t)(addrs[i] - prev));
+        prev = addrs[i];
+    }
+}
+
+void icpp_swriter_stack(icpp_swriter *w, uint32_t nregs, const uint64_t *regs, uint32_t size, const uint8_t *bytes)
+{
+    if (rec_begin(w, ICPP_SREC_STACK, 16 + (size_t)nregs * 10 + size) < 0)
+        return;
+    icpp_wbuf_uv(&w->blk, nregs);
+    for (uint32_t i = 0; i < nregs; i++)
+        icpp_wbuf_uv(&w->blk, regs[i]);
+    icpp_wbuf_uv(&w->blk, size);
+    icpp_wbuf_bytes(&w->blk, bytes, size);
+}
+
+void icpp_swriter_lost(icpp_swriter *w, uint64_t count)
+{
+    if (rec_begin(w, ICPP_SREC_LOST, 12) < 0)
+        return;
+    icpp_wbuf_uv(&w->blk, count);
+}
+
+void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid)
+{
+    if (rec_begin(w, ICPP_SREC_EXIT, 12) < 0)
+        return;
+    icpp_wbuf_uv(&w->blk, pid);
+    icpp_wbuf_uv(&w->blk, tid);
+}
+
+int icpp_swriter_error(const icpp_swriter *w, icpp_err *err)
+{
+    if (!w->err.code)
+        return 0;
+    if (err)
+        *err = w->err;
+    return -w->err.code;
+}
+
+uint64_t icpp_swriter_bytes(const icpp_swriter *w)
+{
+    return w->bytes + (w->blk.len > 8 ? w->blk.len : 0);
+}
+
+int icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err)
+{
+    if (rec_begin(w, ICPP_SREC_END, 24) == 0) {
+        icpp_wbuf_uv(&w->blk, samples);
+        icpp_wbuf_uv(&w->blk, lost);
+    }
+    icpp_swriter_flush(w, NULL);
+    if (!w->err.code && fsync(w->fd) < 0 && errno != EINVAL)
+        icpp_err_set(&w->err, errno, "%s: fsync: %s", w->path, strerror(errno));
+    if (close(w->fd) < 0 && !w->err.code)
+        icpp_err_set(&w->err, errno, "%s: close: %s", w->path, strerror(errno));
+    int r = icpp_swriter_error(w, err);
+    icpp_wbuf_free(&w->blk);
+    icpp_hmap_free(&w->threads);
+    free(w->ts);
+    free(w->path);
+    free(w);
+    return r;
+}
+
+/* ---- reader ---- */
+
+typedef struct rthread {
+    uint32_t pid, tid;
+    uint64_t ip, sp, bp;
+} rthread;
+
+struct icpp_sreader {
+    uint8_t       *own;         /* file contents if we read them */
+    const uint8_t *buf;
+    size_t         len, pos;    /* pos: next block */
+    icpp_rbuf      blk;         /* current block's payload */
+    int            in_block;
+    rthread       *th;
+    size_t         nth, capth;
+    uint64_t       time;
+    size_t         truncated;
+    int            clean_end;
+    char          *s1, *s2;     /* strings of the current record */
+    uint64_t      *u64;         /* chain/regs of the current record */
+    size_t         capu64;
+};
+
+int icpp_samples_is(const uint8_t *buf, size_t len)
+{
+    return len >= 8 && !memcmp(buf, MAGIC, 8);
+}
+
+icpp_sreader *icpp_sreader_mem(const uint8_t *buf, size_t len, icpp_err *err)
+{
+    if (!icpp_samples_is(buf, len)) {
+        icpp_err_set(err, ICPP_EFORMAT, "not an ICPP sample file (bad magic)");
+        return NULL;
+    }
+    if (len < HDR_LEN) {
+        icpp_err_set(err, ICPP_EFORMAT, "truncated header");
+        return NULL;
+    }
+    uint32_t v = (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
+    if (v != ICPP_SAMPLES_VERSION) {
+        icpp_err_set(err, ICPP_EVERSION, "sample file version %u; this build reads version %d", v,
+                     ICPP_SAMPLES_VERSION);
+        return NULL;
+    }
+    icpp_sreader *r = calloc(1, sizeof *r);
+    if (!r) {
+        icpp_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    r->buf = buf;
+    r->len = len;
+    r->pos = HDR_LEN;
+    return r;
+}
+
+icpp_sreader *icpp_sreader_open(const char *path, icpp_err *err)
+{
+    uint8_t *b;
+    size_t n;
+    if (icpp_read_file(path, (size_t)1 << 40, &b, &n, err) < 0)
+        return NULL;
+    icpp_sreader *r = icpp_sreader_mem(b, n, err);
+    if (!r) {
+        free(b);
+        icpp_err_prefix(err, "%s", path);
+        return NULL;
+    }
+    r->own = b;
+    return r;
+}
+
+void icpp_sreader_close(icpp_sreader *r)
+{
+    if (!r)
+        return;
+    free(r->own);
+    free(r->th);
+    free(r->s1);
+    free(r->s2);
+    free(r->u64);
+    free(r);
+}
+
+size_t icpp_sreader_truncated(const icpp_sreader *r) { return r->truncated; }
+int icpp_sreader_clean_end(const icpp_sreader *r) { return r->clean_end; }
+
+static int need_u64(icpp_sreader *r, uint64_t n)
+{
+    if (n > icpp_rbuf_left(&r->blk))    /* each value takes at least one byte */
+        return -1;
+    if (n > r->capu64) {
+        uint64_t *nv = realloc(r->u64, (size_t)n * sizeof *nv);
+        if (!nv)
+            return -1;
+        r->u64 = nv;
+        r->capu64 = (size_t)n;
+    }
+    return 0;
+}
+
+#define BAD(...)                                                              \
+    return icpp_err_set(err, ICPP_EFORMAT, "corrupt record at block offset %zu: " __VA_ARGS__)
+
+int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
+{
+    for (;;) {
+        if (!r->in_block || icpp_rbuf_left(&r->blk) == 0) {
+            size_t left = r->len - r->pos;
+            if (left == 0)
+                return 0;
+            if (left < 8) {
+                r->truncated = left;
+                r->pos = r->len;
+                return 0;
+            }
+            const uint8_t *b = r->buf + r->pos;
+            uint32_t plen = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+            uint32_t crc = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+            if (plen == 0 || plen > BLOCK_MAX)
+                return icpp_err_set(err, ICPP_EFORMAT, "corrupt block header at offset %zu (length %u)", r->pos, plen);
+            if ((size_t)plen > left - 8) {
+                r->truncated = left;        /* writer killed mid-block */
+                r->pos = r->len;
+                return 0;
+            }
+            if (icpp_crc32(0, b + 8, plen) != crc)
+                return icpp_err_set(err, ICPP_EFORMAT, "checksum mismatch in block at offset %zu: the file is corrupt",
+                                    r->pos);
+            icpp_rbuf_init(&r->blk, b + 8, plen);
+            r->in_block = 1;
+            r->pos += 8 + (size_t)plen;
+        }
+        icpp_rbuf *q = &r->blk;
+        const uint8_t *tp = icpp_rbuf_bytes(q, 1);
+        int type = tp ? *tp : 0;
+        memset(rec, 0, sizeof *rec);
+        rec->type = type;
+        free(r->s1);
+        free(r->s2);
+        r->s1 = r->s2 = NULL;
+        switch (type) {
+        case ICPP_SREC_INFO:
+            r->s1 = icpp_rbuf_str(q, MAX_STR);
+            r->s2 = icpp_rbuf_str(q, MAX_STR);
+            rec->u.info.key = r->s1;
+            rec->u.info.val = r->s2;
+            break;
+        case ICPP_SREC_EVENT: {
+            uint64_t id = icpp_rbuf_uv(q);
+            r->s1 = icpp_rbuf_str(q, MAX_STR);
+            uint64_t ty = icpp_rbuf_uv(q), cfg = icpp_rbuf_uv(q), per = icpp_rbuf_uv(q);
+            uint64_t fr = icpp_rbuf_uv(q), pr = icpp_rbuf_uv(q);
+            if (id > UINT32_MAX || ty > UINT32_MAX || fr > 1 || pr > 3)
+                q->bad = 1;
+            rec->u.event.id = (uint32_t)id;
+            rec->u.event.name = r->s1;
+            rec->u.event.type = (uint32_t)ty;
+            rec->u.event.config = cfg;
+            rec->u.event.period = per;
+            rec->u.event.freq = (uint8_t)fr;
+            rec->u.event.precise = (uint8_t)pr;
+            break;
+        }
+        case ICPP_SREC_PROC: {
+            uint64_t pid = icpp_rbuf_uv(q), ppid = icpp_rbuf_uv(q), ss = icpp_rbuf_uv(q);
+            r->s1 = icpp_rbuf_str(q, MAX_STR);
+            uint64_t fl = icpp_rbuf_uv(q);
+            if (pid > UINT32_MAX || ppid > UINT32_MAX || fl > UINT32_MAX)
+                q->bad = 1;
+            rec->u.proc.pid = (uint32_t)pid;
+            rec->u.proc.ppid = (uint32_t)ppid;
+            rec->u.proc.startstack = ss;
+            rec->u.proc.path = r->s1;
+            rec->u.proc.flags = (uint32_t)fl;
+            break;
+        }
+        case ICPP_SREC_MMAP: {
+            uint64_t pid = icpp_rbuf_uv(q);
+            rec->u.mmap.start = icpp_rbuf_uv(q);
+            rec->u.mmap.len = icpp_rbuf_uv(q);
+            rec->u.mmap.pgoff = icpp_rbuf_uv(q);
+            uint64_t prot = icpp_rbuf_uv(q);
+            r->s1 = icpp_rbuf_str(q, MAX_STR);
+            uint64_t bl = icpp_rbuf_uv(q);
+            const uint8_t *bb = (!q->bad && bl <= ICPP_BUILD_ID_MAX) ? icpp_rbuf_bytes(q, (size_t)bl) : NULL;
+            if (pid > UINT32_MAX || prot > 7 || bl > ICPP_BUILD_ID_MAX || (bl && !bb))
+                q->bad = 1;
+            rec->u.mmap.pid = (uint32_t)pid;
+            rec->u.mmap.prot = (uint32_t)prot;
+            rec->u.mmap.path = r->s1;
+            rec->u.mmap.build_id.len = (uint8_t)(q->bad ? 0 : bl);
+            if (!q->bad && bl)
+                memcpy(rec->u.mmap.build_id.bytes, bb, (size_t)bl);
+            break;
+        }
+        case ICPP_SREC_THREAD: {
+            uint64_t pid = icpp_rbuf_uv(q), tid = icpp_rbuf_uv(q);
+            if (q->bad || pid > UINT32_MAX || tid > UINT32_MAX)
+                BAD("bad thread", icpp_rbuf_pos(q));
+            if (r->nth == r->capth) {
+                size_t nc = r->capth ? 2 * r->capth : 64;
+                rthread *nt = realloc(r->th, nc * sizeof *nt);
+                if (!nt)
+                    return icpp_err_set(err, ENOMEM, "out of memory");
+                r->th = nt;
+                r->capth = nc;
+            }
+            r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0};
+            continue;       /* internal */
+        }
+        case ICPP_SREC_SAMPLE: {
+            uint64_t t = icpp_rbuf_uv(q), ev = icpp_rbuf_uv(q);
+            int64_t dt = icpp_rbuf_sv(q), di = icpp_rbuf_sv(q), ds = icpp_rbuf_sv(q), db = icpp_rbuf_sv(q);
+            if (q->bad || t >= r->nth || ev > UINT32_MAX)
+                BAD("sample of unknown thread %llu", icpp_rbuf_pos(q), (unsigned long long)t);
+            rthread *th = &r->th[t];
+            r->time += (uint64_t)dt;
+            th->ip += (uint64_t)di;
+            th->sp += (uint64_t)ds;
+            th->bp += (uint64_t)db;
+            rec->u.sample.pid = th->pid;
+            rec->u.sample.tid = th->tid;
+            rec->u.sample.event = (uint32_t)ev;
+            rec->u.sample.time = r->time;
+            rec->u.sample.ip = th->ip;
+            rec->u.sample.sp = th->sp;
+            rec->u.sample.bp = th->bp;
+            break;
+        }
+        case ICPP_SREC_LOST:
+            rec->u.lost.count = icpp_rbuf_uv(q);
+            break;
+        case ICPP_SREC_EXIT: {
+            uint64_t pid = icpp_rbuf_uv(q), tid = icpp_rbuf_uv(q);
+            if (pid > UINT32_MAX || tid > UINT32_MAX)
+                q->bad = 1;
+            rec->u.exit.pid = (uint32_t)pid;
+            rec->u.exit.tid = (uint32_t)tid;
+            break;
+        }
+        case ICPP_SREC_CHAIN: {
+            uint64_t n = icpp_rbuf_uv(q);
+            if (q->bad || need_u64(r, n) < 0)
+                BAD("bad callchain", icpp_rbuf_pos(q));
+            uint64_t a = 0;
+            for (uint64_t i = 0; i < n; i++) {
+                a += (uint64_t)icpp_rbuf_sv(q);
+                r->u64[i] = a;
+            }
+            rec->u.chain.n = (uint32_t)n;
+            rec->u.chain.addrs = r->u64;
+            break;
+        }
+        case ICPP_SREC_STACK: {
+            uint64_t n = icpp_rbuf_uv(q);
+            if (q->bad || n > 64 || need_u64(r, n) < 0)
+                BAD("bad register set", icpp_rbuf_pos(q));
+            for (uint64_t i = 0; i < n; i++)
+                r->u64[i] = icpp_rbuf_uv(q);
+            uint64_t sz = icpp_rbuf_uv(q);
+            const uint8_t *bytes = (!q->bad && sz <= BLOCK_MAX) ? icpp_rbuf_bytes(q, (size_t)sz) : NULL;
+            if (!bytes && sz)
+                BAD("bad stack copy", icpp_rbuf_pos(q));
+            rec->u.stack.nregs = (uint32_t)n;
+            rec->u.stack.regs = r->u64;
+            rec->u.stack.size = (uint32_t)sz;
+            rec->u.stack.bytes = bytes;
+            break;
+        }
+        case ICPP_SREC_END:
+            rec->u.end.samples = icpp_rbuf_uv(q);
+            rec->u.end.lost = icpp_rbuf_uv(q);
+            if (!q->bad)
+                r->clean_end = 1;
+            break;
+        default:
+            BAD("unknown record type %d", icpp_rbuf_pos(q), type);
+        }
+        if (q->bad)
+            BAD("record type %d is cut short or out of range", icpp_rbuf_pos(q), type);
+        return 1;
+    }
+}

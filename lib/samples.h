@@ -1,0 +1,93 @@
+/* samples.h -- the ICPP sample file: streaming writer and checked reader (docs/samples-format.md). */
+#ifndef ICPP_SAMPLES_H
+#define ICPP_SAMPLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "defs.h"
+#include "err.h"
+
+#define ICPP_SAMPLES_VERSION 1
+
+typedef enum icpp_srec_type {
+    ICPP_SREC_INFO = 1,     /* key/value about the recording */
+    ICPP_SREC_EVENT,        /* an event definition */
+    ICPP_SREC_PROC,         /* a process and its main-thread base (startstack) */
+    ICPP_SREC_MMAP,         /* a mapping of a process */
+    ICPP_SREC_THREAD,       /* (internal) thread index for later samples */
+    ICPP_SREC_SAMPLE,       /* pc, sp, bp of a thread at a time, for an event */
+    ICPP_SREC_LOST,         /* the kernel dropped samples (ring buffer full) */
+    ICPP_SREC_EXIT,         /* a thread or process ended */
+    ICPP_SREC_CHAIN,        /* --validate: user callchain of the preceding sample */
+    ICPP_SREC_STACK,        /* --validate: registers and user stack of the preceding sample */
+    ICPP_SREC_END,          /* clean end: totals */
+    ICPP_SREC_MAX
+} icpp_srec_type;
+
+#define ICPP_PROC_EXEC 1    /* PROC flag: the process image changed by exec */
+
+typedef struct icpp_srec {
+    int type;
+    union {
+        struct { const char *key, *val; } info;
+        struct { uint32_t id; const char *name; uint32_t type; uint64_t config, period; uint8_t freq, precise; } event;
+        struct { uint32_t pid, ppid; uint64_t startstack; const char *path; uint32_t flags; } proc;
+        struct { uint32_t pid; uint64_t start, len, pgoff; uint32_t prot; const char *path; icpp_build_id build_id; } mmap;
+        struct { uint32_t pid, tid, event; uint64_t time, ip, sp, bp; } sample;
+        struct { uint32_t n; const uint64_t *addrs; } chain;
+        struct { uint32_t nregs; const uint64_t *regs; uint32_t size; const uint8_t *bytes; } stack;
+        struct { uint64_t count; } lost;
+        struct { uint32_t pid, tid; } exit;
+        struct { uint64_t samples, lost; } end;
+    } u;
+} icpp_srec;
+
+/* ---- writer ---- */
+typedef struct icpp_swriter icpp_swriter;
+
+/* Create `path` (an existing file is first renamed to PATH.old) and write
+ * the file header.  Records go out in checksummed blocks of at most 64 KiB;
+ * a killed writer loses at most the unflushed block. */
+icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err);
+void icpp_swriter_info(icpp_swriter *w, const char *key, const char *val);
+void icpp_swriter_event(icpp_swriter *w, uint32_t id, const char *name, uint32_t type, uint64_t config,
+                        uint64_t period, int freq, int precise);
+void icpp_swriter_proc(icpp_swriter *w, uint32_t pid, uint32_t ppid, uint64_t startstack, const char *path,
+                       uint32_t flags);
+void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t prot,
+                       const char *path, const icpp_build_id *bid);
+void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
+                         uint64_t sp, uint64_t bp);
+void icpp_swriter_chain(icpp_swriter *w, uint32_t n, const uint64_t *addrs);
+void icpp_swriter_stack(icpp_swriter *w, uint32_t nregs, const uint64_t *regs, uint32_t size, const uint8_t *bytes);
+void icpp_swriter_lost(icpp_swriter *w, uint64_t count);
+void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid);
+/* Write out the current block (call periodically and before blocking). */
+int  icpp_swriter_flush(icpp_swriter *w, icpp_err *err);
+/* END record, flush, fsync, close, free.  Returns the first error met. */
+int  icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err);
+/* The first write error (e.g. disk full), latched; 0 if none.  After an
+ * error, records are dropped and counted. */
+int  icpp_swriter_error(const icpp_swriter *w, icpp_err *err);
+uint64_t icpp_swriter_bytes(const icpp_swriter *w);
+
+/* ---- reader ---- */
+typedef struct icpp_sreader icpp_sreader;
+
+icpp_sreader *icpp_sreader_open(const char *path, icpp_err *err);
+icpp_sreader *icpp_sreader_mem(const uint8_t *buf, size_t len, icpp_err *err);  /* buf must outlive it */
+void          icpp_sreader_close(icpp_sreader *r);
+/* Next record (pointers in *rec stay valid until the next call): 1, or 0 at
+ * the end, or a negative error for a corrupt file.  THREAD records are
+ * consumed internally; samples come out with pid/tid and absolute values. */
+int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err);
+/* After the end: bytes of an incomplete last block (writer killed), and
+ * whether an END record was seen. */
+size_t icpp_sreader_truncated(const icpp_sreader *r);
+int    icpp_sreader_clean_end(const icpp_sreader *r);
+
+/* Identify a sample file by its first bytes. */
+int icpp_samples_is(const uint8_t *buf, size_t len);
+
+#endif
