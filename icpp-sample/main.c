@@ -287,8 +287,7 @@ static int on_record(void *ctx, const struct perf_event_header *h)
          * registers: pair SP with the register-set IP instead. */
         if (a->precise_ip >= 2)
             ip = rip;
-        icpp_swriter_sample(s->w, pid, tid, ev, time, ip, sp, bp);
-        s->samples++;
+        icpp_sample_extra x, *xp = NULL;
         if (a->sample_type & PERF_SAMPLE_STACK_USER) {
             uint64_t size, dyn = 0;
             TAKE(size);
@@ -298,9 +297,12 @@ static int on_record(void *ctx, const struct perf_event_header *h)
             p += size;
             if (size)
                 TAKE(dyn);
-            icpp_swriter_chain(s->w, nchain, chain);
-            icpp_swriter_stack(s->w, (uint32_t)nregs, regs, (uint32_t)(dyn < size ? dyn : size), stack);
+            x = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, a->sample_regs_user,
+                                    (uint32_t)(dyn < size ? dyn : size), stack};
+            xp = &x;
         }
+        icpp_swriter_sample(s->w, pid, tid, ev, time, ip, sp, bp, xp);
+        s->samples++;
         return 0;
     }
     case PERF_RECORD_MMAP2: {

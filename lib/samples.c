@@ -200,7 +200,7 @@ void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t l
 }
 
 void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
-                         uint64_t sp, uint64_t bp)
+                         uint64_t sp, uint64_t bp, const icpp_sample_extra *x)
 {
     if (w->err.code) {
         w->dropped++;
@@ -231,7 +231,8 @@ void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t e
         icpp_wbuf_uv(&w->blk, pid);
         icpp_wbuf_uv(&w->blk, tid);
     }
-    if (rec_begin(w, ICPP_SREC_SAMPLE, 48) < 0)
+    size_t extra = x ? 24 + (size_t)x->nchain * 10 + (size_t)x->nregs * 10 + x->stack_size : 0;
+    if (rec_begin(w, x ? ICPP_SREC_VSAMPLE : ICPP_SREC_SAMPLE, 48 + extra) < 0)
         return;
     tstate *s = &w->ts[t];
     icpp_wbuf_uv(&w->blk, t);
@@ -242,29 +243,20 @@ void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t e
     icpp_wbuf_sv(&w->blk, (int64_t)(bp - s->bp));
     w->last_time = time;
     *s = (tstate){ip, sp, bp};
-}
-
-void icpp_swriter_chain(icpp_swriter *w, uint32_t n, const uint64_t *addrs)
-{
-    if (rec_begin(w, ICPP_SREC_CHAIN, 8 + (size_t)n * 10) < 0)
+    if (!x)
         return;
-    icpp_wbuf_uv(&w->blk, n);
+    icpp_wbuf_uv(&w->blk, x->nchain);
     uint64_t prev = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        icpp_wbuf_sv(&w->blk, (int64_t)(addrs[i] - prev));
-        prev = addrs[i];
+    for (uint32_t i = 0; i < x->nchain; i++) {
+        icpp_wbuf_sv(&w->blk, (int64_t)(x->chain[i] - prev));
+        prev = x->chain[i];
     }
-}
-
-void icpp_swriter_stack(icpp_swriter *w, uint32_t nregs, const uint64_t *regs, uint32_t size, const uint8_t *bytes)
-{
-    if (rec_begin(w, ICPP_SREC_STACK, 16 + (size_t)nregs * 10 + size) < 0)
-        return;
-    icpp_wbuf_uv(&w->blk, nregs);
-    for (uint32_t i = 0; i < nregs; i++)
-        icpp_wbuf_uv(&w->blk, regs[i]);
-    icpp_wbuf_uv(&w->blk, size);
-    icpp_wbuf_bytes(&w->blk, bytes, size);
+    icpp_wbuf_uv(&w->blk, x->regs_mask);
+    icpp_wbuf_uv(&w->blk, x->nregs);
+    for (uint32_t i = 0; i < x->nregs; i++)
+        icpp_wbuf_uv(&w->blk, x->regs[i]);
+    icpp_wbuf_uv(&w->blk, x->stack_size);
+    icpp_wbuf_bytes(&w->blk, x->stack, x->stack_size);
 }
 
 void icpp_swriter_lost(icpp_swriter *w, uint64_t count)
@@ -404,8 +396,6 @@ int icpp_sreader_clean_end(const icpp_sreader *r) { return r->clean_end; }
 
 static int need_u64(icpp_sreader *r, uint64_t n)
 {
-    if (n > icpp_rbuf_left(&r->blk))    /* each value takes at least one byte */
-        return -1;
     if (n > r->capu64) {
         uint64_t *nv = realloc(r->u64, (size_t)n * sizeof *nv);
         if (!nv)
@@ -526,7 +516,8 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0};
             continue;       /* internal */
         }
-        case ICPP_SREC_SAMPLE: {
+        case ICPP_SREC_SAMPLE:
+        case ICPP_SREC_VSAMPLE: {
             uint64_t t = icpp_rbuf_uv(q), ev = icpp_rbuf_uv(q);
             int64_t dt = icpp_rbuf_sv(q), di = icpp_rbuf_sv(q), ds = icpp_rbuf_sv(q), db = icpp_rbuf_sv(q);
             if (q->bad || t >= r->nth || ev > UINT32_MAX)
@@ -536,6 +527,7 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             th->ip += (uint64_t)di;
             th->sp += (uint64_t)ds;
             th->bp += (uint64_t)db;
+            rec->type = ICPP_SREC_SAMPLE;
             rec->u.sample.pid = th->pid;
             rec->u.sample.tid = th->tid;
             rec->u.sample.event = (uint32_t)ev;
@@ -543,6 +535,33 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             rec->u.sample.ip = th->ip;
             rec->u.sample.sp = th->sp;
             rec->u.sample.bp = th->bp;
+            if (type == ICPP_SREC_SAMPLE)
+                break;
+            icpp_sample_extra *x = &rec->u.sample.x;
+            uint64_t nc = icpp_rbuf_uv(q);
+            if (q->bad || nc > 4096 || nc > icpp_rbuf_left(q) || need_u64(r, nc + 64) < 0)
+                BAD("bad callchain", icpp_rbuf_pos(q));
+            uint64_t a = 0;
+            for (uint64_t i = 0; i < nc; i++) {
+                a += (uint64_t)icpp_rbuf_sv(q);
+                r->u64[i] = a;
+            }
+            x->regs_mask = icpp_rbuf_uv(q);
+            uint64_t nr = icpp_rbuf_uv(q);
+            if (q->bad || nr > 64 || nr != (uint64_t)__builtin_popcountll(x->regs_mask))
+                BAD("bad register set", icpp_rbuf_pos(q));
+            for (uint64_t i = 0; i < nr; i++)
+                r->u64[nc + i] = icpp_rbuf_uv(q);
+            uint64_t sz = icpp_rbuf_uv(q);
+            const uint8_t *bytes = (!q->bad && sz <= BLOCK_MAX) ? icpp_rbuf_bytes(q, (size_t)sz) : NULL;
+            if (!bytes && sz)
+                BAD("bad stack copy", icpp_rbuf_pos(q));
+            x->nchain = (uint32_t)nc;
+            x->chain = r->u64;
+            x->nregs = (uint32_t)nr;
+            x->regs = r->u64 + nc;
+            x->stack_size = (uint32_t)sz;
+            x->stack = bytes;
             break;
         }
         case ICPP_SREC_LOST:
@@ -554,35 +573,6 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
                 q->bad = 1;
             rec->u.exit.pid = (uint32_t)pid;
             rec->u.exit.tid = (uint32_t)tid;
-            break;
-        }
-        case ICPP_SREC_CHAIN: {
-            uint64_t n = icpp_rbuf_uv(q);
-            if (q->bad || need_u64(r, n) < 0)
-                BAD("bad callchain", icpp_rbuf_pos(q));
-            uint64_t a = 0;
-            for (uint64_t i = 0; i < n; i++) {
-                a += (uint64_t)icpp_rbuf_sv(q);
-                r->u64[i] = a;
-            }
-            rec->u.chain.n = (uint32_t)n;
-            rec->u.chain.addrs = r->u64;
-            break;
-        }
-        case ICPP_SREC_STACK: {
-            uint64_t n = icpp_rbuf_uv(q);
-            if (q->bad || n > 64 || need_u64(r, n) < 0)
-                BAD("bad register set", icpp_rbuf_pos(q));
-            for (uint64_t i = 0; i < n; i++)
-                r->u64[i] = icpp_rbuf_uv(q);
-            uint64_t sz = icpp_rbuf_uv(q);
-            const uint8_t *bytes = (!q->bad && sz <= BLOCK_MAX) ? icpp_rbuf_bytes(q, (size_t)sz) : NULL;
-            if (!bytes && sz)
-                BAD("bad stack copy", icpp_rbuf_pos(q));
-            rec->u.stack.nregs = (uint32_t)n;
-            rec->u.stack.regs = r->u64;
-            rec->u.stack.size = (uint32_t)sz;
-            rec->u.stack.bytes = bytes;
             break;
         }
         case ICPP_SREC_END:

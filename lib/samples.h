@@ -19,13 +19,25 @@ typedef enum icpp_srec_type {
     ICPP_SREC_SAMPLE,       /* pc, sp, bp of a thread at a time, for an event */
     ICPP_SREC_LOST,         /* the kernel dropped samples (ring buffer full) */
     ICPP_SREC_EXIT,         /* a thread or process ended */
-    ICPP_SREC_CHAIN,        /* --validate: user callchain of the preceding sample */
-    ICPP_SREC_STACK,        /* --validate: registers and user stack of the preceding sample */
+    ICPP_SREC_VSAMPLE,      /* --validate: a sample with its callchain, registers, user stack */
     ICPP_SREC_END,          /* clean end: totals */
     ICPP_SREC_MAX
 } icpp_srec_type;
 
 #define ICPP_PROC_EXEC 1    /* PROC flag: the process image changed by exec */
+
+/* What --validate adds to a sample: the kernel's user callchain (frame
+ * pointers), the user registers in perf's bit order, and a copy of the user
+ * stack from SP up. */
+typedef struct icpp_sample_extra {
+    uint32_t        nchain;
+    const uint64_t *chain;
+    uint32_t        nregs;
+    const uint64_t *regs;
+    uint64_t        regs_mask;
+    uint32_t        stack_size;
+    const uint8_t  *stack;
+} icpp_sample_extra;
 
 typedef struct icpp_srec {
     int type;
@@ -34,9 +46,11 @@ typedef struct icpp_srec {
         struct { uint32_t id; const char *name; uint32_t type; uint64_t config, period; uint8_t freq, precise; } event;
         struct { uint32_t pid, ppid; uint64_t startstack; const char *path; uint32_t flags; } proc;
         struct { uint32_t pid; uint64_t start, len, pgoff; uint32_t prot; const char *path; icpp_build_id build_id; } mmap;
-        struct { uint32_t pid, tid, event; uint64_t time, ip, sp, bp; } sample;
-        struct { uint32_t n; const uint64_t *addrs; } chain;
-        struct { uint32_t nregs; const uint64_t *regs; uint32_t size; const uint8_t *bytes; } stack;
+        struct {
+            uint32_t pid, tid, event;
+            uint64_t time, ip, sp, bp;
+            icpp_sample_extra x;        /* all zero unless --validate */
+        } sample;
         struct { uint64_t count; } lost;
         struct { uint32_t pid, tid; } exit;
         struct { uint64_t samples, lost; } end;
@@ -57,10 +71,9 @@ void icpp_swriter_proc(icpp_swriter *w, uint32_t pid, uint32_t ppid, uint64_t st
                        uint32_t flags);
 void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t prot,
                        const char *path, const icpp_build_id *bid);
+/* x: NULL, or the --validate extras (written as one VSAMPLE record). */
 void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
-                         uint64_t sp, uint64_t bp);
-void icpp_swriter_chain(icpp_swriter *w, uint32_t n, const uint64_t *addrs);
-void icpp_swriter_stack(icpp_swriter *w, uint32_t nregs, const uint64_t *regs, uint32_t size, const uint8_t *bytes);
+                         uint64_t sp, uint64_t bp, const icpp_sample_extra *x);
 void icpp_swriter_lost(icpp_swriter *w, uint64_t count);
 void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid);
 /* Write out the current block (call periodically and before blocking). */
@@ -80,7 +93,8 @@ icpp_sreader *icpp_sreader_mem(const uint8_t *buf, size_t len, icpp_err *err);  
 void          icpp_sreader_close(icpp_sreader *r);
 /* Next record (pointers in *rec stay valid until the next call): 1, or 0 at
  * the end, or a negative error for a corrupt file.  THREAD records are
- * consumed internally; samples come out with pid/tid and absolute values. */
+ * consumed internally; samples (SAMPLE and VSAMPLE both come out as
+ * ICPP_SREC_SAMPLE) have pid/tid and absolute values. */
 int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err);
 /* After the end: bytes of an incomplete last block (writer killed), and
  * whether an END record was seen. */

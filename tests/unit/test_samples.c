@@ -50,14 +50,15 @@ int main(void)
         truth x = {th == 3 ? 101 : 100, (uint32_t)(th == 3 ? 101 : 100 + th), (uint32_t)(rnd() % 2), t,
                    0x555555555000 + rnd() % 0x2000, sp[th], (rnd() & 1) ? sp[th] + 64 : rnd()};
         tr[i] = x;
-        icpp_swriter_sample(w, x.pid, x.tid, x.ev, x.t, x.ip, x.sp, x.bp);
         if (i == 10) {
             uint64_t chain[3] = {0x555555555100, 0x555555555200, 0x7f1234567890};
-            icpp_swriter_chain(w, 3, chain);
             uint64_t regs[3] = {1, 2, 3};
             uint8_t st[100];
             memset(st, 0xab, sizeof st);
-            icpp_swriter_stack(w, 3, regs, sizeof st, st);
+            icpp_sample_extra xx = {3, chain, 3, regs, 0x1c0, sizeof st, st};
+            icpp_swriter_sample(w, x.pid, x.tid, x.ev, x.t, x.ip, x.sp, x.bp, &xx);
+        } else {
+            icpp_swriter_sample(w, x.pid, x.tid, x.ev, x.t, x.ip, x.sp, x.bp, NULL);
         }
     }
     icpp_swriter_lost(w, 7);
@@ -79,10 +80,14 @@ int main(void)
                 rec.u.sample.time != x->t || rec.u.sample.ip != x->ip || rec.u.sample.sp != x->sp ||
                 rec.u.sample.bp != x->bp)
                 mism++;
-        } else if (rec.type == ICPP_SREC_CHAIN) {
-            saw_chain = rec.u.chain.n == 3 && rec.u.chain.addrs[2] == 0x7f1234567890;
-        } else if (rec.type == ICPP_SREC_STACK) {
-            saw_stack = rec.u.stack.size == 100 && rec.u.stack.bytes[99] == 0xab && rec.u.stack.regs[2] == 3;
+            const icpp_sample_extra *e = &rec.u.sample.x;
+            if (k == 11) {
+                saw_chain = e->nchain == 3 && e->chain[2] == 0x7f1234567890;
+                saw_stack = e->stack_size == 100 && e->stack[99] == 0xab && e->nregs == 3 && e->regs[2] == 3 &&
+                            e->regs_mask == 0x1c0;
+            } else if (e->nchain || e->stack_size) {
+                mism++;
+            }
         } else if (rec.type == ICPP_SREC_LOST) {
             saw_lost = rec.u.lost.count == 7;
         } else if (rec.type == ICPP_SREC_MMAP) {

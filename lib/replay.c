@@ -1,0 +1,288 @@
+/* replay.c -- replays a sample file: per-process mappings, modules, CFI tables and thread bases for each sample. */
+#include "replay.h"
+
+#include "procmaps.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+typedef struct rproc {
+    uint32_t  pid;
+    uint64_t  startstack;
+    icpp_maps maps;
+    int32_t  *modix;            /* per mapping index: module (-2 = not looked up) -- rebuilt lazily */
+} rproc;
+
+struct icpp_replay {
+    icpp_sreader    *rd;
+    icpp_replay_info info;
+    rproc           *procs;
+    size_t           nprocs, capprocs;
+    icpp_rmodule    *mods;
+    size_t           nmods, capmods;
+};
+
+const char *icpp_rs_status_name(int s)
+{
+    static const char *n[ICPP_RS_MAX] = {"ok", "no mapping", "file unreadable", "file changed since recording",
+                                         "vdso", "no function", "no CFI", "CFI not passive", "no thread base"};
+    return s >= 0 && s < ICPP_RS_MAX ? n[s] : "?";
+}
+
+icpp_replay *icpp_replay_open(const char *path, icpp_err *err)
+{
+    icpp_replay *rp = calloc(1, sizeof *rp);
+    if (!rp) {
+        icpp_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    rp->rd = icpp_sreader_open(path, err);
+    if (!rp->rd) {
+        free(rp);
+        return NULL;
+    }
+    return rp;
+}
+
+void icpp_replay_close(icpp_replay *rp)
+{
+    if (!rp)
+        return;
+    for (size_t i = 0; i < rp->nprocs; i++)
+        icpp_maps_free(&rp->procs[i].maps);
+    for (size_t i = 0; i < rp->nmods; i++) {
+        free(rp->mods[i].path);
+        icpp_cfi_free(rp->mods[i].cfi);
+        icpp_module_close(rp->mods[i].mod);
+    }
+    free(rp->procs);
+    free(rp->mods);
+    icpp_sreader_close(rp->rd);
+    free(rp);
+}
+
+const icpp_replay_info *icpp_replay_info_get(const icpp_replay *rp) { return &rp->info; }
+size_t icpp_replay_nmodules(const icpp_replay *rp) { return rp->nmods; }
+const icpp_rmodule *icpp_replay_module(const icpp_replay *rp, uint32_t i) { return i < rp->nmods ? &rp->mods[i] : NULL; }
+
+static rproc *get_proc(icpp_replay *rp, uint32_t pid, int create)
+{
+    for (size_t i = 0; i < rp->nprocs; i++)
+        if (rp->procs[i].pid == pid)
+            return &rp->procs[i];
+    if (!create)
+        return NULL;
+    if (rp->nprocs == rp->capprocs) {
+        size_t nc = rp->capprocs ? 2 * rp->capprocs : 8;
+        rproc *np = realloc(rp->procs, nc * sizeof *np);
+        if (!np)
+            return NULL;
+        rp->procs = np;
+        rp->capprocs = nc;
+    }
+    rproc *p = &rp->procs[rp->nprocs++];
+    memset(p, 0, sizeof *p);
+    p->pid = pid;
+    icpp_maps_init(&p->maps);
+    return p;
+}
+
+/* The module for (path, build-id), opened once. */
+static int32_t get_module(icpp_replay *rp, const char *path, const icpp_build_id *bid)
+{
+    for (size_t i = 0; i < rp->nmods; i++)
+        if (!strcmp(rp->mods[i].path, path) &&
+            (!bid->len || (rp->mods[i].build_id.len == bid->len &&
+                           !memcmp(rp->mods[i].build_id.bytes, bid->bytes, bid->len))))
+            return (int32_t)i;
+    if (rp->nmods == rp->capmods) {
+        size_t nc = rp->capmods ? 2 * rp->capmods : 16;
+        icpp_rmodule *nm = realloc(rp->mods, nc * sizeof *nm);
+        if (!nm)
+            return -1;
+        rp->mods = nm;
+        rp->capmods = nc;
+    }
+    icpp_rmodule *m = &rp->mods[rp->nmods];
+    memset(m, 0, sizeof *m);
+    m->path = strdup(path);
+    if (!m->path)
+        return -1;
+    icpp_err err;
+    m->mod = icpp_module_open(path, &err);
+    m->build_id = *bid;
+    if (!m->mod) {
+        m->status = ICPP_RS_NOFILE;
+    } else {
+        const icpp_build_id *fb = icpp_module_build_id(m->mod);
+        if (bid->len && (fb->len != bid->len || memcmp(fb->bytes, bid->bytes, bid->len))) {
+            m->status = ICPP_RS_CHANGED;
+            icpp_module_close(m->mod);
+            m->mod = NULL;
+        } else if (!bid->len) {
+            m->build_id = *fb;
+        }
+    }
+    return (int32_t)rp->nmods++;
+}
+
+/* Build-ids recorded per mapping: kept beside the maps by start address. */
+static int on_mmap(icpp_replay *rp, const icpp_srec *r)
+{
+    rproc *p = get_proc(rp, r->u.mmap.pid, 1);
+    if (!p)
+        return -ENOMEM;
+    icpp_mapping m = {r->u.mmap.start, r->u.mmap.start + r->u.mmap.len, r->u.mmap.pgoff, r->u.mmap.prot,
+                      (char *)(r->u.mmap.path && r->u.mmap.path[0] ? r->u.mmap.path : NULL)};
+    if (m.end <= m.start)
+        return 0;
+    if (icpp_maps_insert(&p->maps, &m, NULL) < 0)
+        return -ENOMEM;
+    /* Register the module now so the recorded build-id is the one checked. */
+    if (m.path && m.path[0] == '/' && (m.prot & PROT_EXEC))
+        get_module(rp, m.path, &r->u.mmap.build_id);
+    return 0;
+}
+
+static void on_proc(icpp_replay *rp, const icpp_srec *r)
+{
+    rproc *p = get_proc(rp, r->u.proc.pid, 1);
+    if (!p)
+        return;
+    p->startstack = r->u.proc.startstack;
+    if (r->u.proc.flags & ICPP_PROC_EXEC) {
+        icpp_maps_free(&p->maps);
+        icpp_maps_init(&p->maps);
+    } else if (r->u.proc.ppid) {
+        rproc *pp = get_proc(rp, r->u.proc.ppid, 0);
+        p = get_proc(rp, r->u.proc.pid, 0);     /* pointers may have moved */
+        if (pp && p && pp != p) {
+            icpp_maps_free(&p->maps);
+            icpp_maps_init(&p->maps);
+            for (size_t i = 0; i < pp->maps.n; i++)
+                icpp_maps_insert(&p->maps, &pp->maps.v[i], NULL);
+        }
+    }
+}
+
+static void resolve(icpp_replay *rp, icpp_rsample *s)
+{
+    s->module = -1;
+    rproc *p = get_proc(rp, s->pid, 0);
+    const icpp_mapping *m = p ? icpp_maps_find(&p->maps, s->ip) : NULL;
+    if (!m || !m->path) {
+        s->status = ICPP_RS_NOMAP;
+        return;
+    }
+    if (m->path[0] != '/') {
+        s->status = m->path[0] == '[' ? ICPP_RS_VDSO : ICPP_RS_NOMAP;
+        return;
+    }
+    icpp_build_id none = {0, {0}};
+    int32_t mi = get_module(rp, m->path, &none);
+    if (mi < 0) {
+        s->status = ICPP_RS_NOFILE;
+        return;
+    }
+    icpp_rmodule *rm = &rp->mods[mi];
+    s->module = mi;
+    if (rm->status != ICPP_RS_OK) {
+        s->status = rm->status;
+        return;
+    }
+    uint64_t bias;
+    if (icpp_module_bias(rm->mod, m->start, m->pgoff, &bias, NULL) < 0) {
+        s->status = ICPP_RS_CHANGED;
+        return;
+    }
+    s->addr = s->ip - bias;
+    s->func = icpp_module_func_at(rm->mod, s->addr);
+    if (!rm->cfi) {
+        rm->cfi = icpp_cfi_build(rm->mod, NULL);
+        if (!rm->cfi) {
+            s->status = ICPP_RS_NOFDE;
+            return;
+        }
+    }
+    int r = icpp_cfi_entry_sp(rm->cfi, s->addr, s->sp, s->bp, &s->entry_sp);
+    if (r != 0) {
+        s->status = r < 0 ? ICPP_RS_NOFDE : ICPP_RS_NOTPASSIVE;
+        return;
+    }
+    if (s->tid == s->pid) {
+        s->base = p->startstack;
+        s->base_kind = ICPP_BASE_STARTSTACK;
+    } else {
+        s->base = icpp_maps_stack_top(&p->maps, s->sp);
+        s->base_kind = ICPP_BASE_MAPTOP;
+    }
+    if (!s->base) {
+        s->status = ICPP_RS_NOBASE;
+        s->base_kind = ICPP_BASE_NONE;
+        return;
+    }
+    s->height = icpp_height(s->base, s->entry_sp);
+    s->status = s->func ? ICPP_RS_OK : ICPP_RS_NOFUNC;
+}
+
+int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
+{
+    icpp_srec r;
+    for (;;) {
+        int rc = icpp_sreader_next(rp->rd, &r, err);
+        if (rc <= 0) {
+            rp->info.truncated = icpp_sreader_truncated(rp->rd);
+            rp->info.clean_end = icpp_sreader_clean_end(rp->rd);
+            return rc;
+        }
+        switch (r.type) {
+        case ICPP_SREC_INFO:
+            if (!strcmp(r.u.info.key, "command"))
+                snprintf(rp->info.command, sizeof rp->info.command, "%s", r.u.info.val);
+            break;
+        case ICPP_SREC_EVENT:
+            if (r.u.event.id < 8) {
+                snprintf(rp->info.event_names[r.u.event.id], 128, "%s", r.u.event.name);
+                if (r.u.event.id + 1 > rp->info.nevents)
+                    rp->info.nevents = r.u.event.id + 1;
+            }
+            break;
+        case ICPP_SREC_PROC:
+            on_proc(rp, &r);
+            break;
+        case ICPP_SREC_MMAP:
+            if (on_mmap(rp, &r) < 0)
+                return icpp_err_set(err, ENOMEM, "out of memory");
+            break;
+        case ICPP_SREC_LOST:
+            rp->info.lost += r.u.lost.count;
+            break;
+        case ICPP_SREC_SAMPLE: {
+            memset(out, 0, sizeof *out);
+            out->pid = r.u.sample.pid;
+            out->tid = r.u.sample.tid;
+            out->event = r.u.sample.event;
+            out->time = r.u.sample.time;
+            out->ip = r.u.sample.ip;
+            out->sp = r.u.sample.sp;
+            out->bp = r.u.sample.bp;
+            rp->info.samples++;
+            resolve(rp, out);
+            const icpp_sample_extra *x = &r.u.sample.x;
+            out->nchain = x->nchain;
+            out->chain = x->chain;
+            out->nregs = x->nregs;
+            out->regs = x->regs;
+            out->regs_mask = x->regs_mask;
+            out->stack_size = x->stack_size;
+            out->stack = x->stack;
+            return 1;
+        }
+        default:
+            break;
+        }
+    }
+}

@@ -1,0 +1,79 @@
+/* replay.h -- replays a sample file: per-process mappings, modules, CFI tables and thread bases for each sample. */
+#ifndef ICPP_REPLAY_H
+#define ICPP_REPLAY_H
+
+#include <stdint.h>
+
+#include "cfi.h"
+#include "defs.h"
+#include "err.h"
+#include "module.h"
+#include "samples.h"
+
+typedef enum icpp_rs_status {
+    ICPP_RS_OK = 0,         /* function, entry SP, base and height known */
+    ICPP_RS_NOMAP,          /* IP in no file mapping of the process (JIT, unknown) */
+    ICPP_RS_NOFILE,         /* the file cannot be opened, or is not ELF */
+    ICPP_RS_CHANGED,        /* the file's build-id differs from the recording's */
+    ICPP_RS_VDSO,           /* [vdso] and other kernel-provided code */
+    ICPP_RS_NOFUNC,         /* no function at that address */
+    ICPP_RS_NOFDE,          /* no CFI for the PC */
+    ICPP_RS_NOTPASSIVE,     /* CFI needs memory or a register not sampled */
+    ICPP_RS_NOBASE,         /* thread base unknown */
+    ICPP_RS_MAX
+} icpp_rs_status;
+
+const char *icpp_rs_status_name(int status);
+
+/* A module as the replay knows it. */
+typedef struct icpp_rmodule {
+    char          *path;
+    icpp_build_id  build_id;    /* from the recording (or the file if it had none) */
+    icpp_module   *mod;         /* NULL if unreadable or changed */
+    icpp_cfi      *cfi;         /* built on first use */
+    int            status;      /* ICPP_RS_OK, NOFILE or CHANGED */
+} icpp_rmodule;
+
+typedef struct icpp_rsample {
+    uint32_t pid, tid, event;
+    uint64_t time, ip, sp, bp;
+    int      status;            /* icpp_rs_status */
+    int32_t  module;            /* index into the replay's modules, -1 if none */
+    uint64_t addr;              /* link-time IP in that module */
+    const icpp_func *func;      /* function holding addr (NULL if none) */
+    uint64_t entry_sp;          /* CFA - 8 */
+    uint64_t base;
+    int      base_kind;         /* icpp_base_kind */
+    int64_t  height;
+    /* --validate recordings: what came with the sample (else n = 0) */
+    uint32_t nchain;
+    const uint64_t *chain;
+    uint32_t nregs, stack_size;
+    uint64_t regs_mask;         /* which perf registers regs[] holds, in bit order */
+    const uint64_t *regs;
+    const uint8_t  *stack;
+} icpp_rsample;
+
+typedef struct icpp_replay icpp_replay;
+
+icpp_replay *icpp_replay_open(const char *path, icpp_err *err);
+void         icpp_replay_close(icpp_replay *rp);
+/* Next sample: 1, 0 at the end, negative for a corrupt file.  Pointers in
+ * *out stay valid until the next call. */
+int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err);
+
+/* What the file said, valid after the end (and growing during). */
+typedef struct icpp_replay_info {
+    uint64_t lost;              /* samples the kernel dropped */
+    uint64_t samples;           /* samples read */
+    size_t   truncated;         /* bytes of an incomplete tail (sampler killed) */
+    int      clean_end;
+    uint32_t nevents;
+    char     event_names[8][128];
+    char     command[1024];
+} icpp_replay_info;
+const icpp_replay_info *icpp_replay_info_get(const icpp_replay *rp);
+size_t              icpp_replay_nmodules(const icpp_replay *rp);
+const icpp_rmodule *icpp_replay_module(const icpp_replay *rp, uint32_t i);
+
+#endif
