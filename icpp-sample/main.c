@@ -400,10 +400,86 @@ static int on_record(void *ctx, const struct perf_event_header *h)
 #undef TAKE
 }
 
-static void drain_all(session *s)
+/* Per-CPU rings are each in time order but not with each other: an mmap
+ * seen on one CPU must be applied before a sample taken later on another.
+ * Records are queued with their timestamps; after each drain round, those no
+ * later than the newest timestamp of the previous round are handled in time
+ * order (anything still unread was written after that round was read). */
+typedef struct qrec {
+    uint64_t time, seq;
+    struct perf_event_header *h;
+} qrec;
+
+static qrec    *queue;
+static size_t   nqueue, capqueue;
+static uint64_t qseq, round_max, prev_round_max;
+
+static uint64_t record_time(const struct perf_event_header *h)
 {
+    const uint8_t *b = (const uint8_t *)h;
+    uint64_t t = 0;
+    if (h->type == PERF_RECORD_SAMPLE) {
+        if (h->size >= sizeof *h + 32)
+            memcpy(&t, b + sizeof *h + 24, 8);      /* id, ip, pid/tid, time */
+    } else if (h->size >= sizeof *h + 24) {
+        memcpy(&t, b + h->size - 16, 8);            /* sample_id: pid/tid, time, identifier */
+    }
+    return t;
+}
+
+static int enqueue(void *ctx, const struct perf_event_header *h)
+{
+    (void)ctx;
+    if (nqueue == capqueue) {
+        size_t nc = capqueue ? 2 * capqueue : 4096;
+        qrec *nq = realloc(queue, nc * sizeof *nq);
+        if (!nq)
+            return 1;
+        queue = nq;
+        capqueue = nc;
+    }
+    struct perf_event_header *copy = malloc(h->size);
+    if (!copy)
+        return 1;
+    memcpy(copy, h, h->size);
+    uint64_t t = record_time(h);
+    if (t > round_max)
+        round_max = t;
+    queue[nqueue++] = (qrec){t, qseq++, copy};
+    return 0;
+}
+
+static int qrec_cmp(const void *a, const void *b)
+{
+    const qrec *x = a, *y = b;
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Handle queued records with time <= limit, in time order. */
+static void process_queue(session *s, uint64_t limit)
+{
+    if (!nqueue)
+        return;
+    qsort(queue, nqueue, sizeof *queue, qrec_cmp);
+    size_t i = 0;
+    for (; i < nqueue && queue[i].time <= limit; i++) {
+        on_record(s, queue[i].h);
+        free(queue[i].h);
+    }
+    memmove(queue, queue + i, (nqueue - i) * sizeof *queue);
+    nqueue -= i;
+}
+
+static void drain_all(session *s, int final)
+{
+    round_max = 0;
     for (int c = 0; c < s->ncpus; c++)
-        icpp_ring_drain(&s->rings[c], on_record, s);
+        icpp_ring_drain(&s->rings[c], enqueue, s);
+    process_queue(s, final ? UINT64_MAX : prev_round_max);
+    if (round_max > prev_round_max)
+        prev_round_max = round_max;
 }
 
 /* ---- opening events ---- */
@@ -541,7 +617,7 @@ int main(int argc, char **argv)
     memset(&s, 0, sizeof s);
     const char *events = NULL, *out = "icpp.samples";
     pid_t attach = 0;
-    int quiet = 0;
+    int quiet = 0, fell_back = 0;
     s.pages = 128;
     enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST };
     static const struct option lo[] = {
@@ -648,9 +724,7 @@ int main(int argc, char **argv)
                 close_all(&s);
                 for (int i = 0; i < s.ncpus; i++)
                     ring_owner[i] = -1;
-                if (!quiet)
-                    fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
-                                    "sampling cpu-clock instead\n");
+                fell_back = 1;
                 s.nev = 0;
                 parse_events(&s, "cpu-clock");
                 icpp_event_setup(&s.ev[0], &s.so, amd);
@@ -684,9 +758,7 @@ int main(int argc, char **argv)
             close_all(&s);
             for (int i = 0; i < s.ncpus; i++)
                 ring_owner[i] = -1;
-            if (!quiet)
-                fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
-                                "sampling cpu-clock instead\n");
+            fell_back = 1;
             s.nev = 0;
             parse_events(&s, "cpu-clock");
             icpp_event_setup(&s.ev[0], &s.so, amd);
@@ -754,6 +826,11 @@ int main(int argc, char **argv)
         snapshot_process(&s, attach, 0, 0);
     }
 
+    /* Said only now that sampling runs, so that an error stays one line. */
+    if (fell_back && !quiet)
+        fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
+                        "sampling cpu-clock instead\n");
+
     /* Record until the target ends (or, attached, until a signal). */
     struct pollfd *pfd = calloc((size_t)s.ncpus, sizeof *pfd);
     for (int i = 0; i < s.ncpus; i++)
@@ -763,7 +840,7 @@ int main(int argc, char **argv)
     while (!done) {
         int pr = poll(pfd, (nfds_t)s.ncpus, 100);
         (void)pr;
-        drain_all(&s);
+        drain_all(&s, 0);
         if (!attach) {
             int st;
             pid_t w = waitpid(child_pid, &st, WNOHANG);
@@ -795,8 +872,9 @@ int main(int argc, char **argv)
             stop_requested = 1;
         }
     }
-    drain_all(&s);
+    drain_all(&s, 1);
     close_all(&s);
+    free(queue);
     uint64_t bytes = icpp_swriter_bytes(s.w);
     int werr = icpp_swriter_close(s.w, s.samples, s.lost, &err);
     if (werr < 0)

@@ -172,6 +172,14 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
 {
     s->module = -1;
     rproc *p = get_proc(rp, s->pid, 0);
+    /* The thread base depends only on the thread and its SP. */
+    if (p && s->tid == s->pid) {
+        s->base = p->startstack;
+        s->base_kind = s->base ? ICPP_BASE_STARTSTACK : ICPP_BASE_NONE;
+    } else if (p) {
+        s->base = icpp_maps_stack_top(&p->maps, s->sp);
+        s->base_kind = s->base ? ICPP_BASE_MAPTOP : ICPP_BASE_NONE;
+    }
     const icpp_mapping *m = p ? icpp_maps_find(&p->maps, s->ip) : NULL;
     if (!m || !m->path) {
         s->status = ICPP_RS_NOMAP;
@@ -212,16 +220,8 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
         s->status = r < 0 ? ICPP_RS_NOFDE : ICPP_RS_NOTPASSIVE;
         return;
     }
-    if (s->tid == s->pid) {
-        s->base = p->startstack;
-        s->base_kind = ICPP_BASE_STARTSTACK;
-    } else {
-        s->base = icpp_maps_stack_top(&p->maps, s->sp);
-        s->base_kind = ICPP_BASE_MAPTOP;
-    }
     if (!s->base) {
         s->status = ICPP_RS_NOBASE;
-        s->base_kind = ICPP_BASE_NONE;
         return;
     }
     s->height = icpp_height(s->base, s->entry_sp);

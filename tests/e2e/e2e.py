@@ -1,0 +1,62 @@
+"""e2e.py -- shared helpers for the end-to-end tests: paths, running tools, parsing their output."""
+import os
+import re
+import subprocess
+import sys
+
+BUILD = os.environ.get("ICPP_BUILD") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+SOURCE = os.environ.get("ICPP_SOURCE") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def tool(name):
+    return os.path.join(BUILD, name, name)
+
+
+def built(rel):
+    return os.path.join(BUILD, rel)
+
+
+class Checker:
+    """Counts checks; prints failures; exit status at the end."""
+
+    def __init__(self, name):
+        self.name, self.n, self.failed = name, 0, 0
+
+    def check(self, cond, msg):
+        self.n += 1
+        if not cond:
+            self.failed += 1
+            print(f"FAIL: {msg}", file=sys.stderr)
+        return cond
+
+    def done(self):
+        print(f"{self.name}: {self.n} checks, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
+
+
+def run(cmd, **kw):
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    kw.setdefault("timeout", 300)
+    return subprocess.run(cmd, **kw)
+
+
+SCRIPT_RE = re.compile(
+    r"^(\d+)/(\d+) (\d+) (\S+) ip=(\S+) sp=(\S+) bp=(\S+) base=(\S+)\((\w+)\) height=(-?\d+) (.+?) (\S+)\+(\S+) (\S+)$")
+
+
+def script(samples):
+    """Samples of a file, through `icpp-resolve --script`, as dicts."""
+    r = run([tool("icpp-resolve"), "--script", samples])
+    if r.returncode != 0:
+        raise RuntimeError(f"icpp-resolve --script failed: {r.stderr}")
+    out = []
+    for line in r.stdout.splitlines():
+        m = SCRIPT_RE.match(line)
+        if not m:
+            raise RuntimeError(f"unparsable script line: {line}")
+        g = m.groups()
+        out.append(dict(pid=int(g[0]), tid=int(g[1]), time=int(g[2]), event=g[3], ip=int(g[4], 16),
+                        sp=int(g[5], 16), bp=int(g[6], 16), base=int(g[7], 16), base_kind=g[8],
+                        height=int(g[9]), status=g[10], module=g[11], addr=int(g[12], 16), func=g[13]))
+    return out
