@@ -176,6 +176,8 @@ static int covered(const icpp_func *f, size_t n, uint64_t addr)
     return g->addr == addr || (g->size && addr < g->addr + g->size);
 }
 
+static int link_cold_parts(icpp_module *m);
+
 static int build_functions(icpp_module *m, icpp_err *err)
 {
     cand *c = NULL;
@@ -212,7 +214,7 @@ static int build_functions(icpp_module *m, icpp_err *err)
             free(fdes);
             return icpp_err_set(err, ENOMEM, "%s: out of memory", m->path);
         }
-        m->funcs[n++] = (icpp_func){c[i].addr, size, dem ? dem : sym, sym, c[i].source};
+        m->funcs[n++] = (icpp_func){c[i].addr, size, dem ? dem : sym, sym, c[i].source, c[i].addr};
         i = j;
     }
     free(c);
@@ -225,7 +227,7 @@ static int build_functions(icpp_module *m, icpp_err *err)
         char *s = own(m, strdup(buf));
         if (!s)
             break;
-        m->funcs[n++] = (icpp_func){fdes[i].lo, fdes[i].hi - fdes[i].lo, s, s, ICPP_FSRC_FDE};
+        m->funcs[n++] = (icpp_func){fdes[i].lo, fdes[i].hi - fdes[i].lo, s, s, ICPP_FSRC_FDE, fdes[i].lo};
     }
     free(fdes);
     if (n)
@@ -236,6 +238,44 @@ static int build_functions(icpp_module *m, icpp_err *err)
         if (w == 0 || m->funcs[w - 1].addr != m->funcs[i].addr)
             m->funcs[w++] = m->funcs[i];
     m->nfuncs = w;
+    return link_cold_parts(m);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    const icpp_func *const *x = a, *const *y = b;
+    return strcmp((*x)->sym, (*y)->sym);
+}
+
+/* gcc splits rarely run blocks into "foo.cold" (or "foo.cold.N"): code that
+ * runs in foo's frame and is never entered by a call.  Point it at foo. */
+static int link_cold_parts(icpp_module *m)
+{
+    const icpp_func **by_name = malloc((m->nfuncs + 1) * sizeof *by_name);
+    if (!by_name)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nfuncs; i++) {
+        m->funcs[i].owner = m->funcs[i].addr;
+        by_name[i] = &m->funcs[i];
+    }
+    qsort(by_name, m->nfuncs, sizeof *by_name, name_cmp);
+    for (size_t i = 0; i < m->nfuncs; i++) {
+        const char *c = strstr(m->funcs[i].sym, ".cold");
+        if (!c || (c[5] && c[5] != '.'))
+            continue;
+        char base[512];
+        size_t bl = (size_t)(c - m->funcs[i].sym);
+        if (bl == 0 || bl >= sizeof base)
+            continue;
+        memcpy(base, m->funcs[i].sym, bl);
+        base[bl] = 0;
+        icpp_func key = {.sym = base};
+        const icpp_func *kp = &key;
+        const icpp_func **hit = bsearch(&kp, by_name, m->nfuncs, sizeof *by_name, name_cmp);
+        if (hit)
+            m->funcs[i].owner = (*hit)->addr;
+    }
+    free(by_name);
     return 0;
 }
 

@@ -29,6 +29,8 @@ typedef struct icpp_func {
     const char *name;       /* demangled if C++, else the symbol; "fn_<hex>" for FDE-only */
     const char *sym;        /* raw symbol name (== name for C) */
     uint8_t     source;     /* icpp_func_source */
+    uint64_t    owner;      /* function whose frame this code runs in: addr itself, or for a
+                               split-off part (gcc's foo.cold) the start of foo */
 } icpp_func;
 
 /* Open an ELF file and read its headers, build-id and function table.

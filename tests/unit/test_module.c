@@ -4,6 +4,7 @@
 #include "procmaps.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,26 @@ int main(int argc, char **argv)
         CHECK(matched + 2 >= fde, "%zu of %zu FDE functions do not match symbols", fde - matched, fde);
         icpp_module_close(full);
         icpp_module_close(strip);
+    }
+    /* gcc's foo.cold parts run in foo's frame: their owner is foo. */
+    const char *cold = getenv("ICPP_COLD_BINARY");
+    if (cold) {
+        icpp_module *cm = icpp_module_open(cold, &err);
+        CHECK(cm != NULL, "open %s: %s", cold, err.msg);
+        size_t ncold = 0, linked = 0;
+        for (size_t k = 0; cm && k < icpp_module_nfuncs(cm); k++) {
+            const icpp_func *f = &icpp_module_funcs(cm)[k];
+            const char *dot = strstr(f->sym, ".cold");
+            if (!dot)
+                continue;
+            ncold++;
+            const icpp_func *o = icpp_module_func_start(cm, f->owner);
+            if (o && o != f && !strncmp(o->sym, f->sym, (size_t)(dot - f->sym)) && o->sym[dot - f->sym] == 0)
+                linked++;
+        }
+        printf("%s: %zu .cold parts, %zu linked to their function\n", cold, ncold, linked);
+        CHECK(ncold > 0 && linked == ncold, "cold parts %zu, linked %zu", ncold, linked);
+        icpp_module_close(cm);
     }
     return check_done("test_module");
 }

@@ -1,0 +1,154 @@
+/* resolve.c -- context-id lookup: a sample's (function, height) to the candidate call paths of a path map. */
+#include "resolve.h"
+
+#include "hmap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct icpp_cidx {
+    const icpp_pathmap *pm;
+    icpp_hmap  cid;         /* (func, height) -> (offset << 32 | count) into cands */
+    icpp_cand *cands;
+    size_t     ncands;
+    icpp_hmap  funcs;       /* (pm module, addr) -> func */
+    int32_t   *modcache;    /* mkey -> pm module (-1 none, -2 not looked up) */
+    size_t     nmodcache;
+};
+
+const char *icpp_res_kind_name(int k)
+{
+    static const char *n[] = {"precise", "ambiguous", "missing", "unresolved"};
+    return k >= 0 && k < ICPP_RES_MAX ? n[k] : "?";
+}
+
+icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err)
+{
+    icpp_cidx *x = calloc(1, sizeof *x);
+    if (!x) {
+        icpp_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    x->pm = pm;
+    size_t nn = icpp_pathmap_nnodes(pm), total = 0;
+    /* Pass 1: count candidates per CID.  Pass 2: place them contiguously. */
+    for (uint32_t i = 1; i < nn; i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(pm, i);
+        for (uint32_t k = 0; k < n->nheights; k++) {
+            uint64_t *v = icpp_hmap_get(&x->cid, n->func, (uint64_t)n->heights[k].height);
+            if (v)
+                (*v)++;
+            else if (icpp_hmap_put(&x->cid, n->func, (uint64_t)n->heights[k].height, 1) < 0)
+                goto oom;
+            total++;
+        }
+    }
+    x->cands = malloc((total ? total : 1) * sizeof *x->cands);
+    if (!x->cands)
+        goto oom;
+    /* prefix offsets */
+    size_t off = 0;
+    for (size_t i = 0; i < x->cid.cap; i++) {
+        icpp_hmap_slot *sl = &x->cid.slots[i];
+        if (!sl->used)
+            continue;
+        uint64_t cnt = sl->val;
+        sl->val = (uint64_t)off << 32;      /* count filled in pass 2 */
+        off += cnt;
+    }
+    for (uint32_t i = 1; i < nn; i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(pm, i);
+        for (uint32_t k = 0; k < n->nheights; k++) {
+            uint64_t *v = icpp_hmap_get(&x->cid, n->func, (uint64_t)n->heights[k].height);
+            uint32_t o = (uint32_t)(*v >> 32), c = (uint32_t)*v;
+            x->cands[o + c] = (icpp_cand){i, n->heights[k].count};
+            *v = (uint64_t)o << 32 | (c + 1);
+        }
+    }
+    x->ncands = total;
+    for (uint32_t f = 0; f < icpp_pathmap_nfuncs(pm); f++) {
+        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
+        if (icpp_hmap_put(&x->funcs, pf->module, pf->addr, f) < 0)
+            goto oom;
+    }
+    return x;
+oom:
+    icpp_cidx_free(x);
+    icpp_err_set(err, ENOMEM, "out of memory indexing the path map");
+    return NULL;
+}
+
+void icpp_cidx_free(icpp_cidx *x)
+{
+    if (!x)
+        return;
+    icpp_hmap_free(&x->cid);
+    icpp_hmap_free(&x->funcs);
+    free(x->cands);
+    free(x->modcache);
+    free(x);
+}
+
+uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, const icpp_cand **out)
+{
+    uint64_t *v = icpp_hmap_get(&x->cid, func, (uint64_t)height);
+    if (!v) {
+        *out = NULL;
+        return 0;
+    }
+    *out = &x->cands[*v >> 32];
+    return (uint32_t)*v;
+}
+
+int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr)
+{
+    if (mkey >= x->nmodcache) {
+        size_t nc = mkey + 16;
+        int32_t *n = realloc(x->modcache, nc * sizeof *n);
+        if (!n)
+            return -1;
+        for (size_t i = x->nmodcache; i < nc; i++)
+            n[i] = -2;
+        x->modcache = n;
+        x->nmodcache = nc;
+    }
+    if (x->modcache[mkey] == -2) {
+        x->modcache[mkey] = -1;
+        for (uint32_t m = 0; m < icpp_pathmap_nmodules(x->pm); m++) {
+            const icpp_pm_module *pmm = icpp_pathmap_module(x->pm, m);
+            if (bid->len && pmm->build_id.len == bid->len && !memcmp(pmm->build_id.bytes, bid->bytes, bid->len)) {
+                x->modcache[mkey] = (int32_t)m;
+                break;
+            }
+        }
+    }
+    if (x->modcache[mkey] < 0)
+        return -1;
+    uint64_t *v = icpp_hmap_get(&x->funcs, (uint64_t)x->modcache[mkey], addr);
+    return v ? (int64_t)*v : -1;
+}
+
+void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample *s, icpp_resolution *out)
+{
+    memset(out, 0, sizeof *out);
+    out->func = -1;
+    if (s->status != ICPP_RS_OK) {
+        out->kind = ICPP_RES_UNRESOLVED;
+        return;
+    }
+    const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)s->module);
+    out->func = icpp_cidx_func(x, (uint32_t)s->module, &rm->build_id, s->func->owner);
+    if (out->func < 0) {
+        out->kind = ICPP_RES_MISSING;
+        return;
+    }
+    out->ncand = icpp_cidx_lookup(x, (uint32_t)out->func, s->height, &out->cand);
+    if (!out->ncand) {
+        out->kind = ICPP_RES_MISSING;
+        return;
+    }
+    for (uint32_t i = 0; i < out->ncand; i++)
+        out->cand_total += out->cand[i].count;
+    out->kind = out->ncand == 1 ? ICPP_RES_PRECISE : ICPP_RES_AMBIGUOUS;
+}

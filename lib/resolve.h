@@ -1,0 +1,53 @@
+/* resolve.h -- context-id lookup: a sample's (function, height) to the candidate call paths of a path map. */
+#ifndef ICPP_RESOLVE_H
+#define ICPP_RESOLVE_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "pathmap.h"
+#include "replay.h"
+
+typedef struct icpp_cidx icpp_cidx;
+
+/* One candidate path for a CID, with its training count at that height. */
+typedef struct icpp_cand {
+    uint32_t node;
+    uint64_t count;
+} icpp_cand;
+
+/* Build the index of a path map: (function, height) -> candidate nodes. */
+icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err);
+void       icpp_cidx_free(icpp_cidx *x);
+
+/* Candidates for path-map function `func` entered at `height`; returns the
+ * count (0 if the CID is not in the map) and points *out at them. */
+uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, const icpp_cand **out);
+
+/* Path-map function index of (module build-id, link-time start address), or
+ * -1.  Module build-ids are matched once per module and cached by `mkey`
+ * (any small integer the caller uses for the module, e.g. the replay's). */
+int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr);
+
+/* How one sample resolved. */
+typedef enum icpp_res_kind {
+    ICPP_RES_PRECISE = 0,   /* one candidate path */
+    ICPP_RES_AMBIGUOUS,     /* several: weight shared by training counts */
+    ICPP_RES_MISSING,       /* function or CID not in the map */
+    ICPP_RES_UNRESOLVED,    /* no CID: see the replay status */
+    ICPP_RES_MAX
+} icpp_res_kind;
+
+const char *icpp_res_kind_name(int k);
+
+typedef struct icpp_resolution {
+    int              kind;
+    int64_t          func;      /* path-map function, -1 if none */
+    uint32_t         ncand;
+    const icpp_cand *cand;
+    uint64_t         cand_total;  /* sum of candidate counts */
+} icpp_resolution;
+
+void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample *s, icpp_resolution *out);
+
+#endif
