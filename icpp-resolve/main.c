@@ -1,7 +1,11 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
 #include "defs.h"
 #include "module.h"
+#include "output.h"
+#include "pathmap.h"
+#include "profile.h"
 #include "replay.h"
+#include "resolve.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,15 +13,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *usage_text =
-    "usage: icpp-resolve [-m MAP] [--format text|tree|folded|pprof|speedscope|svg|json] [-n N]\n"
-    "                    [-o OUT] [--check] SAMPLES\n"
+    "usage: icpp-resolve [-m MAP] [--format FORMAT] [-n N] [-o OUT] [--check] SAMPLES\n"
     "       icpp-resolve --script SAMPLES\n"
     "\n"
-    "  --script        one line per sample: pid/tid, time, event, ip, sp, bp, thread\n"
-    "                  base, height, module and function (like perf script).\n"
-    "  -h, --help      this text.\n";
+    "Turn an icpp-sample recording into call-path profiles using the path map\n"
+    "icpp-train made for the same binary. Every report starts with how many\n"
+    "samples resolved precisely, ambiguously, not at all (missing from the map),\n"
+    "or could not be resolved (no CFI, vdso, ...).\n"
+    "\n"
+    "  -m, --map MAP     the path map (default: NAME.icppmap in the current\n"
+    "                    directory, NAME being the recorded program's name).\n"
+    "  --format FORMAT   text (default): hot call paths, ranked;\n"
+    "                    tree: inclusive and self shares down the call tree;\n"
+    "                    folded: 'a;b;c weight' lines for flamegraph.pl/speedscope;\n"
+    "                    json: everything, for scripts;\n"
+    "                    speedscope: speedscope's JSON file format;\n"
+    "                    pprof: gzipped profile.proto (go tool pprof, pprof UIs).\n"
+    "  -n N              rows in the text list (default 20, 0 = all).\n"
+    "  --full-paths      do not fold long paths in the middle.\n"
+    "  --sort EVENT      rank by this event when several were recorded.\n"
+    "  --min PCT         tree: hide nodes below PCT%% inclusive (default 0.5).\n"
+    "  -o, --output OUT  write there instead of standard output.\n"
+    "  --script          one line per sample: pid/tid, time, event, ip, sp, bp,\n"
+    "                    thread base, height, module and function.\n"
+    "  -h, --help        this text.\n"
+    "\n"
+    "Ambiguous samples (several paths share the sample's (function, height)) are\n"
+    "shared among the candidate paths in proportion to their training counts;\n"
+    "the amb%% column says how much of a path's weight came from such sharing.\n";
 
 static int script(const char *path)
 {
@@ -49,14 +75,85 @@ static int script(const char *path)
     return rc < 0 ? 1 : 0;
 }
 
+/* The replay module of the recorded executable, if it was mapped. */
+static const icpp_rmodule *exe_module(const icpp_replay *rp)
+{
+    const char *exe = icpp_replay_info_get(rp)->exe;
+    for (uint32_t i = 0; i < icpp_replay_nmodules(rp); i++)
+        if (!strcmp(icpp_replay_module(rp, i)->path, exe))
+            return icpp_replay_module(rp, i);
+    return NULL;
+}
+
+static char *default_map(const char *samples)
+{
+    icpp_err err;
+    icpp_replay *rp = icpp_replay_open(samples, &err);
+    if (!rp)
+        return NULL;
+    icpp_rsample s;
+    /* the first PROC record comes before any sample */
+    icpp_replay_next(rp, &s, &err);
+    const char *exe = icpp_replay_info_get(rp)->exe;
+    const char *b = strrchr(exe, '/');
+    char *m = NULL;
+    if (exe[0] && asprintf(&m, "%s.icppmap", b ? b + 1 : exe) < 0)
+        m = NULL;
+    icpp_replay_close(rp);
+    return m;
+}
+
+typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF } fmt_t;
+
 int main(int argc, char **argv)
 {
-    enum { OPT_SCRIPT = 256 };
-    static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int c, do_script = 0;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK };
+    static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
+                                       {"map", required_argument, 0, 'm'},
+                                       {"format", required_argument, 0, OPT_FORMAT},
+                                       {"output", required_argument, 0, 'o'},
+                                       {"full-paths", no_argument, 0, OPT_FULL},
+                                       {"sort", required_argument, 0, OPT_SORT},
+                                       {"min", required_argument, 0, OPT_MIN},
+                                       {"check", no_argument, 0, OPT_CHECK},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int c, do_script = 0, check = 0;
+    const char *map_path = NULL, *out_path = NULL, *sort_name = NULL;
+    fmt_t fmt = F_TEXT;
+    out_opts oo = {20, 0, 0, 0.5};
+    while ((c = getopt_long(argc, argv, "m:o:n:h", lo, NULL)) != -1) {
         switch (c) {
         case OPT_SCRIPT: do_script = 1; break;
+        case 'm': map_path = optarg; break;
+        case 'o': out_path = optarg; break;
+        case 'n': {
+            char *e;
+            long v = strtol(optarg, &e, 10);
+            if (*e || e == optarg || v < 0 || v > 100000000) {
+                fprintf(stderr, "icpp-resolve: -n wants a count (0 = all), not '%s'\n", optarg);
+                return 2;
+            }
+            oo.top = (int)v;
+            break;
+        }
+        case OPT_FORMAT:
+            if (!strcmp(optarg, "text")) fmt = F_TEXT;
+            else if (!strcmp(optarg, "tree")) fmt = F_TREE;
+            else if (!strcmp(optarg, "folded")) fmt = F_FOLDED;
+            else if (!strcmp(optarg, "json")) fmt = F_JSON;
+            else if (!strcmp(optarg, "speedscope")) fmt = F_SPEEDSCOPE;
+            else if (!strcmp(optarg, "pprof")) fmt = F_PPROF;
+            else {
+                fprintf(stderr, "icpp-resolve: unknown format '%s' (text, tree, folded, json, speedscope, pprof)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_FULL: oo.full = 1; break;
+        case OPT_SORT: sort_name = optarg; break;
+        case OPT_MIN: oo.min_pct = atof(optarg); break;
+        case OPT_CHECK: check = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -65,9 +162,111 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: give one sample file (see --help)\n");
         return 2;
     }
+    const char *samples = argv[optind];
     if (do_script)
-        return script(argv[optind]);
-    fprintf(stderr, "icpp-resolve: call-path resolution needs a path map; not implemented yet (issue #5). "
-                    "--script works.\n");
-    return 1;
+        return script(samples);
+    if (check) {
+        fprintf(stderr, "icpp-resolve: --check is not implemented yet (issue #5)\n");
+        return 1;
+    }
+    icpp_err err;
+    char *dflt = NULL;
+    if (!map_path) {
+        dflt = default_map(samples);
+        map_path = dflt;
+        if (!map_path) {
+            icpp_replay *t = icpp_replay_open(samples, &err);
+            fprintf(stderr, "icpp-resolve: %s\n", t ? "no path map given (-m MAP)" : err.msg);
+            icpp_replay_close(t);
+            return 1;
+        }
+    }
+    icpp_pathmap *pm = icpp_pathmap_read(map_path, &err);
+    if (!pm) {
+        fprintf(stderr, "icpp-resolve: %s%s\n", err.msg,
+                dflt && err.code == ENOENT ? " (the default map name; train with icpp-train or give -m MAP)" : "");
+        free(dflt);
+        return 1;
+    }
+    icpp_cidx *x = icpp_cidx_build(pm, &err);
+    icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;
+    if (!rp) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        return 1;
+    }
+    profile prof;
+    if (prof_init(&prof, pm, map_path) < 0) {
+        fprintf(stderr, "icpp-resolve: out of memory\n");
+        return 1;
+    }
+    icpp_rsample s;
+    icpp_resolution r;
+    int rc;
+    while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
+        icpp_resolve_sample(x, rp, &s, &r);
+        if (prof_add(&prof, rp, &s, &r) < 0) {
+            fprintf(stderr, "icpp-resolve: out of memory\n");
+            return 1;
+        }
+    }
+    if (rc < 0) {
+        fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
+        return 1;
+    }
+    prof_finish(&prof, rp);
+    /* A map belongs to one binary: refuse another's samples. */
+    const icpp_rmodule *em = exe_module(rp);
+    const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));
+    if (em && mm && em->build_id.len &&
+        (em->build_id.len != mm->build_id.len || memcmp(em->build_id.bytes, mm->build_id.bytes, em->build_id.len))) {
+        char a[2 * ICPP_BUILD_ID_MAX + 1], b[2 * ICPP_BUILD_ID_MAX + 1];
+        icpp_build_id_hex(&mm->build_id, a, sizeof a);
+        icpp_build_id_hex(&em->build_id, b, sizeof b);
+        fprintf(stderr, "icpp-resolve: %s is the map of %s (build-id %s) but the samples are of %s (build-id %s): "
+                        "train this binary, or give its map with -m\n", map_path, mm->path, a, em->path, b);
+        return 1;
+    }
+    if (sort_name) {
+        oo.sort_ev = UINT32_MAX;
+        for (uint32_t e = 0; e < prof.nev; e++)
+            if (!strcmp(prof.ev_names[e], sort_name))
+                oo.sort_ev = e;
+        if (oo.sort_ev == UINT32_MAX) {
+            fprintf(stderr, "icpp-resolve: --sort %s: no such event in %s\n", sort_name, samples);
+            return 2;
+        }
+    }
+    FILE *out = stdout;
+    if (out_path && !(out = fopen(out_path, "w"))) {
+        fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
+        return 1;
+    }
+    switch (fmt) {
+    case F_TEXT: out_text(&prof, out, &oo); break;
+    case F_TREE: out_tree(&prof, out, &oo); break;
+    case F_FOLDED: out_folded(&prof, out, &oo); break;
+    case F_JSON: out_json(&prof, out, &oo); break;
+    case F_SPEEDSCOPE: out_speedscope(&prof, out, &oo); break;
+    case F_PPROF:
+        if (out == stdout && isatty(1)) {
+            fprintf(stderr, "icpp-resolve: pprof output is binary: give -o FILE.pb.gz\n");
+            return 2;
+        }
+        if (out_pprof(&prof, out, &oo) < 0) {
+            fprintf(stderr, "icpp-resolve: cannot write the pprof profile: %s\n", strerror(errno));
+            return 1;
+        }
+        break;
+    }
+    int werr = ferror(out) | (out != stdout ? fclose(out) : fflush(out));
+    if (werr) {
+        fprintf(stderr, "icpp-resolve: %s: write failed: %s\n", out_path ? out_path : "stdout", strerror(errno));
+        return 1;
+    }
+    prof_free(&prof);
+    icpp_replay_close(rp);
+    icpp_cidx_free(x);
+    icpp_pathmap_free(pm);
+    free(dflt);
+    return 0;
 }

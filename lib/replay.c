@@ -152,6 +152,8 @@ static void on_proc(icpp_replay *rp, const icpp_srec *r)
     rproc *p = get_proc(rp, r->u.proc.pid, 1);
     if (!p)
         return;
+    if (!rp->info.exe[0] && r->u.proc.path)
+        snprintf(rp->info.exe, sizeof rp->info.exe, "%s", r->u.proc.path);
     p->startstack = r->u.proc.startstack;
     if (r->u.proc.flags & ICPP_PROC_EXEC) {
         icpp_maps_free(&p->maps);

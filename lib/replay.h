@@ -71,6 +71,7 @@ typedef struct icpp_replay_info {
     uint32_t nevents;
     char     event_names[8][128];
     char     command[1024];
+    char     exe[1024];         /* the first process's executable */
 } icpp_replay_info;
 const icpp_replay_info *icpp_replay_info_get(const icpp_replay *rp);
 size_t              icpp_replay_nmodules(const icpp_replay *rp);

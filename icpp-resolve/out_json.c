@@ -1,0 +1,190 @@
+/* out_json.c -- JSON formats: icpp-resolve's own (everything, for scripts) and speedscope's file format. */
+#include "output.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)s; c && *c; c++) {
+        switch (*c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
+        default:
+            if (*c < 0x20)
+                fprintf(f, "\\u%04x", *c);
+            else
+                fputc(*c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+static void num(FILE *f, double v)
+{
+    fprintf(f, "%.10g", v);
+}
+
+void out_json(const profile *p, FILE *f, const out_opts *o)
+{
+    (void)o;
+    uint64_t all = 0, k[ICPP_RES_MAX] = {0};
+    for (uint32_t e = 0; e < p->nev; e++) {
+        all += p->samples[e];
+        for (int i = 0; i < ICPP_RES_MAX; i++)
+            k[i] += p->by_kind[e][i];
+    }
+    fprintf(f, "{\n  \"format\": \"icpp-resolve\", \"version\": 1,\n  \"map\": ");
+    json_str(f, p->map_path);
+    fprintf(f, ", \"binary\": ");
+    json_str(f, p->binary);
+    fprintf(f, ", \"build_id\": ");
+    json_str(f, p->map_build_id);
+    fprintf(f, ",\n  \"recorded\": ");
+    json_str(f, p->command);
+    fprintf(f, ",\n  \"events\": [");
+    for (uint32_t e = 0; e < p->nev; e++) {
+        fprintf(f, "%s{\"name\": ", e ? ", " : "");
+        json_str(f, p->ev_names[e]);
+        fprintf(f, ", \"samples\": %" PRIu64 ", \"precise\": %" PRIu64 ", \"ambiguous\": %" PRIu64
+                   ", \"missing\": %" PRIu64 ", \"unresolved\": %" PRIu64 "}",
+                p->samples[e], p->by_kind[e][0], p->by_kind[e][1], p->by_kind[e][2], p->by_kind[e][3]);
+    }
+    fprintf(f, "],\n  \"samples\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"truncated_bytes\": %zu,\n", all, p->lost,
+            p->truncated);
+    fprintf(f, "  \"shares\": {\"precise\": ");
+    num(f, all ? (double)k[0] / (double)all : 0);
+    fprintf(f, ", \"ambiguous\": ");
+    num(f, all ? (double)k[1] / (double)all : 0);
+    fprintf(f, ", \"missing\": ");
+    num(f, all ? (double)k[2] / (double)all : 0);
+    fprintf(f, ", \"unresolved\": ");
+    num(f, all ? (double)k[3] / (double)all : 0);
+    fprintf(f, "},\n  \"unresolved_by_reason\": {");
+    int first = 1;
+    for (int s = 1; s < ICPP_RS_MAX; s++)
+        if (p->by_status[s]) {
+            fprintf(f, "%s", first ? "" : ", ");
+            json_str(f, icpp_rs_status_name(s));
+            fprintf(f, ": %" PRIu64, p->by_status[s]);
+            first = 0;
+        }
+    fprintf(f, "},\n  \"paths\": [");
+    first = 1;
+    for (uint32_t i = 1; i < p->nnodes; i++) {
+        const double *w = &p->self[(size_t)i * PROF_MAX_EVENTS];
+        const double *in = &p->incl[(size_t)i * PROF_MAX_EVENTS];
+        int any = 0;
+        for (uint32_t e = 0; e < p->nev; e++)
+            any |= in[e] > 0;
+        if (!any)
+            continue;
+        fprintf(f, "%s\n    {\"node\": %u, \"path\": [", first ? "" : ",", i);
+        uint32_t fs[4096];
+        uint32_t d = icpp_pathmap_path(p->pm, i, fs, 4096);
+        for (uint32_t j = 0; j < d && j < 4096; j++) {
+            fprintf(f, "%s", j ? ", " : "");
+            json_str(f, prof_func_name(p, fs[j]));
+        }
+        fprintf(f, "], \"self\": [");
+        for (uint32_t e = 0; e < p->nev; e++) {
+            fprintf(f, "%s", e ? ", " : "");
+            num(f, w[e]);
+        }
+        fprintf(f, "], \"inclusive\": [");
+        for (uint32_t e = 0; e < p->nev; e++) {
+            fprintf(f, "%s", e ? ", " : "");
+            num(f, in[e]);
+        }
+        fprintf(f, "], \"ambiguous\": [");
+        for (uint32_t e = 0; e < p->nev; e++) {
+            fprintf(f, "%s", e ? ", " : "");
+            num(f, p->self_amb[(size_t)i * PROF_MAX_EVENTS + e]);
+        }
+        fprintf(f, "]}");
+        first = 0;
+    }
+    fprintf(f, "\n  ],\n  \"unattributed\": [");
+    for (size_t i = 0; i < p->nextra; i++) {
+        fprintf(f, "%s\n    {\"kind\": \"%s\", \"label\": ", i ? "," : "", icpp_res_kind_name(p->extra[i].kind));
+        json_str(f, p->extra[i].label);
+        fprintf(f, ", \"self\": [");
+        for (uint32_t e = 0; e < p->nev; e++) {
+            fprintf(f, "%s", e ? ", " : "");
+            num(f, p->extra[i].w[e]);
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n  ]\n}\n");
+}
+
+void out_speedscope(const profile *p, FILE *f, const out_opts *o)
+{
+    uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
+    size_t nf = icpp_pathmap_nfuncs(p->pm);
+    fprintf(f, "{\"$schema\": \"https://www.speedscope.app/file-format-schema.json\",\n");
+    fprintf(f, " \"exporter\": \"icpp-resolve 0.1.0\", \"name\": ");
+    json_str(f, p->binary);
+    fprintf(f, ",\n \"shared\": {\"frames\": [");
+    for (size_t i = 0; i < nf; i++) {
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        json_str(f, prof_func_name(p, (uint32_t)i));
+        fprintf(f, "}");
+    }
+    for (size_t i = 0; i < p->nextra; i++) {
+        fprintf(f, "%s{\"name\": ", nf + i ? ", " : "");
+        json_str(f, p->extra[i].label);
+        fprintf(f, "}");
+    }
+    fprintf(f, "]},\n \"profiles\": [");
+    for (uint32_t e = 0; e < p->nev; e++) {
+        (void)ev;
+        double total = 0;
+        fprintf(f, "%s\n  {\"type\": \"sampled\", \"name\": ", e ? "," : "");
+        json_str(f, p->ev_names[e]);
+        fprintf(f, ", \"unit\": \"none\", \"startValue\": 0, \"samples\": [");
+        int first = 1;
+        for (uint32_t i = 1; i < p->nnodes; i++) {
+            if (p->self[(size_t)i * PROF_MAX_EVENTS + e] <= 0)
+                continue;
+            uint32_t fs[4096];
+            uint32_t d = icpp_pathmap_path(p->pm, i, fs, 4096);
+            fprintf(f, "%s[", first ? "" : ", ");
+            for (uint32_t j = 0; j < d && j < 4096; j++)
+                fprintf(f, "%s%u", j ? "," : "", fs[j]);
+            fprintf(f, "]");
+            first = 0;
+        }
+        for (size_t i = 0; i < p->nextra; i++)
+            if (p->extra[i].w[e] > 0) {
+                fprintf(f, "%s[%zu]", first ? "" : ", ", nf + i);
+                first = 0;
+            }
+        fprintf(f, "], \"weights\": [");
+        first = 1;
+        for (uint32_t i = 1; i < p->nnodes; i++) {
+            double w = p->self[(size_t)i * PROF_MAX_EVENTS + e];
+            if (w <= 0)
+                continue;
+            fprintf(f, "%s", first ? "" : ", ");
+            num(f, w);
+            total += w;
+            first = 0;
+        }
+        for (size_t i = 0; i < p->nextra; i++)
+            if (p->extra[i].w[e] > 0) {
+                fprintf(f, "%s", first ? "" : ", ");
+                num(f, p->extra[i].w[e]);
+                total += p->extra[i].w[e];
+                first = 0;
+            }
+        fprintf(f, "], \"endValue\": ");
+        num(f, total);
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n ]}\n");
+}

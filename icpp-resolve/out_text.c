@@ -1,0 +1,196 @@
+/* out_text.c -- the plain-text formats: hot path list, calling-context tree, folded stacks. */
+#include "output.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct row {
+    uint32_t node;          /* 0 for an extra row */
+    size_t   extra;
+    double   w;
+} row;
+
+static int row_cmp(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->w != y->w)
+        return x->w > y->w ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+static double wsum(const double *v, uint32_t nev)
+{
+    double s = 0;
+    for (uint32_t e = 0; e < nev; e++)
+        s += v[e];
+    return s;
+}
+
+/* A long path folded in the middle: first 3, "... N more ...", last 4. */
+static void print_path(const profile *p, FILE *f, uint32_t node, int full)
+{
+    uint32_t fs[4096];
+    uint32_t d = icpp_pathmap_path(p->pm, node, fs, 4096);
+    if (d > 4096)
+        d = 4096;
+    for (uint32_t i = 0; i < d; i++) {
+        if (!full && d > 9 && i == 3) {
+            fprintf(f, " -> ... %u more ...", d - 7);
+            i = d - 5;
+            continue;
+        }
+        fprintf(f, "%s%s", i ? " -> " : "", prof_func_name(p, fs[i]));
+    }
+}
+
+void out_text(const profile *p, FILE *f, const out_opts *o)
+{
+    prof_header(p, f, "# ");
+    size_t n = 0;
+    row *rows = malloc((p->nnodes + p->nextra + 1) * sizeof *rows);
+    if (!rows)
+        return;
+    uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
+    for (uint32_t i = 1; i < p->nnodes; i++) {
+        const double *w = &p->self[(size_t)i * PROF_MAX_EVENTS];
+        if (wsum(w, p->nev) > 0)
+            rows[n++] = (row){i, 0, w[ev] + 1e-9 * wsum(w, p->nev)};
+    }
+    for (size_t i = 0; i < p->nextra; i++)
+        rows[n++] = (row){0, i, p->extra[i].w[ev] + 1e-9 * wsum(p->extra[i].w, p->nev)};
+    qsort(rows, n, sizeof *rows, row_cmp);
+    fprintf(f, "%5s", "rank");
+    for (uint32_t e = 0; e < p->nev; e++)
+        fprintf(f, " %12.12s %6s", p->ev_names[e], "%");
+    fprintf(f, " %5s  %s\n", "amb%", "call path (root -> leaf)");
+    for (size_t r = 0; r < n && (o->top <= 0 || r < (size_t)o->top); r++) {
+        fprintf(f, "%5zu", r + 1);
+        const double *w = rows[r].node ? &p->self[(size_t)rows[r].node * PROF_MAX_EVENTS] : p->extra[rows[r].extra].w;
+        for (uint32_t e = 0; e < p->nev; e++) {
+            double t = prof_total(p, e);
+            fprintf(f, " %12.1f %5.1f%%", w[e], t > 0 ? 100.0 * w[e] / t : 0.0);
+        }
+        if (rows[r].node) {
+            const double *a = &p->self_amb[(size_t)rows[r].node * PROF_MAX_EVENTS];
+            double ws = wsum(w, p->nev);
+            fprintf(f, " %4.0f%%  ", ws > 0 ? 100.0 * wsum(a, p->nev) / ws : 0.0);
+            print_path(p, f, rows[r].node, o->full);
+        } else {
+            fprintf(f, " %5s  %s", "-", p->extra[rows[r].extra].label);
+        }
+        fputc('\n', f);
+    }
+    if (o->top > 0 && n > (size_t)o->top)
+        fprintf(f, "# %zu more paths (-n 0 shows all; --full-paths unfolds long paths)\n", n - (size_t)o->top);
+    free(rows);
+}
+
+/* ---- tree ---- */
+
+typedef struct kids {
+    uint32_t *first, *next;     /* child lists, sorted by inclusive weight */
+} kids;
+
+static const profile *sort_p;
+static uint32_t sort_ev_g;
+static int kid_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    double wx = sort_p->incl[(size_t)x * PROF_MAX_EVENTS + sort_ev_g], wy = sort_p->incl[(size_t)y * PROF_MAX_EVENTS + sort_ev_g];
+    if (wx != wy)
+        return wx > wy ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int build_kids(const profile *p, uint32_t ev, kids *k)
+{
+    size_t n = p->nnodes;
+    uint32_t *order = malloc(n * sizeof *order);
+    k->first = malloc(n * sizeof *k->first);
+    k->next = malloc(n * sizeof *k->next);
+    if (!order || !k->first || !k->next) {
+        free(order);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        order[i] = (uint32_t)i;
+        k->first[i] = k->next[i] = 0;
+    }
+    sort_p = p;
+    sort_ev_g = ev;
+    qsort(order + 1, n - 1, sizeof *order, kid_cmp);
+    /* Insert in reverse so each list ends up heaviest first. */
+    for (size_t i = n; i-- > 1;) {
+        uint32_t c = order[i], par = icpp_pathmap_node(p->pm, c)->parent;
+        k->next[c] = k->first[par];
+        k->first[par] = c;
+    }
+    free(order);
+    return 0;
+}
+
+static void tree_rec(const profile *p, FILE *f, const out_opts *o, const kids *k, uint32_t node, int depth,
+                     char *prefix, size_t plen)
+{
+    uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
+    double t = prof_total(p, ev);
+    for (uint32_t c = k->first[node]; c; c = k->next[c]) {
+        double in = p->incl[(size_t)c * PROF_MAX_EVENTS + ev], se = p->self[(size_t)c * PROF_MAX_EVENTS + ev];
+        if (t <= 0 || 100.0 * in / t < o->min_pct)
+            continue;
+        int last = 1;
+        for (uint32_t d = k->next[c]; d; d = k->next[d])
+            if (100.0 * p->incl[(size_t)d * PROF_MAX_EVENTS + ev] / t >= o->min_pct)
+                last = 0;
+        fprintf(f, "%7.2f%% %7.2f%%  %s%s%s\n", 100.0 * in / t, 100.0 * se / t, prefix, depth ? (last ? "`- " : "|- ") : "",
+                prof_func_name(p, icpp_pathmap_node(p->pm, c)->func));
+        if (plen + 4 < 4096) {
+            size_t add = depth ? 3 : 0;
+            memcpy(prefix + plen, last ? "   " : "|  ", add);
+            prefix[plen + add] = 0;
+            tree_rec(p, f, o, k, c, depth + 1, prefix, plen + add);
+            prefix[plen] = 0;
+        }
+    }
+}
+
+void out_tree(const profile *p, FILE *f, const out_opts *o)
+{
+    prof_header(p, f, "# ");
+    uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
+    fprintf(f, "# %s, %% of all samples; children sorted by inclusive weight; nodes under %.2f%% hidden\n",
+            p->ev_names[ev], o->min_pct);
+    fprintf(f, "%8s %8s  %s\n", "incl", "self", "function");
+    kids k;
+    if (build_kids(p, ev, &k) < 0)
+        return;
+    char prefix[4096] = "";
+    tree_rec(p, f, o, &k, 0, 0, prefix, 0);
+    double t = prof_total(p, ev);
+    for (size_t i = 0; i < p->nextra; i++)
+        if (t > 0 && 100.0 * p->extra[i].w[ev] / t >= o->min_pct)
+            fprintf(f, "%7.2f%% %7.2f%%  %s\n", 100.0 * p->extra[i].w[ev] / t, 100.0 * p->extra[i].w[ev] / t,
+                    p->extra[i].label);
+    free(k.first);
+    free(k.next);
+}
+
+void out_folded(const profile *p, FILE *f, const out_opts *o)
+{
+    uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
+    char buf[65536];
+    for (uint32_t i = 1; i < p->nnodes; i++) {
+        double w = p->self[(size_t)i * PROF_MAX_EVENTS + ev];
+        if (w > 0)
+            fprintf(f, "%s %.6g\n", prof_path_str(p, i, ";", buf, sizeof buf), w);
+    }
+    for (size_t i = 0; i < p->nextra; i++)
+        if (p->extra[i].w[ev] > 0) {
+            /* ';' separates frames: keep it out of the label */
+            snprintf(buf, sizeof buf, "%s", p->extra[i].label);
+            for (char *c = buf; *c; c++)
+                if (*c == ';')
+                    *c = ',';
+            fprintf(f, "%s %.6g\n", buf, p->extra[i].w[ev]);
+        }
+}

@@ -1,0 +1,26 @@
+/* output.h -- icpp-resolve's output formats, each written from a finished profile. */
+#ifndef ICPP_RESOLVE_OUTPUT_H
+#define ICPP_RESOLVE_OUTPUT_H
+
+#include <stdio.h>
+
+#include "profile.h"
+
+typedef struct out_opts {
+    int      top;        /* rows in the text list (0 = all) */
+    int      full;       /* do not fold long paths */
+    uint32_t sort_ev;    /* event to rank by */
+    double   min_pct;    /* tree: hide nodes below this inclusive share */
+} out_opts;
+
+void out_text(const profile *p, FILE *f, const out_opts *o);     /* hot path list */
+void out_tree(const profile *p, FILE *f, const out_opts *o);     /* calling-context tree, inclusive/self */
+void out_folded(const profile *p, FILE *f, const out_opts *o);   /* "a;b;c weight" lines */
+void out_json(const profile *p, FILE *f, const out_opts *o);     /* everything, for scripts */
+void out_speedscope(const profile *p, FILE *f, const out_opts *o); /* speedscope file format */
+int  out_pprof(const profile *p, FILE *f, const out_opts *o);    /* gzipped profile.proto; <0 on failure */
+
+/* JSON string with escapes. */
+void json_str(FILE *f, const char *s);
+
+#endif
