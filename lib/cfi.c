@@ -1,5 +1,6 @@
 /* cfi.c -- per-module CFA table: for every PC the CFA rule, built once from .eh_frame/.debug_frame. */
 #include "cfi.h"
+#include "fde.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -32,139 +33,7 @@ struct icpp_cfi {
     size_t    fdes_eh, fdes_debug;
 };
 
-/* ---- FDE enumeration: our own reader, .eh_frame is untrusted input ---- */
-
-typedef struct rd {
-    const uint8_t *p, *end;
-    int bad;
-} rd;
-
-static uint64_t rd_u(rd *r, size_t n)
-{
-    if (r->bad || (size_t)(r->end - r->p) < n) {
-        r->bad = 1;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)r->p[i] << (8 * i);
-    r->p += n;
-    return v;
-}
-
-static uint64_t rd_uleb(rd *r)
-{
-    uint64_t v = 0;
-    for (unsigned shift = 0;; shift += 7) {
-        if (r->bad || r->p >= r->end || shift > 63) {
-            r->bad = 1;
-            return 0;
-        }
-        uint8_t b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-    }
-}
-
-static int64_t rd_sleb(rd *r)
-{
-    int64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b;
-    do {
-        if (r->bad || r->p >= r->end || shift > 63) {
-            r->bad = 1;
-            return 0;
-        }
-        b = *r->p++;
-        v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= -((int64_t)1 << shift);
-    return v;
-}
-
-/* Read a DW_EH_PE-encoded value; `field` is the link-time address of the
- * bytes being read (for pcrel). */
-static uint64_t rd_enc(rd *r, uint8_t enc, uint64_t field, int apply)
-{
-    uint64_t v;
-    switch (enc & 0x0f) {
-    case DW_EH_PE_absptr: v = rd_u(r, 8); break;
-    case DW_EH_PE_uleb128: v = rd_uleb(r); break;
-    case DW_EH_PE_udata2: v = rd_u(r, 2); break;
-    case DW_EH_PE_udata4: v = rd_u(r, 4); break;
-    case DW_EH_PE_udata8: v = rd_u(r, 8); break;
-    case DW_EH_PE_sleb128: v = (uint64_t)rd_sleb(r); break;
-    case DW_EH_PE_sdata2: v = (uint64_t)(int64_t)(int16_t)rd_u(r, 2); break;
-    case DW_EH_PE_sdata4: v = (uint64_t)(int64_t)(int32_t)rd_u(r, 4); break;
-    case DW_EH_PE_sdata8: v = rd_u(r, 8); break;
-    default: r->bad = 1; return 0;
-    }
-    if (!apply)
-        return v;
-    switch (enc & 0x70) {
-    case DW_EH_PE_absptr: return v;
-    case DW_EH_PE_pcrel: return v + field;
-    default: r->bad = 1; return 0;   /* textrel/datarel/funcrel: not used for FDE starts */
-    }
-}
-
-typedef struct cie_info {
-    uint64_t off;
-    uint8_t  fde_enc;
-    uint8_t  addr_size;
-} cie_info;
-
-static int parse_cie(rd r, int eh, cie_info *ci)
-{
-    uint8_t version = (uint8_t)rd_u(&r, 1);
-    const uint8_t *aug = r.p;
-    while (r.p < r.end && *r.p)
-        r.p++;
-    if (r.p >= r.end)
-        return -1;
-    size_t auglen = (size_t)(r.p - aug);
-    r.p++;
-    ci->addr_size = 8;
-    ci->fde_enc = eh ? DW_EH_PE_absptr : DW_EH_PE_udata8;
-    if (version >= 4) {
-        ci->addr_size = (uint8_t)rd_u(&r, 1);
-        rd_u(&r, 1);                    /* segment size */
-        if (ci->addr_size != 4 && ci->addr_size != 8)
-            return -1;
-        if (!eh)
-            ci->fde_enc = ci->addr_size == 4 ? DW_EH_PE_udata4 : DW_EH_PE_udata8;
-    }
-    rd_uleb(&r);                        /* code alignment */
-    rd_sleb(&r);                        /* data alignment */
-    if (version == 1)
-        rd_u(&r, 1);
-    else
-        rd_uleb(&r);                    /* return address register */
-    if (auglen == 0 || aug[0] != 'z')
-        return r.bad ? -1 : 0;
-    uint64_t alen = rd_uleb(&r);
-    if (r.bad || alen > (uint64_t)(r.end - r.p))
-        return -1;
-    rd a = {r.p, r.p + alen, 0};
-    for (size_t i = 1; i < auglen; i++) {
-        switch (aug[i]) {
-        case 'L': rd_u(&a, 1); break;
-        case 'R': ci->fde_enc = (uint8_t)rd_u(&a, 1); break;
-        case 'P': {
-            uint8_t penc = (uint8_t)rd_u(&a, 1);
-            rd_enc(&a, penc & 0x7f, 0, 0);
-            break;
-        }
-        case 'S': case 'B': case 'G': break;
-        default: i = auglen; break;     /* unknown: 'z' lets us skip the rest */
-        }
-    }
-    return a.bad ? -1 : 0;
-}
+/* ---- FDE enumeration through libelf (the parser itself is in fde.c) ---- */
 
 static Elf_Scn *find_section(Elf *elf, const char *want, GElf_Shdr *sh)
 {
@@ -186,8 +55,7 @@ int icpp_fde_list(Elf *elf, int which, icpp_fde **out, size_t *nout, icpp_err *e
 {
     *out = NULL;
     *nout = 0;
-    const int eh = which == 0;
-    const char *name = eh ? ".eh_frame" : ".debug_frame";
+    const char *name = which == 0 ? ".eh_frame" : ".debug_frame";
     GElf_Shdr sh;
     Elf_Scn *scn = find_section(elf, name, &sh);
     if (!scn)
@@ -197,90 +65,7 @@ int icpp_fde_list(Elf *elf, int which, icpp_fde **out, size_t *nout, icpp_err *e
     Elf_Data *d = elf_getdata(scn, NULL);
     if (!d || !d->d_buf)
         return 0;
-    const uint8_t *sec = d->d_buf, *secend = sec + d->d_size;
-    icpp_fde *v = NULL;
-    size_t n = 0, cap = 0;
-    cie_info cache[16];
-    size_t ncache = 0, cache_next = 0;
-    const uint8_t *p = sec;
-    while ((size_t)(secend - p) >= 4) {
-        rd r = {p, secend, 0};
-        uint64_t len = rd_u(&r, 4);
-        int is64 = 0;
-        if (len == 0xffffffffu) {
-            len = rd_u(&r, 8);
-            is64 = 1;
-        }
-        if (len == 0) {
-            if (eh)
-                break;                      /* .eh_frame terminator */
-            p = r.p;
-            continue;
-        }
-        if (r.bad || len > (uint64_t)(secend - r.p))
-            goto corrupt;
-        const uint8_t *body = r.p, *next = r.p + len;
-        rd b = {body, next, 0};
-        uint64_t id = rd_u(&b, is64 ? 8 : 4);
-        int is_cie = eh ? id == 0 : (is64 ? id == UINT64_MAX : id == 0xffffffffu);
-        if (b.bad)
-            goto corrupt;
-        if (!is_cie) {
-            uint64_t cie_off = eh ? (uint64_t)(body - sec) - id : id;
-            if (cie_off >= (uint64_t)(secend - sec))
-                goto corrupt;
-            cie_info ci;
-            size_t k;
-            for (k = 0; k < ncache && cache[k].off != cie_off; k++)
-                ;
-            if (k < ncache) {
-                ci = cache[k];
-            } else {
-                rd c = {sec + cie_off, secend, 0};
-                uint64_t clen = rd_u(&c, 4);
-                int c64 = 0;
-                if (clen == 0xffffffffu) {
-                    clen = rd_u(&c, 8);
-                    c64 = 1;
-                }
-                if (c.bad || clen > (uint64_t)(secend - c.p))
-                    goto corrupt;
-                rd cb = {c.p, c.p + clen, 0};
-                rd_u(&cb, c64 ? 8 : 4);
-                ci.off = cie_off;
-                if (cb.bad || parse_cie(cb, eh, &ci) < 0)
-                    goto corrupt;
-                cache[cache_next] = ci;
-                cache_next = (cache_next + 1) % 16;
-                if (ncache < 16)
-                    ncache++;
-            }
-            uint64_t field = sh.sh_addr + (uint64_t)(b.p - sec);
-            uint64_t lo = rd_enc(&b, ci.fde_enc, field, 1);
-            uint64_t range = rd_enc(&b, ci.fde_enc & 0x0f, 0, 0);
-            if (b.bad)
-                goto corrupt;
-            if (range) {
-                if (n == cap) {
-                    cap = cap ? 2 * cap : 256;
-                    icpp_fde *nv = realloc(v, cap * sizeof *nv);
-                    if (!nv) {
-                        free(v);
-                        return icpp_err_set(err, ENOMEM, "%s: out of memory", name);
-                    }
-                    v = nv;
-                }
-                v[n++] = (icpp_fde){lo, lo + range};
-            }
-        }
-        p = next;
-    }
-    *out = v;
-    *nout = n;
-    return 0;
-corrupt:
-    free(v);
-    return icpp_err_set(err, ICPP_EFORMAT, "%s: corrupt entry at offset 0x%tx", name, p - sec);
+    return icpp_fde_parse(d->d_buf, d->d_size, sh.sh_addr, which == 0, out, nout, err);
 }
 
 /* ---- table construction ---- */

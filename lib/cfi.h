@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "fde.h"
 #include "module.h"
 
 typedef struct icpp_cfi icpp_cfi;
@@ -49,12 +50,8 @@ typedef struct icpp_cfi_stats {
 } icpp_cfi_stats;
 void icpp_cfi_get_stats(const icpp_cfi *t, icpp_cfi_stats *s);
 
-/* FDE enumeration (also used for function starts of stripped binaries). */
-typedef struct icpp_fde {
-    uint64_t lo, hi;        /* [lo, hi) link-time addresses */
-} icpp_fde;
-/* All FDEs of .eh_frame (which = 0) or .debug_frame (which = 1) of an ELF,
- * in file order; *out is malloc'd.  A corrupt section is an error. */
+/* All FDEs of .eh_frame (which = 0) or .debug_frame (which = 1) of an ELF
+ * (decompressed if needed), in file order; *out is malloc'd. */
 int icpp_fde_list(Elf *elf, int which, icpp_fde **out, size_t *n, icpp_err *err);
 
 #endif

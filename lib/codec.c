@@ -9,29 +9,50 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <sys/mman.h>
 
 void icpp_wbuf_free(icpp_wbuf *b)
 {
-    free(b->p);
+    if (b->mmapped) {
+        if (b->p)
+            munmap(b->p, b->cap);
+    } else {
+        free(b->p);
+    }
+    int mm = b->mmapped;
     memset(b, 0, sizeof *b);
+    b->mmapped = mm;
+}
+
+/* Grow to at least `need` bytes: realloc, or mmap/mremap for mmapped
+ * buffers (async-signal-safe). */
+static int wbuf_grow(icpp_wbuf *b, size_t need)
+{
+    size_t nc = b->cap ? b->cap : 65536;
+    while (nc < need)
+        nc *= 2;
+    uint8_t *np;
+    if (b->mmapped) {
+        void *q = b->p ? mremap(b->p, b->cap, nc, MREMAP_MAYMOVE)
+                       : mmap(NULL, nc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        np = q == MAP_FAILED ? NULL : q;
+    } else {
+        np = realloc(b->p, nc);
+    }
+    if (!np)
+        return -1;
+    b->p = np;
+    b->cap = nc;
+    return 0;
 }
 
 void icpp_wbuf_bytes(icpp_wbuf *b, const void *p, size_t n)
 {
     if (b->oom)
         return;
-    if (b->len + n > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->len + n)
-            nc *= 2;
-        uint8_t *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
+    if (b->len + n > b->cap && wbuf_grow(b, b->len + n) < 0) {
+        b->oom = 1;
+        return;
     }
     if (n)
         memcpy(b->p + b->len, p, n);
@@ -62,6 +83,26 @@ void icpp_wbuf_uv(icpp_wbuf *b, uint64_t v)
         n++;
     } while (v);
     icpp_wbuf_bytes(b, t, n);
+}
+
+void icpp_wbuf_uv5(icpp_wbuf *b, uint64_t v)
+{
+    uint8_t t[5];
+    for (int i = 0; i < 5; i++) {
+        t[i] = (uint8_t)(v & 0x7f) | (i < 4 ? 0x80 : 0);
+        v >>= 7;
+    }
+    icpp_wbuf_bytes(b, t, 5);
+}
+
+void icpp_wbuf_patch_uv5(icpp_wbuf *b, size_t at, uint64_t v)
+{
+    if (b->oom || at + 5 > b->len)
+        return;
+    for (int i = 0; i < 5; i++) {
+        b->p[at + i] = (uint8_t)(v & 0x7f) | (i < 4 ? 0x80 : 0);
+        v >>= 7;
+    }
 }
 
 void icpp_wbuf_sv(icpp_wbuf *b, int64_t v)
@@ -151,16 +192,43 @@ char *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen)
     return s;
 }
 
+/* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), table-driven
+ * and dependency-free so that the training agent can checksum its output
+ * inside a signal handler. */
+static uint32_t crc_table[256];
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
 uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n)
 {
+    if (!crc_table[1])
+        crc_init();         /* idempotent: racing callers write the same values */
     const uint8_t *b = p;
-    while (n) {                         /* zlib takes uInt lengths */
-        uInt chunk = n > UINT_MAX ? UINT_MAX : (uInt)n;
-        crc = (uint32_t)crc32(crc, b, chunk);
-        b += chunk;
-        n -= chunk;
+    crc = ~crc;
+    while (n--)
+        crc = crc_table[(crc ^ *b++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+char *icpp_hex(const uint8_t *p, size_t n, char *buf, size_t bufsz)
+{
+    static const char dig[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 2 < bufsz; i++) {
+        buf[o++] = dig[p[i] >> 4];
+        buf[o++] = dig[p[i] & 15];
     }
-    return crc;
+    if (bufsz)
+        buf[o] = 0;
+    return buf;
 }
 
 int icpp_write_file_atomic(const char *path, const void *buf, size_t len, icpp_err *err)

@@ -13,6 +13,8 @@ typedef struct icpp_wbuf {
     uint8_t *p;
     size_t   len, cap;
     int      oom;
+    int      mmapped;   /* set before the first write: grow with mmap/mremap
+                           instead of realloc (async-signal-safe) */
 } icpp_wbuf;
 
 void icpp_wbuf_free(icpp_wbuf *b);
@@ -21,6 +23,9 @@ void icpp_wbuf_u32le(icpp_wbuf *b, uint32_t v);
 void icpp_wbuf_u64le(icpp_wbuf *b, uint64_t v);
 void icpp_wbuf_uv(icpp_wbuf *b, uint64_t v);          /* unsigned LEB128 */
 void icpp_wbuf_sv(icpp_wbuf *b, int64_t v);           /* zigzag + LEB128 */
+/* A 5-byte (padded) LEB128 placeholder for a count < 2^35, patched later. */
+void icpp_wbuf_uv5(icpp_wbuf *b, uint64_t v);
+void icpp_wbuf_patch_uv5(icpp_wbuf *b, size_t at, uint64_t v);
 void icpp_wbuf_str(icpp_wbuf *b, const char *s);      /* uv length + bytes */
 
 /* A bounds-checked reader over untrusted bytes.  Any overrun sets `bad` and
@@ -41,7 +46,10 @@ const uint8_t *icpp_rbuf_bytes(icpp_rbuf *r, size_t n);
 static inline size_t icpp_rbuf_left(const icpp_rbuf *r) { return (size_t)(r->end - r->p); }
 static inline size_t icpp_rbuf_pos(const icpp_rbuf *r) { return (size_t)(r->p - r->start); }
 
+/* CRC-32 with zlib's polynomial and conventions: icpp_crc32(0, p, n). */
 uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n);
+/* Lower-case hex of n bytes into buf (truncated to bufsz-1 characters). */
+char *icpp_hex(const uint8_t *p, size_t n, char *buf, size_t bufsz);
 
 /* Write `len` bytes to `path` so that either the old file or the complete new
  * one is there afterwards: a temporary file beside it, fsync, rename. */

@@ -1,6 +1,7 @@
 /* module.c -- ELF modules: build-id, load bias, function table with demangled names. */
 #include "module.h"
-#include "cfi.h"
+
+#include "codec.h"
 
 #include <bfd.h>
 #include <elfutils/libdwelf.h>
@@ -32,13 +33,6 @@ struct icpp_module {
     size_t           nstrings, capstrings;
 };
 
-/* A symbol candidate before aliases are folded. */
-typedef struct cand {
-    uint64_t addr, size;
-    const char *sym;            /* points into the ELF string table */
-    uint8_t bind, source;
-} cand;
-
 static int once_elf_version(void)
 {
     static int ok = -1;
@@ -56,13 +50,7 @@ char *icpp_demangle(const char *sym)
 
 char *icpp_build_id_hex(const icpp_build_id *b, char *buf, size_t bufsz)
 {
-    size_t i, o = 0;
-    if (bufsz == 0)
-        return buf;
-    buf[0] = 0;
-    for (i = 0; i < b->len && o + 3 <= bufsz; i++)
-        o += (size_t)snprintf(buf + o, bufsz - o, "%02x", b->bytes[i]);
-    return buf;
+    return icpp_hex(b->bytes, b->len, buf, bufsz);
 }
 
 static char *own(icpp_module *m, char *s)
@@ -83,199 +71,39 @@ static char *own(icpp_module *m, char *s)
     return s;
 }
 
-/* Lower is better: global beats weak beats local, then fewer leading '_',
- * then shorter, then symtab over dynsym (same name usually). */
-static int cand_rank_cmp(const cand *a, const cand *b)
-{
-    static const int bind_rank[] = {[STB_LOCAL] = 2, [STB_GLOBAL] = 0, [STB_WEAK] = 1};
-    int ra = a->bind <= STB_WEAK ? bind_rank[a->bind] : 3;
-    int rb = b->bind <= STB_WEAK ? bind_rank[b->bind] : 3;
-    if (ra != rb)
-        return ra - rb;
-    size_t ua = strspn(a->sym, "_"), ub = strspn(b->sym, "_");
-    if (ua != ub)
-        return ua < ub ? -1 : 1;
-    size_t la = strlen(a->sym), lb = strlen(b->sym);
-    if (la != lb)
-        return la < lb ? -1 : 1;
-    int c = strcmp(a->sym, b->sym);
-    return c ? c : (int)a->source - (int)b->source;
-}
-
-static int cand_cmp(const void *pa, const void *pb)
-{
-    const cand *a = pa, *b = pb;
-    if (a->addr != b->addr)
-        return a->addr < b->addr ? -1 : 1;
-    return cand_rank_cmp(a, b);
-}
-
-static int collect_symbols(icpp_module *m, cand **out, size_t *nout, icpp_err *err)
-{
-    cand *v = NULL;
-    size_t n = 0, cap = 0;
-    Elf_Scn *scn = NULL;
-    while ((scn = elf_nextscn(m->elf, scn)) != NULL) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh))
-            continue;
-        if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)
-            continue;
-        Elf_Data *d = elf_getdata(scn, NULL);
-        if (!d || sh.sh_entsize == 0)
-            continue;
-        size_t cnt = sh.sh_size / sh.sh_entsize;
-        for (size_t i = 0; i < cnt; i++) {
-            GElf_Sym s;
-            if (!gelf_getsym(d, (int)i, &s))
-                break;
-            int t = GELF_ST_TYPE(s.st_info);
-            if ((t != STT_FUNC && t != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_value == 0)
-                continue;
-            const char *nm = elf_strptr(m->elf, sh.sh_link, s.st_name);
-            if (!nm || !*nm)
-                continue;
-            if (n == cap) {
-                cap = cap ? 2 * cap : 1024;
-                cand *nv = realloc(v, cap * sizeof *nv);
-                if (!nv) {
-                    free(v);
-                    return icpp_err_set(err, ENOMEM, "%s: out of memory reading symbols", m->path);
-                }
-                v = nv;
-            }
-            v[n++] = (cand){s.st_value, s.st_size, nm, (uint8_t)GELF_ST_BIND(s.st_info),
-                            sh.sh_type == SHT_SYMTAB ? ICPP_FSRC_SYMTAB : ICPP_FSRC_DYNSYM};
-        }
-    }
-    *out = v;
-    *nout = n;
-    return 0;
-}
-
-static int func_cmp(const void *pa, const void *pb)
-{
-    const icpp_func *a = pa, *b = pb;
-    return a->addr < b->addr ? -1 : a->addr > b->addr;
-}
-
-/* Is addr inside [f.addr, f.addr+size) for some function with a size? */
-static int covered(const icpp_func *f, size_t n, uint64_t addr)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (f[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
-        return 0;
-    const icpp_func *g = &f[lo - 1];
-    return g->addr == addr || (g->size && addr < g->addr + g->size);
-}
-
-static int link_cold_parts(icpp_module *m);
-
 static int build_functions(icpp_module *m, icpp_err *err)
 {
-    cand *c = NULL;
-    size_t nc = 0;
-    int r = collect_symbols(m, &c, &nc, err);
-    if (r < 0)
-        return r;
-    if (nc)
-        qsort(c, nc, sizeof *c, cand_cmp);
-
-    icpp_fde *fdes = NULL;
-    size_t nfdes = 0;
-    icpp_err ferr;
-    if (icpp_fde_list(m->elf, 0, &fdes, &nfdes, &ferr) < 0)
-        nfdes = 0;      /* a bad .eh_frame costs us FDE-only names, not the module */
-
-    m->funcs = calloc(nc + nfdes + 1, sizeof *m->funcs);
+    size_t len = 0;
+    const char *raw = elf_rawfile(m->elf, &len);
+    if (!raw)
+        return icpp_err_set(err, ICPP_EFORMAT, "%s: cannot read the file image", m->path);
+    icpp_ftab_entry *e = NULL;
+    size_t n = 0;
+    if (icpp_functab_build((const uint8_t *)raw, len, &e, &n, err) < 0)
+        return icpp_err_prefix(err, "%s", m->path);
+    m->funcs = calloc(n + 1, sizeof *m->funcs);
     if (!m->funcs) {
-        free(c);
-        free(fdes);
+        free(e);
         return icpp_err_set(err, ENOMEM, "%s: out of memory", m->path);
     }
-    size_t n = 0;
-    for (size_t i = 0; i < nc;) {
-        size_t j = i;
-        uint64_t size = 0;
-        for (; j < nc && c[j].addr == c[i].addr; j++)
-            if (c[j].size > size)
-                size = c[j].size;
-        char *sym = own(m, strdup(c[i].sym));
-        char *dem = own(m, icpp_demangle(c[i].sym));
+    for (size_t i = 0; i < n; i++) {
+        char *sym, *dem = NULL;
+        if (e[i].sym) {
+            sym = own(m, strdup(e[i].sym));
+            dem = own(m, icpp_demangle(e[i].sym));
+        } else {
+            char buf[32];
+            snprintf(buf, sizeof buf, "fn_%" PRIx64, e[i].addr);
+            sym = own(m, strdup(buf));
+        }
         if (!sym) {
-            free(c);
-            free(fdes);
+            free(e);
             return icpp_err_set(err, ENOMEM, "%s: out of memory", m->path);
         }
-        m->funcs[n++] = (icpp_func){c[i].addr, size, dem ? dem : sym, sym, c[i].source, c[i].addr};
-        i = j;
+        m->funcs[i] = (icpp_func){e[i].addr, e[i].size, dem ? dem : sym, sym, e[i].source, e[i].owner};
     }
-    free(c);
-    size_t nsym = n;
-    for (size_t i = 0; i < nfdes; i++) {
-        if (fdes[i].lo == 0 || covered(m->funcs, nsym, fdes[i].lo))
-            continue;
-        char buf[32];
-        snprintf(buf, sizeof buf, "fn_%" PRIx64, fdes[i].lo);
-        char *s = own(m, strdup(buf));
-        if (!s)
-            break;
-        m->funcs[n++] = (icpp_func){fdes[i].lo, fdes[i].hi - fdes[i].lo, s, s, ICPP_FSRC_FDE, fdes[i].lo};
-    }
-    free(fdes);
-    if (n)
-        qsort(m->funcs, n, sizeof *m->funcs, func_cmp);
-    /* Two FDEs can start at one address; keep the first. */
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++)
-        if (w == 0 || m->funcs[w - 1].addr != m->funcs[i].addr)
-            m->funcs[w++] = m->funcs[i];
-    m->nfuncs = w;
-    return link_cold_parts(m);
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-    const icpp_func *const *x = a, *const *y = b;
-    return strcmp((*x)->sym, (*y)->sym);
-}
-
-/* gcc splits rarely run blocks into "foo.cold" (or "foo.cold.N"): code that
- * runs in foo's frame and is never entered by a call.  Point it at foo. */
-static int link_cold_parts(icpp_module *m)
-{
-    const icpp_func **by_name = malloc((m->nfuncs + 1) * sizeof *by_name);
-    if (!by_name)
-        return -ENOMEM;
-    for (size_t i = 0; i < m->nfuncs; i++) {
-        m->funcs[i].owner = m->funcs[i].addr;
-        by_name[i] = &m->funcs[i];
-    }
-    qsort(by_name, m->nfuncs, sizeof *by_name, name_cmp);
-    for (size_t i = 0; i < m->nfuncs; i++) {
-        const char *c = strstr(m->funcs[i].sym, ".cold");
-        if (!c || (c[5] && c[5] != '.'))
-            continue;
-        char base[512];
-        size_t bl = (size_t)(c - m->funcs[i].sym);
-        if (bl == 0 || bl >= sizeof base)
-            continue;
-        memcpy(base, m->funcs[i].sym, bl);
-        base[bl] = 0;
-        icpp_func key = {.sym = base};
-        const icpp_func *kp = &key;
-        const icpp_func **hit = bsearch(&kp, by_name, m->nfuncs, sizeof *by_name, name_cmp);
-        if (hit)
-            m->funcs[i].owner = (*hit)->addr;
-    }
-    free(by_name);
+    m->nfuncs = n;
+    free(e);
     return 0;
 }
 

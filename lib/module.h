@@ -8,6 +8,7 @@
 
 #include "defs.h"
 #include "err.h"
+#include "functab.h"
 
 typedef struct icpp_module icpp_module;
 
@@ -16,12 +17,6 @@ typedef enum icpp_module_kind {
     ICPP_MOD_PIE,           /* ET_DYN with PT_INTERP or DF_1_PIE */
     ICPP_MOD_DSO,           /* ET_DYN shared object */
 } icpp_module_kind;
-
-typedef enum icpp_func_source {
-    ICPP_FSRC_SYMTAB = 1,   /* .symtab */
-    ICPP_FSRC_DYNSYM,       /* .dynsym */
-    ICPP_FSRC_FDE,          /* start of an .eh_frame/.debug_frame FDE with no symbol */
-} icpp_func_source;
 
 typedef struct icpp_func {
     uint64_t    addr;       /* link-time start address */
@@ -53,8 +48,8 @@ void icpp_module_text_range(const icpp_module *m, uint64_t *lo, uint64_t *hi);
 int icpp_module_bias(const icpp_module *m, uint64_t start, uint64_t pgoff,
                      uint64_t *bias, icpp_err *err);
 
-/* Function table, sorted by address, one entry per start address (aliases
- * folded: the preferred name is global, then fewest leading '_', then shortest). */
+/* Function table, sorted by address, one entry per start address: see
+ * icpp_functab_build (the training agent builds the same table). */
 size_t           icpp_module_nfuncs(const icpp_module *m);
 const icpp_func *icpp_module_funcs(const icpp_module *m);
 /* The function whose [addr, addr+size) holds `addr` (size 0: up to the next

@@ -3,7 +3,6 @@
 
 #include "codec.h"
 #include "hmap.h"
-#include "module.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -252,58 +251,111 @@ uint32_t icpp_pathmap_path(const icpp_pathmap *pm, uint32_t node, uint32_t *out,
 
 /* ---- file format (docs/pathmap-format.md) ---- */
 
+void icpp_pmenc_begin(icpp_pmenc *e, icpp_wbuf *b, uint32_t main_module)
+{
+    e->b = b;
+    icpp_wbuf_bytes(b, MAGIC, sizeof MAGIC);
+    icpp_wbuf_u32le(b, ICPP_PATHMAP_VERSION);
+    icpp_wbuf_u32le(b, 0);                      /* flags */
+    icpp_wbuf_u64le(b, 0);                      /* body length, patched by end */
+    e->body = b->len;
+    icpp_wbuf_uv(b, ICPP_DEFS_VERSION);
+    icpp_wbuf_uv(b, main_module);
+    e->count_at = b->len;
+    e->count = 0;
+    icpp_wbuf_uv5(b, 0);                        /* modules */
+}
+
+/* Close the current section's count and open the next one's. */
+static void next_section(icpp_pmenc *e)
+{
+    icpp_wbuf_patch_uv5(e->b, e->count_at, e->count);
+    e->count_at = e->b->len;
+    e->count = 0;
+    icpp_wbuf_uv5(e->b, 0);
+}
+
+void icpp_pmenc_module(icpp_pmenc *e, uint8_t kind, const char *path, const icpp_build_id *bid)
+{
+    icpp_wbuf_uv(e->b, kind);
+    icpp_wbuf_str(e->b, path);
+    icpp_wbuf_uv(e->b, bid->len);
+    icpp_wbuf_bytes(e->b, bid->bytes, bid->len);
+    e->count++;
+}
+
+void icpp_pmenc_funcs(icpp_pmenc *e) { next_section(e); }
+void icpp_pmenc_nodes(icpp_pmenc *e) { next_section(e); }
+void icpp_pmenc_metas(icpp_pmenc *e) { next_section(e); }
+
+void icpp_pmenc_func(icpp_pmenc *e, uint32_t module, uint64_t addr, const char *name)
+{
+    icpp_wbuf_uv(e->b, module);
+    icpp_wbuf_uv(e->b, addr);
+    icpp_wbuf_str(e->b, name);
+    e->count++;
+}
+
+void icpp_pmenc_node(icpp_pmenc *e, uint64_t parent_distance, uint32_t func, uint64_t count,
+                     const icpp_pm_height *h, uint32_t nh, const icpp_pm_site *s, uint32_t ns)
+{
+    icpp_wbuf *b = e->b;
+    icpp_wbuf_uv(b, parent_distance);
+    icpp_wbuf_uv(b, func);
+    icpp_wbuf_uv(b, count);
+    icpp_wbuf_uv(b, nh);
+    for (uint32_t k = 0; k < nh; k++) {
+        icpp_wbuf_sv(b, h[k].height);
+        icpp_wbuf_uv(b, h[k].count);
+    }
+    icpp_wbuf_uv(b, ns);
+    for (uint32_t k = 0; k < ns; k++) {
+        icpp_wbuf_uv(b, s[k].module);
+        icpp_wbuf_uv(b, s[k].addr);
+        icpp_wbuf_uv(b, s[k].count);
+    }
+    e->count++;
+}
+
+void icpp_pmenc_meta(icpp_pmenc *e, const char *key, const char *val)
+{
+    icpp_wbuf_str(e->b, key);
+    icpp_wbuf_str(e->b, val);
+    e->count++;
+}
+
+int icpp_pmenc_end(icpp_pmenc *e)
+{
+    icpp_wbuf *b = e->b;
+    icpp_wbuf_patch_uv5(b, e->count_at, e->count);
+    if (b->oom)
+        return -ENOMEM;
+    uint64_t blen = b->len - e->body;
+    for (int k = 0; k < 8; k++)
+        b->p[e->body - 8 + k] = (uint8_t)(blen >> (8 * k));
+    icpp_wbuf_u32le(b, icpp_crc32(0, b->p, b->len));
+    return b->oom ? -ENOMEM : 0;
+}
+
 int icpp_pathmap_encode(const icpp_pathmap *pm, uint8_t **out, size_t *outlen, icpp_err *err)
 {
     icpp_wbuf b = {0};
-    icpp_wbuf_bytes(&b, MAGIC, sizeof MAGIC);
-    icpp_wbuf_u32le(&b, ICPP_PATHMAP_VERSION);
-    icpp_wbuf_u32le(&b, 0);                     /* flags */
-    icpp_wbuf_u64le(&b, 0);                     /* body length, patched below */
-    size_t body = b.len;
-    icpp_wbuf_uv(&b, ICPP_DEFS_VERSION);
-    icpp_wbuf_uv(&b, pm->main_module);
-    icpp_wbuf_uv(&b, pm->nmods);
-    for (size_t i = 0; i < pm->nmods; i++) {
-        icpp_wbuf_uv(&b, pm->mods[i].kind);
-        icpp_wbuf_str(&b, pm->mods[i].path);
-        icpp_wbuf_uv(&b, pm->mods[i].build_id.len);
-        icpp_wbuf_bytes(&b, pm->mods[i].build_id.bytes, pm->mods[i].build_id.len);
-    }
-    icpp_wbuf_uv(&b, pm->nfuncs);
-    for (size_t i = 0; i < pm->nfuncs; i++) {
-        icpp_wbuf_uv(&b, pm->funcs[i].module);
-        icpp_wbuf_uv(&b, pm->funcs[i].addr);
-        icpp_wbuf_str(&b, pm->funcs[i].name);
-    }
-    icpp_wbuf_uv(&b, pm->nnodes - 1);
+    icpp_pmenc e;
+    icpp_pmenc_begin(&e, &b, pm->main_module);
+    for (size_t i = 0; i < pm->nmods; i++)
+        icpp_pmenc_module(&e, pm->mods[i].kind, pm->mods[i].path, &pm->mods[i].build_id);
+    icpp_pmenc_funcs(&e);
+    for (size_t i = 0; i < pm->nfuncs; i++)
+        icpp_pmenc_func(&e, pm->funcs[i].module, pm->funcs[i].addr, pm->funcs[i].name);
+    icpp_pmenc_nodes(&e);
     for (size_t i = 1; i < pm->nnodes; i++) {
         const icpp_pm_node *n = &pm->nodes[i];
-        icpp_wbuf_uv(&b, i - n->parent);        /* >= 1: parents come first */
-        icpp_wbuf_uv(&b, n->func);
-        icpp_wbuf_uv(&b, n->count);
-        icpp_wbuf_uv(&b, n->nheights);
-        for (uint32_t k = 0; k < n->nheights; k++) {
-            icpp_wbuf_sv(&b, n->heights[k].height);
-            icpp_wbuf_uv(&b, n->heights[k].count);
-        }
-        icpp_wbuf_uv(&b, n->nsites);
-        for (uint32_t k = 0; k < n->nsites; k++) {
-            icpp_wbuf_uv(&b, n->sites[k].module);
-            icpp_wbuf_uv(&b, n->sites[k].addr);
-            icpp_wbuf_uv(&b, n->sites[k].count);
-        }
+        icpp_pmenc_node(&e, i - n->parent, n->func, n->count, n->heights, n->nheights, n->sites, n->nsites);
     }
-    icpp_wbuf_uv(&b, pm->nmeta);
-    for (size_t i = 0; i < pm->nmeta; i++) {
-        icpp_wbuf_str(&b, pm->meta[i].key);
-        icpp_wbuf_str(&b, pm->meta[i].val);
-    }
-    uint64_t blen = b.len - body;
-    if (!b.oom)
-        for (int k = 0; k < 8; k++)
-            b.p[body - 8 + k] = (uint8_t)(blen >> (8 * k));
-    icpp_wbuf_u32le(&b, b.oom ? 0 : icpp_crc32(0, b.p, b.len));
-    if (b.oom) {
+    icpp_pmenc_metas(&e);
+    for (size_t i = 0; i < pm->nmeta; i++)
+        icpp_pmenc_meta(&e, pm->meta[i].key, pm->meta[i].val);
+    if (icpp_pmenc_end(&e) < 0) {
         icpp_wbuf_free(&b);
         return icpp_err_set(err, ENOMEM, "out of memory encoding the path map");
     }
@@ -475,8 +527,8 @@ int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err
         const icpp_pm_module *a = &dst->mods[dst->main_module], *b = &src->mods[src->main_module];
         if (a->build_id.len != b->build_id.len || memcmp(a->build_id.bytes, b->build_id.bytes, a->build_id.len)) {
             char ha[2 * ICPP_BUILD_ID_MAX + 1], hb[2 * ICPP_BUILD_ID_MAX + 1];
-            icpp_build_id_hex(&a->build_id, ha, sizeof ha);
-            icpp_build_id_hex(&b->build_id, hb, sizeof hb);
+            icpp_hex(a->build_id.bytes, a->build_id.len, ha, sizeof ha);
+            icpp_hex(b->build_id.bytes, b->build_id.len, hb, sizeof hb);
             return icpp_err_set(err, ICPP_EMISMATCH,
                                 "the map is of %s (build-id %s), the new data of %s (build-id %s): "
                                 "use another map file or --fresh",

@@ -95,6 +95,34 @@ icpp_pathmap *icpp_pathmap_read(const char *path, icpp_err *err);
 icpp_pathmap *icpp_pathmap_decode(const uint8_t *buf, size_t len, icpp_err *err);
 int           icpp_pathmap_encode(const icpp_pathmap *pm, uint8_t **buf, size_t *len, icpp_err *err);
 
+/* Streaming encoder of the same format, for writers that hold their tree in
+ * another shape (the training agent, possibly inside a fatal-signal handler:
+ * give it a wbuf with `mmapped` set and it calls no malloc).  Call order:
+ *   begin; module x M; funcs; func x F; nodes; node x N; metas; meta x K; end.
+ * Counts are placeholders patched by the next section call, so nothing needs
+ * counting in advance.  Nodes must come parent first: `parent_distance` is
+ * this node's index minus its parent's (node 0 is the virtual root; the first
+ * node written is 1). */
+typedef struct icpp_wbuf icpp_wbuf;
+typedef struct icpp_pmenc {
+    icpp_wbuf *b;
+    size_t     body;        /* offset of the body */
+    size_t     count_at;    /* offset of the current section's count placeholder */
+    uint64_t   count;       /* items in the current section */
+} icpp_pmenc;
+void icpp_pmenc_begin(icpp_pmenc *e, icpp_wbuf *b, uint32_t main_module);
+void icpp_pmenc_module(icpp_pmenc *e, uint8_t kind, const char *path, const icpp_build_id *bid);
+void icpp_pmenc_funcs(icpp_pmenc *e);
+void icpp_pmenc_func(icpp_pmenc *e, uint32_t module, uint64_t addr, const char *name);
+void icpp_pmenc_nodes(icpp_pmenc *e);
+void icpp_pmenc_node(icpp_pmenc *e, uint64_t parent_distance, uint32_t func, uint64_t count,
+                     const icpp_pm_height *h, uint32_t nh, const icpp_pm_site *s, uint32_t ns);
+void icpp_pmenc_metas(icpp_pmenc *e);
+void icpp_pmenc_meta(icpp_pmenc *e, const char *key, const char *val);
+/* Patch the length, append the CRC.  Returns 0, or -ENOMEM if the buffer
+ * could not grow (then its contents are not a valid file). */
+int  icpp_pmenc_end(icpp_pmenc *e);
+
 /* Add src into dst: modules matched by build-id, functions by (module,
  * address), nodes by path; counts add.  Refuses (ICPP_EMISMATCH) when the
  * main executables' build-ids differ. */

@@ -1,0 +1,23 @@
+/* fde.h -- FDE enumeration from raw .eh_frame/.debug_frame bytes: untrusted input, no library needed. */
+#ifndef ICPP_FDE_H
+#define ICPP_FDE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* The code range of one FDE. */
+typedef struct icpp_fde {
+    uint64_t lo, hi;        /* [lo, hi) link-time addresses */
+} icpp_fde;
+
+/* All FDEs of a .eh_frame (eh = 1) or .debug_frame (eh = 0) section whose
+ * bytes are data[0..size) and whose link-time address is sh_addr, in file
+ * order; *out is malloc'd.  Everything is bounds-checked: a corrupt section
+ * is an error, never a crash.  Used by the CFI table, the function table
+ * and the training agent (which links no ELF library). */
+int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp_fde **out, size_t *n,
+                   icpp_err *err);
+
+#endif

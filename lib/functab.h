@@ -1,0 +1,38 @@
+/* functab.h -- an ELF file's function table and build-id from its raw bytes (no ELF library: the training agent uses it too). */
+#ifndef ICPP_FUNCTAB_H
+#define ICPP_FUNCTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "defs.h"
+#include "err.h"
+
+typedef enum icpp_func_source {
+    ICPP_FSRC_SYMTAB = 1,   /* .symtab */
+    ICPP_FSRC_DYNSYM,       /* .dynsym */
+    ICPP_FSRC_FDE,          /* start of an .eh_frame FDE no symbol covers */
+} icpp_func_source;
+
+typedef struct icpp_ftab_entry {
+    uint64_t    addr;       /* link-time start */
+    uint64_t    size;       /* bytes; 0 if unknown */
+    uint64_t    owner;      /* function whose frame this code runs in (foo for foo.cold) */
+    const char *sym;        /* symbol name, pointing into the image; NULL for FDE-only code */
+    uint8_t     source;     /* icpp_func_source */
+    uint8_t     bind;       /* STB_* of the chosen symbol */
+} icpp_ftab_entry;
+
+/* Every function of the ELF image img[0..len) (a whole file), sorted by
+ * address, one entry per start: FUNC and IFUNC symbols of .symtab and
+ * .dynsym with aliases folded (preferred name: global, then weak, then
+ * local; fewest leading '_'; shortest), plus the starts of .eh_frame FDEs
+ * that no sized symbol covers (stripped code).  gcc's split-off "foo.cold"
+ * parts get owner = foo.  *out is malloc'd; names point into img.
+ * The image is untrusted: every offset is checked. */
+int icpp_functab_build(const uint8_t *img, size_t len, icpp_ftab_entry **out, size_t *n, icpp_err *err);
+
+/* The NT_GNU_BUILD_ID note of the image (len 0 if none). */
+int icpp_functab_build_id(const uint8_t *img, size_t len, icpp_build_id *out);
+
+#endif
