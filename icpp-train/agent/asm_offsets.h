@@ -1,0 +1,33 @@
+/* asm_offsets.h -- structure offsets the trampoline (tramp.S) uses; checked against internal.h. */
+#ifndef ICPP_AGENT_ASM_OFFSETS_H
+#define ICPP_AGENT_ASM_OFFSETS_H
+
+/* recorder.c asserts each of these with offsetof at compile time. */
+
+#define ICPP_TLS_THR       0     /* icpp_agent_tls.thr */
+#define ICPP_TLS_BUSY      8     /* icpp_agent_tls.busy */
+
+#define ICPP_T_TOP         0     /* icpp_agent_thread.top */
+#define ICPP_T_FRAMES      8
+#define ICPP_T_LIMIT      16
+#define ICPP_T_BASE       24
+#define ICPP_T_ENTRIES    32
+#define ICPP_T_MAX_TOP    40
+
+#define ICPP_F_SP          0     /* icpp_agent_frame */
+#define ICPP_F_RA          8
+#define ICPP_F_NODE       16
+#define ICPP_F_SIZE       24
+
+#define ICPP_N_FUNC        0     /* icpp_agent_node */
+#define ICPP_N_COUNT       8
+#define ICPP_N_LAST_HIT   40
+#define ICPP_N_H0_KEY     48     /* heights.in[0] */
+#define ICPP_N_H0_COUNT   56
+#define ICPP_N_S0_KEY     96     /* sites.in[0] */
+#define ICPP_N_S0_COUNT  104
+
+#define ICPP_IN_RECORDER  0x80000000   /* tls.busy bit set while recording */
+#define ICPP_RA_CHECK_SPAN (1 << 30)   /* frames farther above the SP: another stack */
+
+#endif

@@ -1,0 +1,157 @@
+/* internal.h -- agent internals shared by the recorder, the trap handler and the patcher. */
+#ifndef ICPP_AGENT_INTERNAL_H
+#define ICPP_AGENT_INTERNAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "agent.h"
+#include "asm_offsets.h"
+
+#define ICPP_AGENT_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- CCT ---------------------------------------------------------------- */
+
+#define ICPP_AGENT_INLINE_PAIRS 2   /* pairs held in the node itself */
+#define ICPP_AGENT_EXT_PAIRS    7   /* pairs per extension block (128 bytes) */
+
+typedef struct icpp_agent_pairext {
+    struct icpp_agent_pairext *next;            /* older block */
+    uint64_t                   pad;
+    icpp_agent_pair            p[ICPP_AGENT_EXT_PAIRS];
+} icpp_agent_pairext;
+
+/* A small set of (key, count); count 0 marks a free slot.  Inline slots
+ * first, then a chain of blocks from the thread's arena. */
+typedef struct icpp_agent_pairset {
+    icpp_agent_pair     in[ICPP_AGENT_INLINE_PAIRS];
+    icpp_agent_pairext *ext;                     /* newest block first */
+    uint64_t            overflow;                /* adds that found no memory */
+} icpp_agent_pairset;
+
+struct icpp_agent_node {
+    uint32_t           func;          /* function index */
+    uint32_t           pad;
+    uint64_t           count;         /* entries */
+    icpp_agent_node   *parent;
+    icpp_agent_node   *first_child;   /* newest child first (published last) */
+    icpp_agent_node   *next_sibling;
+    icpp_agent_node   *last_hit;      /* child found by the last lookup (cache) */
+    icpp_agent_pairset heights;       /* key: height as uint64 */
+    icpp_agent_pairset sites;         /* key: return address */
+};
+
+/* One shadow-stack frame: a live (as far as we know) activation. */
+typedef struct icpp_agent_frame {
+    uint64_t         sp;     /* entry SP */
+    uint64_t         ra;     /* return address found at *sp on entry */
+    icpp_agent_node *node;
+} icpp_agent_frame;
+
+/* Bump allocator over mmap'd chunks. */
+typedef struct icpp_agent_arena {
+    char    *cur, *end;      /* free part of the current chunk */
+    uint64_t chunk;          /* size of the next chunk */
+    uint64_t used;           /* bytes mapped so far */
+    uint64_t cap;            /* max bytes */
+} icpp_agent_arena;
+
+struct icpp_agent_thread {
+    /* hot: read by the trampoline's fast path (offsets in asm_offsets.h) */
+    icpp_agent_frame  *top;           /* current frame */
+    icpp_agent_frame  *frames;        /* frames[0]: sentinel holding the root */
+    icpp_agent_frame  *limit;         /* frames + max_depth + 1 */
+    uint64_t           base;          /* thread base */
+    uint64_t           entries;
+    icpp_agent_frame  *max_top;       /* deepest frame ever used */
+    /* cold */
+    icpp_agent_thread *next;          /* older thread (global list) */
+    int                tid, pid;
+    int                inherited;
+    int                base_kind;
+    icpp_agent_node    root;
+    icpp_agent_node    overflow;      /* OVERFLOW node (not linked in the tree) */
+    icpp_agent_node  **hash;          /* open addressing on (parent, func) */
+    uint64_t           hash_mask;     /* slots - 1 */
+    uint64_t           hash_used;
+    icpp_agent_arena   arena;
+    uint64_t           nodes;
+    uint64_t           dropped_critical, dropped_reentrant, dropped_depth, node_overflow;
+};
+
+/* Per-thread state, initial-exec TLS (a %fs-relative load, no call). */
+typedef struct icpp_agent_tls {
+    icpp_agent_thread *thr;
+    uint32_t           busy;          /* nonzero: do not record (critical depth | IN_RECORDER) */
+    uint32_t           failed;        /* thread setup failed: never record */
+} icpp_agent_tls;
+
+extern __thread icpp_agent_tls icpp_agent_tls_
+    __attribute__((tls_model("initial-exec"))) ICPP_AGENT_HIDDEN;
+
+/* Settings read by the recorder (written once by icpp_agent_init). */
+typedef struct icpp_agent_settings {
+    uint64_t max_depth;
+    uint64_t max_cct_bytes;
+    uint64_t prefault;
+    uint64_t startstack;
+    int      live_signal;    /* signal for evacuating threads (live patching) */
+} icpp_agent_settings;
+
+extern icpp_agent_settings icpp_agent_cfg ICPP_AGENT_HIDDEN;
+
+/* The C recorder: function `func` was entered with %rsp == entry_sp.
+ * Called by the trampoline (tramp.S) and the SIGTRAP handler. */
+void icpp_agent_record(uint32_t func, uint64_t entry_sp) ICPP_AGENT_HIDDEN;
+
+/* The assembly trampoline every stub calls with the index in %r11d. */
+extern char icpp_agent_tramp[] ICPP_AGENT_HIDDEN;
+/* sa_restorer for our own handler (libc's __restore_rt might be patched). */
+extern char icpp_agent_restore_rt[] ICPP_AGENT_HIDDEN;
+
+/* ---- patched sites (read by the SIGTRAP handler) ------------------------- */
+
+enum {
+    ICPP_AGENT_SITE_JMP_PENDING = 1,  /* jmp being written: int3 may be there */
+    ICPP_AGENT_SITE_JMP = 2,          /* jmp in place */
+    ICPP_AGENT_SITE_INT3 = 3,         /* int3 fallback */
+};
+
+typedef struct icpp_agent_site {
+    uint64_t addr;         /* function start */
+    uint64_t stub;         /* stub entry: records via the trampoline */
+    uint64_t resume;       /* relocated code (after the recording prefix) */
+    uint32_t index;        /* function index */
+    uint8_t  state;        /* ICPP_AGENT_SITE_* */
+    uint8_t  len;          /* bytes relocated (jmp) or first instruction (int3) */
+    uint8_t  orig[6];      /* original first bytes (5 used) */
+    uint8_t  ninsn;        /* instructions relocated */
+    uint8_t  src_off[5];   /* their offsets in the original ... */
+    uint8_t  dst_off[5];   /* ... and from `resume` in the stub */
+} icpp_agent_site;
+
+/* A patched module's sites, sorted by addr; published on a lock-free list. */
+typedef struct icpp_agent_modsites {
+    struct icpp_agent_modsites *next;
+    uint64_t                    lo, hi;     /* [first site addr, last site addr] */
+    icpp_agent_site            *sites;
+    size_t                      nsites;
+} icpp_agent_modsites;
+
+extern icpp_agent_modsites *volatile icpp_agent_mods ICPP_AGENT_HIDDEN;
+
+/* The site whose function starts at addr, or NULL (signal-safe). */
+const icpp_agent_site *icpp_agent_site_at(uint64_t addr) ICPP_AGENT_HIDDEN;
+
+/* Install the SIGTRAP handler (once); 0 or -errno. */
+int icpp_agent_trap_install(void) ICPP_AGENT_HIDDEN;
+
+/* Live patching, step "no thread inside bytes 1..4": signal every other
+ * thread; each handler moves its interrupted RIP out of the first bytes of
+ * any of `sites` (sorted) into the equivalent point of the stub's copy.
+ * Returns the number of threads that did not answer within timeout_ms
+ * (they may block the signal), or -errno; *moved gets how many RIPs moved. */
+int icpp_agent_evacuate(const icpp_agent_site *sites, size_t n, int sig, int timeout_ms,
+                        int *moved) ICPP_AGENT_HIDDEN;
+
+#endif

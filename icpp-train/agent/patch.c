@@ -1,0 +1,762 @@
+/* patch.c -- decides how each function entry is hooked, builds stubs near the module, writes the jmp/int3. */
+#include "internal.h"
+#include "reloc.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* One patch_module call:
+ *   1. classify each function: executable?  size?  relocate its first
+ *      >= 5 bytes (reloc.c) -> jmp candidate, or int3 candidate with reason;
+ *   2. scan every listed function's body for relative branches (and other
+ *      functions' starts) into bytes 1..4 of a jmp candidate -> int3;
+ *   3. place all stubs in one mapping within +-2 GiB of everything they
+ *      reach, emit them, make it RX;
+ *   4. publish the site table (for the SIGTRAP handler), then write the
+ *      entries with only raw syscalls and plain stores, so a half-written
+ *      libc function is never called.
+ *
+ * Stub for a jmp site (16-byte aligned):
+ *     41 53            push %r11
+ *     41 BB imm32      mov  $index, %r11d
+ *     FF 15 disp32     call *tramp_slot(%rip)      (tramp.S)
+ *     41 5B            pop  %r11
+ *     <relocated instructions> ; E9 jmp back ; literals
+ * r11 is saved although the ABI makes it a scratch register: for static
+ * functions gcc's -fipa-ra lets a caller keep values in registers the callee
+ * is known not to touch, r11 included (a stub that clobbered it corrupted
+ * glibc's printf through its static read_int).
+ * Stub for an int3 site: the relocated first instruction and jmp back; the
+ * SIGTRAP handler records and resumes there.
+ *
+ * Writes: before other threads exist (the LD_PRELOAD constructor) the 5
+ * bytes are simply stored.  With other threads (LIVE; automatic when
+ * /proc/self/task has more than one entry):
+ *     int3 at byte 0 of every site; sync
+ *     evacuate: signal every other thread; its handler moves an RIP that
+ *               lies inside bytes 1..len of a site to the same instruction
+ *               in the stub's relocated copy (trap.c)
+ *     bytes 1..4; sync; E9 at byte 0; sync
+ * where sync = membarrier(PRIVATE_EXPEDITED_SYNC_CORE) (every core running
+ * the process serializes its instruction stream).  After the int3, no
+ * thread can newly enter bytes 1..4 (byte 0 traps and the handler sends it
+ * to the stub; branches into 1..4 were refused), and evacuation moves the
+ * ones already there, so no thread ever decodes a torn jmp or the middle of
+ * the new bytes.  tests/test_live.c shows a thread blocked in a syscall
+ * inside bytes 1..4: it crashes without evacuation and not with it.
+ * Evacuation costs one signal per thread per patch call: blocking system
+ * calls that are never restarted (poll, epoll_wait, nanosleep, ...) return
+ * EINTR in those threads.  ICPP_AGENT_PATCH_NO_EVACUATE skips it; threads
+ * that block the signal do not answer (counted, patching goes on after 2 s).
+ *
+ * CET: the jmp may overwrite an endbr64 (which is relocated into the stub);
+ * indirect calls still land on the jmp.  Linux does not enforce IBT for user
+ * space on this kernel; under enforced IBT the stub would need an endbr64 at
+ * the original entry (a 4-byte endbr64 + the jmp = 9 bytes). */
+
+#define STUB_PREFIX 16    /* push r11; mov $index, r11d; call *slot; pop r11 */
+#define SLOT_BYTES  16           /* tramp pointer at the region start */
+#define REACH       ((1ull << 31) - (1ull << 20))
+
+typedef struct work {
+    icpp_agent_func  *f;
+    uint64_t          addr, size;
+    uint64_t          avail;          /* readable bytes of the function */
+    uint8_t           how, reason;
+    uint8_t           padded;         /* jmp took alignment padding after the function */
+    uint8_t           inferred;       /* size 0: extent taken up to the next function */
+    uint32_t          stub_size;
+    uint64_t          stub;
+    icpp_agent_reloc  rel;
+} work;
+
+static icpp_agent_patch_stats totals;
+static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int inited, membarrier_ok = -1;
+
+void icpp_agent_fork_child(void) ICPP_AGENT_HIDDEN;
+
+static const char *const reason_names[ICPP_AGENT_R_COUNT + 1] = {
+    "ok", "too_short", "no_size", "branch_in", "overlap", "unrelocatable", "duplicate",
+    "not_exec", "bad_index", "no_stub_mem", "self", "?",
+};
+
+const char *icpp_agent_reason_name(int r)
+{
+    return r >= 0 && r < ICPP_AGENT_R_COUNT ? reason_names[r] : "?";
+}
+
+const char *icpp_agent_how_name(int how)
+{
+    return how == ICPP_AGENT_HOW_JMP ? "jmp" : how == ICPP_AGENT_HOW_INT3 ? "int3" : "none";
+}
+
+int icpp_agent_init(const icpp_agent_config *cfg, icpp_err *err)
+{
+    if (inited)
+        return 0;
+    if (cfg) {
+        if (cfg->max_depth)
+            icpp_agent_cfg.max_depth = cfg->max_depth;
+        if (cfg->max_cct_bytes)
+            icpp_agent_cfg.max_cct_bytes = cfg->max_cct_bytes;
+        if (cfg->prefault_bytes)
+            icpp_agent_cfg.prefault = (cfg->prefault_bytes + 4095u) & ~4095u;
+        if (cfg->live_signal)
+            icpp_agent_cfg.live_signal = cfg->live_signal;
+    }
+    /* Without startstack the main thread's base falls back to the top of
+     * its stack mapping (ICPP_AGENT_BASE_MAPTOP): not an error. */
+    if (!icpp_agent_cfg.live_signal)
+        icpp_agent_cfg.live_signal = SIGRTMAX - 2;
+    icpp_agent_cfg.startstack = icpp_agent_startstack();
+    int e = pthread_atfork(NULL, NULL, icpp_agent_fork_child);
+    if (e)
+        return icpp_err_set(err, e, "icpp agent: pthread_atfork failed");
+    inited = 1;
+    return 0;
+}
+
+void icpp_agent_patch_totals(icpp_agent_patch_stats *out)
+{
+    pthread_mutex_lock(&patch_lock);
+    *out = totals;
+    pthread_mutex_unlock(&patch_lock);
+}
+
+/* ---- the process's mappings ----------------------------------------------- */
+
+typedef struct rows {
+    icpp_agent_maprow *v;
+    size_t             n, cap;
+} rows;
+
+static int rows_cb(const icpp_agent_maprow *r, void *p)
+{
+    rows *rs = p;
+    if (r->start >= 0x800000000000ull)   /* vsyscall */
+        return 0;
+    if (rs->n == rs->cap) {
+        size_t nc = rs->cap ? rs->cap * 2 : 256;
+        icpp_agent_maprow *nv = realloc(rs->v, nc * sizeof *nv);
+        if (!nv)
+            return 1;
+        rs->v = nv;
+        rs->cap = nc;
+    }
+    rs->v[rs->n++] = *r;
+    return 0;
+}
+
+static const icpp_agent_maprow *rows_find(const rows *rs, uint64_t a)
+{
+    size_t lo = 0, hi = rs->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (rs->v[mid].end <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < rs->n && rs->v[lo].start <= a ? &rs->v[lo] : NULL;
+}
+
+/* A free, page-aligned range of `size` bytes from which every byte of
+ * [lo, hi] is within REACH; 0 if none could be mapped.  Prefers the gap
+ * nearest below the module (above an executable lies the brk heap). */
+static uint64_t alloc_near(rows *rs, uint64_t lo, uint64_t hi, uint64_t size)
+{
+    const uint64_t page = 4096, slack_above = 64ull << 20;
+    uint64_t min_r = hi > REACH ? hi - REACH : 0, max_end = lo + REACH;
+    if (min_r < (1ull << 20))
+        min_r = 1ull << 20;
+    for (int attempt = 0; attempt < 64; attempt++) {
+        uint64_t best = 0, best_d = ~0ull;
+        for (size_t i = 0; i <= rs->n; i++) {
+            uint64_t g0 = i ? rs->v[i - 1].end : 0;
+            uint64_t g1 = i < rs->n ? rs->v[i].start : 0x7ffffffff000ull;
+            if (g1 <= g0 || g1 - g0 < size)
+                continue;
+            uint64_t r, d;
+            if (g1 <= lo) {
+                r = (g1 - size) & ~(page - 1);
+                if (r < g0 || r < min_r)
+                    continue;
+                d = lo - r;
+            } else if (g0 >= hi) {
+                r = (g0 + slack_above + page - 1) & ~(page - 1);
+                if (r + size > g1 || r + size > max_end)
+                    continue;
+                d = r - hi + (1ull << 40);     /* below wins */
+            } else {
+                continue;
+            }
+            if (d < best_d) {
+                best = r;
+                best_d = d;
+            }
+        }
+        if (!best)
+            return 0;
+        long p = icpp_sys_mmap((void *)best, size, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE);
+        if (!icpp_sys_failed(p))
+            return (uint64_t)p;
+        /* Raced with another mapping: re-read and retry. */
+        rs->n = 0;
+        if (icpp_agent_maps_each(rows_cb, rs) < 0)
+            return 0;
+    }
+    return 0;
+}
+
+/* ---- classification ------------------------------------------------------- */
+
+static int cmp_work(const void *a, const void *b)
+{
+    const work *x = *(work *const *)a, *y = *(work *const *)b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int self_row(const rows *rs, uint64_t a)
+{
+    const icpp_agent_maprow *me = rows_find(rs, (uint64_t)(uintptr_t)icpp_agent_tramp);
+    const icpp_agent_maprow *it = rows_find(rs, a);
+    return me && it == me;
+}
+
+static void refuse(work *w, int reason)
+{
+    w->how = ICPP_AGENT_HOW_INT3;
+    if (!w->reason)
+        w->reason = (uint8_t)reason;
+}
+
+/* next: start of the next listed function (or 0): bounds padding and an
+ * unknown size. */
+static void classify(work *w, const rows *rs, uint64_t next)
+{
+    const icpp_agent_maprow *r = rows_find(rs, w->addr);
+    if (!r || (r->prot & (PROT_EXEC | PROT_READ)) != (PROT_EXEC | PROT_READ)) {
+        w->how = ICPP_AGENT_HOW_NONE;
+        w->reason = ICPP_AGENT_R_NOT_EXEC;
+        return;
+    }
+    /* Readable bytes of the function (its body is scanned in step 2 even if
+     * it is not patched itself). */
+    uint64_t in_row = r->end - w->addr;
+    if (next > w->addr && next - w->addr < in_row)
+        in_row = next - w->addr;
+    w->avail = w->size ? (w->size < in_row ? w->size : in_row) : (in_row < 15 ? in_row : 15);
+    if (w->f->index >= ICPP_AGENT_FUNC_MAX) {
+        w->how = ICPP_AGENT_HOW_NONE;
+        w->reason = ICPP_AGENT_R_BAD_INDEX;
+        return;
+    }
+    if (self_row(rs, w->addr)) {
+        w->how = ICPP_AGENT_HOW_NONE;
+        w->reason = ICPP_AGENT_R_SELF;
+        return;
+    }
+    if (icpp_agent_site_at(w->addr)) {
+        w->how = ICPP_AGENT_HOW_NONE;
+        w->reason = ICPP_AGENT_R_DUPLICATE;
+        return;
+    }
+    if (w->size == 0) {
+        /* Unknown size: it extends to the next listed function (as the
+         * symbol tables' consumers assume); without one, refuse. */
+        if (!next || next <= w->addr) {
+            refuse(w, ICPP_AGENT_R_NO_SIZE);
+            return;
+        }
+        w->avail = in_row;
+        w->inferred = 1;
+    }
+    int rc = w->avail >= 5 ? icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->avail,
+                                                 w->addr, 5, w->addr, &w->rel, NULL)
+                           : ICPP_AGENT_R_TOO_SHORT;
+    if (rc == ICPP_AGENT_R_TOO_SHORT && w->size && w->avail == w->size && in_row > w->size) {
+        /* Too short, but alignment padding may follow: move it along. */
+        /* Only up to the next 16-byte boundary: an unlisted function that
+         * starts with a nop could follow. */
+        uint64_t e = w->addr + w->size, bound = ((e + 15) & ~15ull) - e;
+        size_t pad = icpp_agent_padding((const uint8_t *)(uintptr_t)e,
+                                        in_row - w->size < bound ? in_row - w->size : bound);
+        if (w->size + pad >= 5) {
+            rc = icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->size + pad, w->addr,
+                                     5, w->addr, &w->rel, NULL);
+            if (rc == 0) {
+                w->avail = w->size + pad;
+                w->padded = 1;
+            }
+        }
+    }
+    if (rc == 0 && w->inferred && w->rel.flow_end && w->rel.flow_end < 5)
+        rc = ICPP_AGENT_R_TOO_SHORT;    /* it may end before byte 5: not ours to overwrite */
+    if (rc) {
+        refuse(w, w->inferred && rc == ICPP_AGENT_R_TOO_SHORT ? ICPP_AGENT_R_NO_SIZE : rc);
+        if (w->inferred)
+            w->avail = in_row < 15 ? in_row : 15;   /* int3: first instruction only */
+        return;
+    }
+    w->how = ICPP_AGENT_HOW_JMP;
+}
+
+/* The jmp candidate whose bytes 1..4 hold t, or NULL.  cand: sorted. */
+static work *cand_holding(work **cand, size_t n, uint64_t t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {          /* first candidate with addr >= t */
+        size_t mid = (lo + hi) / 2;
+        if (cand[mid]->addr < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    work *c = cand[lo - 1];
+    return t > c->addr && t < c->addr + 5 ? c : NULL;
+}
+
+/* Step 2: branches and function starts landing in bytes 1..4. */
+static void scan_conflicts(work **ws, size_t n)
+{
+    work **cand = malloc(n * sizeof *cand);
+    if (!cand) {
+        for (size_t i = 0; i < n; i++)
+            if (ws[i]->how == ICPP_AGENT_HOW_JMP)
+                refuse(ws[i], ICPP_AGENT_R_BRANCH_IN);   /* cannot check: be safe */
+        return;
+    }
+    size_t nc = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ws[i]->how == ICPP_AGENT_HOW_JMP)
+            cand[nc++] = ws[i];
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
+        work *c = cand_holding(cand, nc, w->addr);
+        if (c)
+            refuse(c, ICPP_AGENT_R_OVERLAP);
+    }
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
+        if (!w->avail || (!w->size && !w->inferred))
+            continue;                  /* unknown extent: not scanned (BUILD.md) */
+        const uint8_t *p = (const uint8_t *)(uintptr_t)w->addr;
+        for (uint64_t off = 0; off < w->avail;) {
+            uint64_t t;
+            size_t len = icpp_agent_branch_target(p + off, w->avail - off, w->addr + off, &t);
+            if (!len) {
+                off++;                 /* data or padding: resync */
+                continue;
+            }
+            if (t) {
+                work *c = cand_holding(cand, nc, t);
+                uint64_t at = w->addr + off;
+                if (c && !(at >= c->addr && at < c->addr + c->rel.src_len))
+                    refuse(c, ICPP_AGENT_R_BRANCH_IN);
+            }
+            off += len;
+        }
+    }
+    free(cand);
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static void store_bytes(uint64_t addr, const uint8_t *b, size_t n)
+{
+    volatile uint8_t *p = (volatile uint8_t *)(uintptr_t)addr;
+    for (size_t i = 0; i < n; i++)
+        p[i] = b[i];
+}
+
+static void sync_cores(void)
+{
+    if (membarrier_ok < 0) {
+        long r = icpp_sys3(ICPP_SYS_membarrier, 64 /* REGISTER_PRIVATE_EXPEDITED_SYNC_CORE */, 0, 0);
+        membarrier_ok = r == 0;
+    }
+    if (membarrier_ok)
+        icpp_sys3(ICPP_SYS_membarrier, 32 /* PRIVATE_EXPEDITED_SYNC_CORE */, 0, 0);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+typedef struct run {
+    uint64_t start, end;     /* pages */
+    int      prot;           /* original */
+} run;
+
+/* Page runs covering the sites' patched bytes, split by original protection. */
+static size_t page_runs(const icpp_agent_site *s, size_t n, const rows *rs, run *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t len = s[i].state == ICPP_AGENT_SITE_INT3 ? 1 : 5;
+        for (uint64_t pg = s[i].addr & ~4095ull; pg < s[i].addr + len; pg += 4096) {
+            const icpp_agent_maprow *r = rows_find(rs, pg);
+            int prot = r ? r->prot : PROT_READ | PROT_EXEC;
+            if (k && out[k - 1].end >= pg && out[k - 1].prot == prot) {
+                if (out[k - 1].end < pg + 4096)
+                    out[k - 1].end = pg + 4096;
+                continue;
+            }
+            out[k].start = pg;
+            out[k].end = pg + 4096;
+            out[k].prot = prot;
+            k++;
+        }
+    }
+    return k;
+}
+
+/* Step 4.  Only raw syscalls and volatile stores from the first mprotect to
+ * the last: libc's pages may be writable-not-executable meanwhile. */
+typedef struct evac {
+    int sig, timeout_ms;    /* in */
+    int unacked, moved;     /* out */
+} evac;
+
+static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int live, evac *ev)
+{
+    int rwx = PROT_READ | PROT_WRITE | PROT_EXEC;
+    size_t done;
+    for (done = 0; done < nr; done++) {
+        long r = icpp_sys_mprotect(runs[done].start, runs[done].end - runs[done].start, rwx);
+        if (r == -EACCES && !live)
+            r = icpp_sys_mprotect(runs[done].start, runs[done].end - runs[done].start,
+                                  PROT_READ | PROT_WRITE);
+        if (r < 0)
+            break;
+    }
+    int rc = 0;
+    if (done < nr) {
+        rc = -EACCES;
+    } else if (!live) {
+        for (size_t i = 0; i < n; i++) {
+            if (s[i].state == ICPP_AGENT_SITE_INT3) {
+                store_bytes(s[i].addr, (const uint8_t *)"\xcc", 1);
+                continue;
+            }
+            uint8_t b[5] = { 0xe9 };
+            int32_t rel = (int32_t)(int64_t)(s[i].stub - (s[i].addr + 5));
+            b[1] = (uint8_t)rel;
+            b[2] = (uint8_t)(rel >> 8);
+            b[3] = (uint8_t)(rel >> 16);
+            b[4] = (uint8_t)(rel >> 24);
+            store_bytes(s[i].addr + 1, b + 1, 4);
+            store_bytes(s[i].addr, b, 1);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            store_bytes(s[i].addr, (const uint8_t *)"\xcc", 1);
+        sync_cores();
+        /* Now no thread can enter bytes 1..4 (byte 0 traps to the stub);
+         * move any thread already inside them to the stub's copy. */
+        if (ev)
+            ev->unacked = icpp_agent_evacuate(s, n, ev->sig, ev->timeout_ms, &ev->moved);
+        for (size_t i = 0; i < n; i++) {
+            if (s[i].state == ICPP_AGENT_SITE_INT3)
+                continue;
+            int32_t rel = (int32_t)(int64_t)(s[i].stub - (s[i].addr + 5));
+            uint8_t b[4] = { (uint8_t)rel, (uint8_t)(rel >> 8), (uint8_t)(rel >> 16),
+                             (uint8_t)(rel >> 24) };
+            store_bytes(s[i].addr + 1, b, 4);
+        }
+        sync_cores();
+        for (size_t i = 0; i < n; i++)
+            if (s[i].state != ICPP_AGENT_SITE_INT3)
+                store_bytes(s[i].addr, (const uint8_t *)"\xe9", 1);
+        sync_cores();
+        for (size_t i = 0; i < n; i++)
+            if (s[i].state != ICPP_AGENT_SITE_INT3)
+                __atomic_store_n(&s[i].state, ICPP_AGENT_SITE_JMP, __ATOMIC_RELEASE);
+    }
+    for (size_t i = 0; i < done; i++)
+        icpp_sys_mprotect(runs[i].start, runs[i].end - runs[i].start, runs[i].prot);
+    return rc;
+}
+
+/* ---- patch_module --------------------------------------------------------------- */
+
+static void publish(icpp_agent_modsites *m)
+{
+    icpp_agent_modsites *old = icpp_agent_mods;
+    do
+        m->next = old;
+    while (!__atomic_compare_exchange_n(&icpp_agent_mods, &old, m, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
+}
+
+static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsigned flags,
+                        icpp_agent_patch_stats *st, icpp_err *err)
+{
+    rows rs = { 0 };
+    work *wv = calloc(n ? n : 1, sizeof *wv);
+    work **ws = malloc((n ? n : 1) * sizeof *ws);
+    icpp_agent_site *sites = NULL;
+    run *runs = NULL;
+    int rc = 0, evac_unacked = 0, evac_moved = 0;
+    if (!wv || !ws) {
+        rc = icpp_err_set(err, ENOMEM, "%s: out of memory for %zu functions", name, n);
+        goto out;
+    }
+    if (icpp_agent_maps_each(rows_cb, &rs) < 0 || rs.n == 0) {
+        rc = icpp_err_set(err, EIO, "%s: cannot read /proc/self/maps", name);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        wv[i].f = &funcs[i];
+        wv[i].addr = funcs[i].addr;
+        wv[i].size = funcs[i].size;
+        ws[i] = &wv[i];
+    }
+    qsort(ws, n, sizeof *ws, cmp_work);
+
+    /* 1. classify */
+    for (size_t i = 0; i < n; i++) {
+        if (i && ws[i]->addr == ws[i - 1]->addr) {
+            ws[i]->how = ICPP_AGENT_HOW_NONE;
+            ws[i]->reason = ICPP_AGENT_R_DUPLICATE;
+            continue;
+        }
+        uint64_t next = 0;
+        for (size_t j = i + 1; j < n && !next; j++)
+            if (ws[j]->addr > ws[i]->addr)
+                next = ws[j]->addr;
+        classify(ws[i], &rs, next);
+    }
+    /* 2. conflicts */
+    scan_conflicts(ws, n);
+
+    /* int3 candidates: relocate the first instruction alone */
+    uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
+    size_t nsites = 0;
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
+        if (w->how == ICPP_AGENT_HOW_INT3) {
+            if ((flags & ICPP_AGENT_PATCH_NO_INT3) ||
+                icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1,
+                                    w->addr, &w->rel, NULL)) {
+                w->how = ICPP_AGENT_HOW_NONE;
+                continue;
+            }
+        }
+        if (w->how == ICPP_AGENT_HOW_NONE)
+            continue;
+        w->stub_size = (w->how == ICPP_AGENT_HOW_JMP ? STUB_PREFIX : 0) + w->rel.size;
+        total += (w->stub_size + 15) & ~15u;
+        lo = w->addr < lo ? w->addr : lo;
+        lo = w->rel.ref_lo < lo ? w->rel.ref_lo : lo;
+        hi = w->addr + 5 > hi ? w->addr + 5 : hi;
+        hi = w->rel.ref_hi > hi ? w->rel.ref_hi : hi;
+        nsites++;
+    }
+
+    uint64_t region = 0, region_size = (total + 4095) & ~4095ull;
+    int live = (flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
+    if (nsites && !(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
+        region = hi - lo < REACH ? alloc_near(&rs, lo, hi, region_size) : 0;
+        if (!region) {
+            for (size_t i = 0; i < n; i++)
+                if (ws[i]->how != ICPP_AGENT_HOW_NONE) {
+                    ws[i]->how = ICPP_AGENT_HOW_NONE;
+                    ws[i]->reason = ICPP_AGENT_R_NO_STUB_MEM;
+                }
+            rc = icpp_err_set(err, ENOMEM,
+                              "%s: no free memory within 2 GiB of [%#llx, %#llx] for %llu "
+                              "bytes of stubs; the module stays unpatched",
+                              name, (unsigned long long)lo, (unsigned long long)hi,
+                              (unsigned long long)region_size);
+            nsites = 0;
+        }
+    }
+
+    /* 3. emit stubs */
+    if (region) {
+        sites = calloc(nsites, sizeof *sites);
+        runs = calloc(nsites * 2, sizeof *runs);
+        if (!sites || !runs) {
+            rc = icpp_err_set(err, ENOMEM, "%s: out of memory", name);
+            icpp_sys_munmap((void *)region, region_size);
+            goto out;
+        }
+        memcpy((void *)region, &(uint64_t){ (uint64_t)(uintptr_t)icpp_agent_tramp }, 8);
+        uint64_t cur = region + SLOT_BYTES;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            work *w = ws[i];
+            if (w->how == ICPP_AGENT_HOW_NONE)
+                continue;
+            uint8_t *p = (uint8_t *)(uintptr_t)cur;
+            int jmp = w->how == ICPP_AGENT_HOW_JMP;
+            uint64_t code = cur + (jmp ? STUB_PREFIX : 0);
+            if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr,
+                                    jmp ? 5 : 1, code, &w->rel, NULL)) {
+                /* cannot happen: the region is within reach of ref_lo..ref_hi */
+                w->how = ICPP_AGENT_HOW_NONE;
+                w->reason = ICPP_AGENT_R_UNRELOCATABLE;
+                continue;
+            }
+            if (jmp) {
+                int32_t disp = (int32_t)(int64_t)(region - (cur + 14));    /* end of the call */
+                p[0] = 0x41;
+                p[1] = 0x53;
+                p[2] = 0x41;
+                p[3] = 0xbb;
+                memcpy(p + 4, &w->f->index, 4);
+                p[8] = 0xff;
+                p[9] = 0x15;
+                memcpy(p + 10, &disp, 4);
+                p[14] = 0x41;
+                p[15] = 0x5b;
+            }
+            memcpy((void *)(uintptr_t)code, w->rel.code, w->rel.size);
+            icpp_agent_site *s = &sites[k++];
+            s->addr = w->addr;
+            s->stub = cur;
+            s->resume = code;
+            s->index = w->f->index;
+            s->len = (uint8_t)w->rel.src_len;
+            s->state = jmp ? ICPP_AGENT_SITE_JMP_PENDING : ICPP_AGENT_SITE_INT3;
+            memcpy(s->orig, (const void *)(uintptr_t)w->addr, w->avail < 6 ? w->avail : 6);
+            s->ninsn = (uint8_t)(w->rel.ninsn < 5 ? w->rel.ninsn : 5);
+            for (int j = 0; j < s->ninsn; j++) {
+                s->src_off[j] = w->rel.src_off[j];
+                s->dst_off[j] = w->rel.dst_off[j];
+            }
+            w->stub = cur;
+            cur += (w->stub_size + 15) & ~15u;
+        }
+        nsites = k;
+        if (icpp_sys_mprotect(region, region_size, PROT_READ | PROT_EXEC) < 0) {
+            rc = icpp_err_set(err, EACCES, "%s: cannot make the stub memory executable", name);
+            icpp_sys_munmap((void *)region, region_size);
+            goto out;
+        }
+
+        /* 4. publish, then write */
+        int any_int3 = 0;
+        for (size_t i = 0; i < nsites; i++)
+            any_int3 |= sites[i].state == ICPP_AGENT_SITE_INT3;
+        if ((any_int3 || live) && (rc = icpp_agent_trap_install()) < 0) {
+            rc = icpp_err_set(err, -rc, "%s: cannot install the SIGTRAP handler", name);
+            goto out;
+        }
+        icpp_agent_modsites *m = calloc(1, sizeof *m);
+        if (!m) {
+            rc = icpp_err_set(err, ENOMEM, "%s: out of memory", name);
+            goto out;
+        }
+        m->sites = sites;
+        m->nsites = nsites;
+        m->lo = nsites ? sites[0].addr : 1;
+        m->hi = nsites ? sites[nsites - 1].addr : 0;
+        if (!live)
+            for (size_t i = 0; i < nsites; i++)
+                if (sites[i].state == ICPP_AGENT_SITE_JMP_PENDING)
+                    sites[i].state = ICPP_AGENT_SITE_JMP;
+        publish(m);
+        size_t nr = page_runs(sites, nsites, &rs, runs);
+        evac ev = { icpp_agent_cfg.live_signal, 2000, 0, 0 };
+        int use_ev = live && !(flags & ICPP_AGENT_PATCH_NO_EVACUATE);
+        if (write_sites(sites, nsites, runs, nr, live, use_ev ? &ev : NULL) < 0) {
+            /* Nothing or only some pages became writable: the sites are
+             * published, so any int3 already written still works. */
+            rc = icpp_err_set(err, EACCES,
+                              "%s: mprotect of the code pages failed (W^X policy?); the module "
+                              "is unpatched",
+                              name);
+            for (size_t i = 0; i < n; i++)
+                if (ws[i]->how != ICPP_AGENT_HOW_NONE)
+                    ws[i]->how = ICPP_AGENT_HOW_NONE;
+        }
+        sites = NULL;           /* owned by the published table */
+        evac_unacked = use_ev ? ev.unacked : 0;
+        evac_moved = use_ev ? ev.moved : 0;
+    }
+
+    /* results */
+    icpp_agent_patch_stats s = { 0 };
+    s.nfuncs = (uint32_t)n;
+    s.live = (uint32_t)live;
+    s.evac_unacked = evac_unacked;
+    s.evac_moved = (uint32_t)evac_moved;
+    s.stub_bytes = region ? region_size : 0;
+    for (size_t i = 0; i < n; i++) {
+        work *w = &wv[i];
+        w->f->how = w->how;
+        w->f->reason = w->how == ICPP_AGENT_HOW_JMP ? ICPP_AGENT_R_OK : w->reason;
+        if (w->how == ICPP_AGENT_HOW_JMP) {
+            s.jmp_padded += w->padded;
+            s.jmp_size_inferred += w->inferred;
+        }
+        s.how[w->f->how]++;
+        s.reason[w->f->reason]++;
+    }
+    if (st) {
+        st->nfuncs += s.nfuncs;
+        for (int i = 0; i < 3; i++)
+            st->how[i] += s.how[i];
+        for (int i = 0; i < ICPP_AGENT_R_COUNT; i++)
+            st->reason[i] += s.reason[i];
+        st->live |= s.live;
+        st->stub_bytes += s.stub_bytes;
+        st->evac_unacked += s.evac_unacked;
+        st->jmp_padded += s.jmp_padded;
+        st->jmp_size_inferred += s.jmp_size_inferred;
+        st->evac_moved += s.evac_moved;
+    }
+    if (!(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
+        totals.nfuncs += s.nfuncs;
+        for (int i = 0; i < 3; i++)
+            totals.how[i] += s.how[i];
+        for (int i = 0; i < ICPP_AGENT_R_COUNT; i++)
+            totals.reason[i] += s.reason[i];
+        totals.live |= s.live;
+        totals.stub_bytes += s.stub_bytes;
+        totals.evac_unacked += s.evac_unacked;
+        totals.jmp_padded += s.jmp_padded;
+        totals.jmp_size_inferred += s.jmp_size_inferred;
+        totals.evac_moved += s.evac_moved;
+    }
+out:
+    free(sites);
+    free(runs);
+    free(ws);
+    free(wv);
+    free(rs.v);
+    return rc;
+}
+
+int icpp_agent_patch_module(const char *name, icpp_agent_func *funcs, size_t n, unsigned flags,
+                            icpp_agent_patch_stats *st, icpp_err *err)
+{
+    if (!inited)
+        return icpp_err_set(err, EINVAL, "%s: icpp_agent_init was not called", name);
+    icpp_agent_enter_critical();
+    pthread_mutex_lock(&patch_lock);
+    int rc = patch_locked(name ? name : "?", funcs, n, flags, st, err);
+    pthread_mutex_unlock(&patch_lock);
+    icpp_agent_leave_critical();
+    return rc;
+}
+
+int icpp_agent_patch_modules(const icpp_agent_module *mods, size_t nmods, unsigned flags,
+                             icpp_agent_patch_stats *stats, icpp_err *err)
+{
+    for (size_t i = 0; i < nmods; i++) {
+        int rc = icpp_agent_patch_module(mods[i].name, mods[i].funcs, mods[i].nfuncs, flags,
+                                         stats, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,650 @@
+/* preload.c -- icpp-train's in-process front end: pick modules, patch them, write path-map parts at exit, fork, exec, dlopen and fatal signals. */
+#include "agent.h"
+
+#include "codec.h"
+#include "functab.h"
+#include "pathmap.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Environment, set by icpp-train (docs/train.md):
+ *   ICPP_TRAIN_DIR       where to write part files; without it the agent stays idle
+ *   ICPP_TRAIN_MODULES   all (default) | main | comma list of names (basename or path substring)
+ *   ICPP_TRAIN_MAX_DEPTH shadow-stack frames per thread
+ *   ICPP_TRAIN_MAX_MB    CCT memory per thread, MiB
+ *   ICPP_TRAIN_NO_INT3   never use the int3 fallback
+ *
+ * Each process writes, when it ends (exit, _exit, exec, fatal signal), one
+ * part file per thread that ran in it: DIR/part.PID.TID.NSEC.icppmap, a
+ * complete path map (docs/pathmap-format.md) of that thread's tree.  Writing
+ * allocates nothing (mmap-backed buffers) so it also works from a signal
+ * handler.  icpp-train merges the parts. */
+
+#define API __attribute__((visibility("default")))
+
+typedef struct module {
+    char           *path;
+    uint64_t        bias;           /* runtime = bias + link-time address */
+    uint64_t        lo, hi;         /* runtime range of its PT_LOAD segments */
+    icpp_build_id   build_id;
+    uint8_t         kind;           /* 1 exec, 2 PIE, 3 DSO (icpp_module_kind) */
+    int             patched;
+} module;
+
+typedef struct func {
+    uint32_t    module;
+    uint64_t    addr;               /* link-time */
+    const char *name;
+} func;
+
+static module  *mods;
+static size_t   nmods, capmods;
+static func    *funcs;
+static size_t   nfuncs, capfuncs;
+static uint32_t *func_mark;         /* dump scratch: part index + 1 (mmap'd) */
+static size_t   func_mark_cap;
+static char     dir[4096];
+static char     modules_sel[4096] = "all";
+static int      active;             /* agent initialised and patching */
+static volatile int owner_pid;      /* process the trees belong to */
+static volatile int dumped_pid;     /* process that already wrote its parts */
+static int      no_int3;
+static char     cmdline[2048];
+static icpp_agent_patch_stats totals;
+static void    *self_base;          /* our own load address */
+
+static void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void msg(const char *fmt, ...)
+{
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        (void)!write(2, b, (size_t)(n < (int)sizeof b ? n : (int)sizeof b - 1));
+}
+
+/* ---- module selection and patching ---- */
+
+static int selected(const char *path, int is_exe)
+{
+    if (!strcmp(modules_sel, "all"))
+        return 1;
+    if (!strcmp(modules_sel, "main"))
+        return is_exe;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", modules_sel);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "main") && is_exe)
+            return 1;
+        if (!strcmp(t, base) || strstr(path, t) || !strncmp(base, t, strlen(t)))
+            return 1;
+    }
+    return 0;
+}
+
+static int add_module(const char *path, uint64_t bias, uint64_t lo, uint64_t hi, uint8_t kind, const uint8_t *img,
+                      size_t len)
+{
+    if (nmods == capmods) {
+        size_t nc = capmods ? 2 * capmods : 32;
+        module *n = realloc(mods, nc * sizeof *n);
+        if (!n)
+            return -1;
+        mods = n;
+        capmods = nc;
+    }
+    module *m = &mods[nmods];
+    memset(m, 0, sizeof *m);
+    m->path = strdup(path);
+    m->bias = bias;
+    m->lo = lo;
+    m->hi = hi;
+    m->kind = kind;
+    icpp_functab_build_id(img, len, &m->build_id);
+    return m->path ? (int)nmods++ : -1;
+}
+
+/* Read, list and patch one loaded object. */
+static void patch_object(const char *path, const struct dl_phdr_info *info, int is_exe, int live)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0) {
+        if (fd >= 0)
+            close(fd);
+        msg("icpp-train: agent: cannot read %s: not trained\n", path);
+        return;
+    }
+    uint8_t *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (img == MAP_FAILED)
+        return;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    int interp = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_INTERP)
+            interp = 1;
+        if (ph->p_type == PT_LOAD) {
+            if (info->dlpi_addr + ph->p_vaddr < lo)
+                lo = info->dlpi_addr + ph->p_vaddr;
+            if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
+                hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        }
+    }
+    uint8_t kind = info->dlpi_addr == 0 ? 1 : (is_exe || interp) ? 2 : 3;
+    int mi = add_module(path, info->dlpi_addr, lo, hi, kind, img, (size_t)st.st_size);
+    icpp_ftab_entry *e = NULL;
+    size_t n = 0;
+    icpp_err err;
+    if (mi < 0 || icpp_functab_build(img, (size_t)st.st_size, &e, &n, &err) < 0) {
+        munmap(img, (size_t)st.st_size);
+        msg("icpp-train: agent: %s: %s: not trained\n", path, mi < 0 ? "out of memory" : err.msg);
+        return;
+    }
+    icpp_agent_func *af = calloc(n + 1, sizeof *af);
+    if (!af || nfuncs + n > capfuncs) {
+        size_t nc = capfuncs ? capfuncs : 4096;
+        while (nc < nfuncs + n)
+            nc *= 2;
+        func *nf = realloc(funcs, nc * sizeof *nf);
+        if (!af || !nf) {
+            free(af);
+            free(e);
+            munmap(img, (size_t)st.st_size);
+            return;
+        }
+        funcs = nf;
+        capfuncs = nc;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* foo.cold is never entered by a call: not a function to hook. */
+        if (e[i].owner != e[i].addr)
+            continue;
+        char fallback[40];
+        if (!e[i].sym)
+            snprintf(fallback, sizeof fallback, "fn_%llx", (unsigned long long)e[i].addr);
+        funcs[nfuncs + k] = (func){(uint32_t)mi, e[i].addr, strdup(e[i].sym ? e[i].sym : fallback)};
+        af[k] = (icpp_agent_func){info->dlpi_addr + e[i].addr, e[i].size, (uint32_t)(nfuncs + k), 0, 0};
+        k++;
+    }
+    nfuncs += k;
+    free(e);
+    munmap(img, (size_t)st.st_size);
+    icpp_agent_patch_stats ps;
+    memset(&ps, 0, sizeof ps);
+    unsigned flags = (no_int3 ? ICPP_AGENT_PATCH_NO_INT3 : 0) | (live ? ICPP_AGENT_PATCH_LIVE : 0);
+    if (icpp_agent_patch_module(path, af, k, flags, &ps, &err) < 0)
+        msg("icpp-train: agent: %s: %s: not trained\n", path, err.msg);
+    else
+        mods[mi].patched = 1;
+    free(af);
+}
+
+typedef struct walk {
+    int live;
+    int first;
+} walk;
+
+static int already_known(uint64_t bias, const char *path)
+{
+    for (size_t i = 0; i < nmods; i++)
+        if (mods[i].bias == bias && !strcmp(mods[i].path, path))
+            return 1;
+    return 0;
+}
+
+static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    walk *w = arg;
+    int is_exe = w->first;
+    w->first = 0;
+    char path[4096];
+    if (is_exe) {
+        ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
+        path[k > 0 ? k : 0] = 0;
+    } else {
+        snprintf(path, sizeof path, "%s", info->dlpi_name ? info->dlpi_name : "");
+    }
+    if (!path[0] || path[0] != '/')
+        return 0;                                   /* vdso */
+    if ((void *)info->dlpi_addr == self_base)
+        return 0;                                   /* the agent itself */
+    const char *b = strrchr(path, '/');
+    if (b && !strncmp(b + 1, "ld-linux", 8))
+        return 0;                                   /* the dynamic loader */
+    if (already_known(info->dlpi_addr, path) || !selected(path, is_exe))
+        return 0;
+    patch_object(path, info, is_exe, w->live);
+    return 0;
+}
+
+/* ---- writing parts ---- */
+
+static int find_module(uint64_t rt)
+{
+    for (size_t i = 0; i < nmods; i++)
+        if (rt >= mods[i].lo && rt < mods[i].hi)
+            return (int)i;
+    return -1;
+}
+
+static char *utoa(char *p, uint64_t v)
+{
+    char t[24];
+    int n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = t[--n];
+    *p = 0;
+    return p;
+}
+
+static void meta_u(icpp_pmenc *e, const char *k, uint64_t v)
+{
+    char b[24];
+    utoa(b, v);
+    icpp_pmenc_meta(e, k, b);
+}
+
+/* Stack of (node, parent index) for a preorder walk, mmap'd. */
+typedef struct witem {
+    const icpp_agent_node *n;
+    uint64_t parent;
+} witem;
+
+static int write_part(const icpp_agent_thread *t, int pid)
+{
+    icpp_agent_thread_info ti;
+    icpp_agent_thread_get_info(t, &ti);
+    if (ti.inherited || ti.entries == 0)
+        return 0;
+    /* Functions used by this tree get part indices. */
+    if (func_mark_cap < nfuncs) {
+        if (func_mark)
+            munmap(func_mark, func_mark_cap * sizeof *func_mark);
+        func_mark_cap = nfuncs + 4096;
+        func_mark = mmap(NULL, func_mark_cap * sizeof *func_mark, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (func_mark == MAP_FAILED) {
+            func_mark = NULL;
+            func_mark_cap = 0;
+            return -1;
+        }
+    }
+    memset(func_mark, 0, nfuncs * sizeof *func_mark);
+    size_t wcap = 1 << 16, wn = 0;
+    witem *ws = mmap(NULL, wcap * sizeof *ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ws == MAP_FAILED)
+        return -1;
+    icpp_wbuf b;
+    memset(&b, 0, sizeof b);
+    b.mmapped = 1;
+    icpp_pmenc e;
+    icpp_pmenc_begin(&e, &b, 0);
+    for (size_t i = 0; i < nmods; i++)
+        icpp_pmenc_module(&e, mods[i].kind, mods[i].path, &mods[i].build_id);
+    /* Pass 1: mark functions (preorder walk without a stack). */
+    icpp_pmenc_funcs(&e);
+    uint32_t nused = 0;
+    const icpp_agent_node *root = icpp_agent_thread_root(t);
+    for (const icpp_agent_node *n = icpp_agent_node_first_child(root); n;) {
+        uint32_t f = icpp_agent_node_func(n);
+        if (f < nfuncs && !func_mark[f]) {
+            func_mark[f] = ++nused;
+            icpp_pmenc_func(&e, funcs[f].module, funcs[f].addr, funcs[f].name);
+        }
+        const icpp_agent_node *c = f < nfuncs ? icpp_agent_node_first_child(n) : NULL;
+        if (c) {
+            n = c;
+            continue;
+        }
+        while (n && n != root && !icpp_agent_node_next_sibling(n))
+            n = icpp_agent_node_parent(n);
+        n = (n && n != root) ? icpp_agent_node_next_sibling(n) : NULL;
+    }
+    /* Pass 2: nodes, parents first. */
+    icpp_pmenc_nodes(&e);
+    uint64_t idx = 0, skipped = 0;
+    /* static: one dumper at a time (dump_all), and signal stacks are small */
+    static icpp_agent_pair pairs[256];
+    static icpp_pm_height hs[256];
+    static icpp_pm_site ss[256];
+    for (const icpp_agent_node *c = icpp_agent_node_first_child(root); c; c = icpp_agent_node_next_sibling(c))
+        if (wn < wcap)
+            ws[wn++] = (witem){c, 0};
+    while (wn) {
+        witem it = ws[--wn];
+        uint32_t f = icpp_agent_node_func(it.n);
+        if (f >= nfuncs || !func_mark[f]) {
+            skipped++;          /* OVERFLOW node, or a node added after pass 1 */
+            continue;
+        }
+        size_t np = icpp_agent_node_heights(it.n, pairs, 256, NULL), nh = 0, ns = 0;
+        for (size_t i = 0; i < np && i < 256; i++)
+            if (pairs[i].count)
+                hs[nh++] = (icpp_pm_height){(int64_t)pairs[i].key, pairs[i].count};
+        np = icpp_agent_node_sites(it.n, pairs, 256, NULL);
+        for (size_t i = 0; i < np && i < 256; i++) {
+            int m = pairs[i].count ? find_module(pairs[i].key) : -1;
+            if (m >= 0)
+                ss[ns++] = (icpp_pm_site){(uint32_t)m, pairs[i].key - mods[m].bias, pairs[i].count};
+        }
+        idx++;
+        icpp_pmenc_node(&e, idx - it.parent, func_mark[f] - 1, icpp_agent_node_count(it.n), hs, (uint32_t)nh, ss,
+                        (uint32_t)ns);
+        for (const icpp_agent_node *c = icpp_agent_node_first_child(it.n); c; c = icpp_agent_node_next_sibling(c)) {
+            if (wn == wcap) {
+                void *q = mremap(ws, wcap * sizeof *ws, 2 * wcap * sizeof *ws, MREMAP_MAYMOVE);
+                if (q == MAP_FAILED) {
+                    skipped++;
+                    continue;
+                }
+                ws = q;
+                wcap *= 2;
+            }
+            ws[wn++] = (witem){c, idx};
+        }
+    }
+    munmap(ws, wcap * sizeof *ws);
+    icpp_pmenc_metas(&e);
+    icpp_pmenc_meta(&e, "program", cmdline);
+    meta_u(&e, "pid", (uint64_t)pid);
+    meta_u(&e, "tid", (uint64_t)ti.tid);
+    icpp_pmenc_meta(&e, "base", ti.base_kind == ICPP_AGENT_BASE_STARTSTACK ? "startstack"
+                                : ti.base_kind == ICPP_AGENT_BASE_MAPTOP   ? "maptop"
+                                                                           : "none");
+    meta_u(&e, "entries", ti.entries);
+    meta_u(&e, "dropped-depth", ti.dropped_depth);
+    meta_u(&e, "dropped-reentrant", ti.dropped_reentrant);
+    meta_u(&e, "node-overflow", ti.node_overflow + skipped);
+    meta_u(&e, "pair-overflow", ti.pair_overflow);
+    meta_u(&e, "max-depth", ti.max_depth_seen);
+    meta_u(&e, "patched-jmp", totals.how[ICPP_AGENT_HOW_JMP]);
+    meta_u(&e, "patched-int3", totals.how[ICPP_AGENT_HOW_INT3]);
+    meta_u(&e, "patched-none", totals.how[ICPP_AGENT_HOW_NONE]);
+    for (int r = 1; r < ICPP_AGENT_R_COUNT; r++)
+        if (totals.reason[r]) {
+            char k[64] = "refused-";
+            strncat(k, icpp_agent_reason_name(r), sizeof k - 9);
+            meta_u(&e, k, totals.reason[r]);
+        }
+    int rc = icpp_pmenc_end(&e);
+    if (rc == 0) {
+        char path[4200], *p = path;
+        size_t dl = strlen(dir);
+        memcpy(p, dir, dl);
+        p += dl;
+        memcpy(p, "/part.", 6);
+        p = utoa(p + 6, (uint64_t)pid);
+        *p++ = '.';
+        p = utoa(p, (uint64_t)ti.tid);
+        *p++ = '.';
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        p = utoa(p, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+        memcpy(p, ".icppmap", 9);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            rc = -1;
+        } else {
+            const uint8_t *q = b.p;
+            size_t left = b.len;
+            while (left) {
+                ssize_t w = write(fd, q, left);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0) {
+                    rc = -1;
+                    break;
+                }
+                q += w;
+                left -= (size_t)w;
+            }
+            close(fd);
+            if (rc < 0)
+                unlink(path);
+        }
+    }
+    if (rc < 0)
+        msg("icpp-train: agent: cannot write a part file in %s (disk full?): thread %d's training is lost\n", dir,
+            ti.tid);
+    icpp_wbuf_free(&b);
+    return rc;
+}
+
+/* Write every thread's part once per process.  Async-signal-safe. */
+static void dump_all(void)
+{
+    if (!active)
+        return;
+    int pid = (int)syscall(SYS_getpid);
+    if (pid != owner_pid)
+        return;         /* a vfork child: the trees are the parent's */
+    if (__atomic_exchange_n(&dumped_pid, pid, __ATOMIC_ACQ_REL) == pid)
+        return;         /* this process wrote already (exit after a failed exec...) */
+    icpp_agent_enter_critical();
+    icpp_agent_patch_totals(&totals);
+    for (const icpp_agent_thread *t = icpp_agent_thread_first(); t; t = icpp_agent_thread_next(t))
+        write_part(t, pid);
+    icpp_agent_leave_critical();
+}
+
+/* ---- process events ---- */
+
+static const int fatal_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT,   SIGBUS,  SIGFPE,  SIGUSR1,
+                                    SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,   SIGXCPU, SIGXFSZ, SIGVTALRM,
+                                    SIGPROF, SIGSYS,  SIGPWR,  SIGSTKFLT};
+
+static void on_fatal(int sig)
+{
+    int saved = errno;
+    dump_all();
+    /* SA_RESETHAND restored the default action: die by the same signal. */
+    errno = saved;
+    raise(sig);
+}
+
+static void on_fork_child(void)
+{
+    owner_pid = (int)syscall(SYS_getpid);
+    dumped_pid = 0;
+    icpp_agent_thread_reset_counts(icpp_agent_thread_self());
+}
+
+static void on_exit_hook(void)
+{
+    dump_all();
+}
+
+static void read_cmdline(void)
+{
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, cmdline, sizeof cmdline - 1);
+    close(fd);
+    for (ssize_t i = 0; i < n - 1; i++)
+        if (!cmdline[i])
+            cmdline[i] = ' ';
+    cmdline[n > 0 ? n : 0] = 0;
+}
+
+__attribute__((constructor(101))) static void agent_start(void)
+{
+    const char *d = getenv("ICPP_TRAIN_DIR");
+    if (!d || !*d || strlen(d) >= sizeof dir - 64)
+        return;
+    snprintf(dir, sizeof dir, "%s", d);
+    const char *m = getenv("ICPP_TRAIN_MODULES");
+    if (m && *m)
+        snprintf(modules_sel, sizeof modules_sel, "%s", m);
+    no_int3 = getenv("ICPP_TRAIN_NO_INT3") != NULL;
+    Dl_info di;
+    if (dladdr((void *)agent_start, &di))
+        self_base = di.dli_fbase;
+    icpp_agent_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if ((m = getenv("ICPP_TRAIN_MAX_DEPTH")))
+        cfg.max_depth = (uint32_t)strtoul(m, NULL, 10);
+    if ((m = getenv("ICPP_TRAIN_MAX_MB")))
+        cfg.max_cct_bytes = strtoull(m, NULL, 10) << 20;
+    icpp_err err;
+    if (icpp_agent_init(&cfg, &err) < 0) {
+        msg("icpp-train: agent: %s: this run is not trained\n", err.msg);
+        return;
+    }
+    read_cmdline();
+    owner_pid = (int)syscall(SYS_getpid);
+    icpp_agent_set_fork_child_hook(on_fork_child);
+    atexit(on_exit_hook);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal;
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigfillset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof *fatal_signals; i++)
+        if (sigaction(fatal_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
+            sigaction(fatal_signals[i], &sa, NULL);
+    active = 1;
+    walk w = {0, 1};
+    dl_iterate_phdr(phdr_cb, &w);
+}
+
+/* Libraries loaded later: patch them while other threads may run. */
+API void *dlopen(const char *file, int mode)
+{
+    static void *(*real)(const char *, int);
+    if (!real)
+        real = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+    void *h = real(file, mode);
+    if (h && active) {
+        icpp_agent_enter_critical();
+        walk w = {1, 1};
+        dl_iterate_phdr(phdr_cb, &w);
+        icpp_agent_leave_critical();
+    }
+    return h;
+}
+
+/* _exit skips atexit handlers; exec replaces the image: write first. */
+API void _exit(int status)
+{
+    dump_all();
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+API void _Exit(int status)
+{
+    _exit(status);
+}
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+#define REAL(name, type)                                                     \
+    static type real_##name;                                                 \
+    if (!real_##name)                                                        \
+        real_##name = (type)dlsym(RTLD_NEXT, #name);
+
+API int execve(const char *path, char *const argv[], char *const envp[])
+{
+    REAL(execve, execve_fn);
+    dump_all();
+    return real_execve(path, argv, envp);
+}
+
+API int execv(const char *path, char *const argv[])
+{
+    REAL(execv, execv_fn);
+    dump_all();
+    return real_execv(path, argv);
+}
+
+API int execvp(const char *file, char *const argv[])
+{
+    REAL(execvp, execv_fn);
+    dump_all();
+    return real_execvp(file, argv);
+}
+
+API int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    REAL(execvpe, execve_fn);
+    dump_all();
+    return real_execvpe(file, argv, envp);
+}
+
+API int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    REAL(fexecve, fexecve_fn);
+    dump_all();
+    return real_fexecve(fd, argv, envp);
+}
+
+/* execl* take variadic argv: collect and call execv*. */
+static int collect(const char *arg0, va_list ap, char **argv, int max)
+{
+    int n = 0;
+    argv[n++] = (char *)arg0;
+    while (n < max - 1 && (argv[n] = va_arg(ap, char *)) != NULL)
+        n++;
+    argv[n] = NULL;
+    return n;
+}
+
+API int execl(const char *path, const char *arg, ...)
+{
+    char *argv[4096];
+    va_list ap;
+    va_start(ap, arg);
+    collect(arg, ap, argv, 4096);
+    va_end(ap);
+    return execv(path, argv);
+}
+
+API int execlp(const char *file, const char *arg, ...)
+{
+    char *argv[4096];
+    va_list ap;
+    va_start(ap, arg);
+    collect(arg, ap, argv, 4096);
+    va_end(ap);
+    return execvp(file, argv);
+}
+
+API int execle(const char *path, const char *arg, ...)
+{
+    char *argv[4096];
+    va_list ap;
+    va_start(ap, arg);
+    collect(arg, ap, argv, 4096);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
+}

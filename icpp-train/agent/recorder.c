@@ -1,0 +1,521 @@
+/* recorder.c -- per-thread calling-context trees fed by function entries (signal-safe, no libc). */
+#include "internal.h"
+#include "sys.h"
+
+#include <sys/mman.h>
+
+/* This file is compiled with -mgeneral-regs-only -fno-builtin
+ * -fno-tree-loop-distribute-patterns -fno-stack-protector: it runs between
+ * a function's first instruction and its prologue, with the caller's vector
+ * registers live and possibly inside libc, so it calls nothing outside
+ * itself and sys.c (checked by tests/run.sh with nm -u).
+ *
+ * Per entry at SP s (icpp_agent_record):
+ *   1. pop shadow frames that have returned: entry SP <= s (covers
+ *      longjmp, exceptions, tail calls), or whose return-address slot no
+ *      longer holds the address seen at their entry (they returned into
+ *      unpatched code, which later called deeper);
+ *   2. find or create the child of the top frame's node keyed by the
+ *      function index (last-hit cache, then a per-thread hash table);
+ *   3. count it, its height (base - s) and its call site (*s);
+ *   4. push (s, *s, child).
+ * tramp.S repeats steps 1-4 in assembly for the case where the child,
+ * its first height and its first call site already exist: keep the two in
+ * step (offsets in asm_offsets.h are asserted below).
+ * Memory comes from mmap in growing chunks and is never freed, so walkers
+ * may read a tree while its thread still runs. */
+
+#define RA_CHECK_SPAN ((uint64_t)ICPP_RA_CHECK_SPAN) /* frames farther above s: another stack, not read */
+#define HASH_INIT     1024u
+#define IN_RECORDER   ((uint32_t)ICPP_IN_RECORDER) /* tls.busy bit: the recorder itself (critical sections count below it) */
+
+#include <stddef.h>
+#define OFF(t, f, v) _Static_assert(offsetof(t, f) == (v), #t "." #f " != " #v " (asm_offsets.h)")
+OFF(icpp_agent_tls, thr, ICPP_TLS_THR);
+OFF(icpp_agent_tls, busy, ICPP_TLS_BUSY);
+OFF(icpp_agent_thread, top, ICPP_T_TOP);
+OFF(icpp_agent_thread, frames, ICPP_T_FRAMES);
+OFF(icpp_agent_thread, limit, ICPP_T_LIMIT);
+OFF(icpp_agent_thread, base, ICPP_T_BASE);
+OFF(icpp_agent_thread, entries, ICPP_T_ENTRIES);
+OFF(icpp_agent_thread, max_top, ICPP_T_MAX_TOP);
+OFF(icpp_agent_frame, sp, ICPP_F_SP);
+OFF(icpp_agent_frame, ra, ICPP_F_RA);
+OFF(icpp_agent_frame, node, ICPP_F_NODE);
+_Static_assert(sizeof(icpp_agent_frame) == ICPP_F_SIZE, "frame size (asm_offsets.h)");
+OFF(icpp_agent_node, func, ICPP_N_FUNC);
+OFF(icpp_agent_node, count, ICPP_N_COUNT);
+OFF(icpp_agent_node, last_hit, ICPP_N_LAST_HIT);
+OFF(icpp_agent_node, heights.in[0].key, ICPP_N_H0_KEY);
+OFF(icpp_agent_node, heights.in[0].count, ICPP_N_H0_COUNT);
+OFF(icpp_agent_node, sites.in[0].key, ICPP_N_S0_KEY);
+OFF(icpp_agent_node, sites.in[0].count, ICPP_N_S0_COUNT);
+
+__thread icpp_agent_tls icpp_agent_tls_ __attribute__((tls_model("initial-exec")));
+icpp_agent_settings icpp_agent_cfg = {
+    .max_depth = 1u << 20,
+    .max_cct_bytes = 1ull << 30,
+    .prefault = 64u << 10,
+};
+
+static icpp_agent_thread *volatile threads;   /* newest first */
+static void (*fork_hook)(void);
+
+#define barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+
+/* ---- memory ------------------------------------------------------------- */
+
+static void *map_anon(uint64_t size, int populate)
+{
+    long p = icpp_sys_mmap(0, size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : MAP_NORESERVE));
+    return icpp_sys_failed(p) ? 0 : (void *)p;
+}
+
+/* n bytes (multiple of 16) of zeroed memory, or 0 past the cap. */
+static void *arena_alloc(icpp_agent_arena *a, uint64_t n)
+{
+    if ((uint64_t)(a->end - a->cur) < n) {
+        uint64_t sz = a->chunk;
+        while (sz < n)
+            sz *= 2;
+        if (a->used + sz > a->cap)
+            return 0;
+        char *p = map_anon(sz, 1);
+        if (!p)
+            return 0;
+        a->cur = p;
+        a->end = p + sz;
+        a->used += sz;
+        if (a->chunk < (4u << 20))
+            a->chunk *= 2;
+    }
+    void *r = a->cur;
+    a->cur += n;
+    return r;
+}
+
+/* ---- pair sets ------------------------------------------------------------ */
+
+/* Slots fill in order and are never freed: the first free slot ends the
+ * search.  key is written before count (count != 0 publishes the slot). */
+static int slot_add(icpp_agent_pair *p, uint64_t key)
+{
+    if (p->count == 0) {
+        p->key = key;
+        __atomic_store_n(&p->count, 1, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (p->key == key) {
+        p->count++;
+        return 1;
+    }
+    return 0;
+}
+
+static __attribute__((noinline)) void pairset_add_slow(icpp_agent_thread *t, icpp_agent_pairset *ps,
+                                                       uint64_t key)
+{
+    for (int i = 0; i < ICPP_AGENT_INLINE_PAIRS; i++)
+        if (slot_add(&ps->in[i], key))
+            return;
+    /* Blocks: newest first; only the newest can have free slots. */
+    for (icpp_agent_pairext *b = ps->ext; b; b = b->next)
+        for (int i = 0; i < ICPP_AGENT_EXT_PAIRS; i++) {
+            if (b->p[i].count == 0) {
+                if (b != ps->ext)
+                    break;
+                b->p[i].key = key;
+                __atomic_store_n(&b->p[i].count, 1, __ATOMIC_RELEASE);
+                return;
+            }
+            if (b->p[i].key == key) {
+                b->p[i].count++;
+                return;
+            }
+        }
+    icpp_agent_pairext *b = arena_alloc(&t->arena, sizeof *b);
+    if (!b) {
+        ps->overflow++;
+        return;
+    }
+    b->p[0].key = key;
+    b->p[0].count = 1;
+    b->next = ps->ext;
+    __atomic_store_n(&ps->ext, b, __ATOMIC_RELEASE);
+}
+
+static inline void pairset_add(icpp_agent_thread *t, icpp_agent_pairset *ps, uint64_t key)
+{
+    if (__builtin_expect(ps->in[0].key == key && ps->in[0].count != 0, 1))
+        ps->in[0].count++;
+    else
+        pairset_add_slow(t, ps, key);
+}
+
+/* ---- child lookup ------------------------------------------------------------ */
+
+static inline uint64_t hash_of(const icpp_agent_node *parent, uint32_t func)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)parent >> 4) * 0x9e3779b97f4a7c15ull;
+    return (h ^ (h >> 29)) + func * 0xc2b2ae3d27d4eb4full;
+}
+
+/* Double the table; keeps the old one if memory runs out. */
+static void hash_grow(icpp_agent_thread *t)
+{
+    uint64_t nslots = (t->hash_mask + 1) * 2;
+    icpp_agent_node **nh = map_anon(nslots * sizeof *nh, 1);
+    if (!nh)
+        return;
+    for (uint64_t i = 0; i <= t->hash_mask; i++) {
+        icpp_agent_node *n = t->hash[i];
+        if (!n)
+            continue;
+        uint64_t j = hash_of(n->parent, n->func) & (nslots - 1);
+        while (nh[j])
+            j = (j + 1) & (nslots - 1);
+        nh[j] = n;
+    }
+    icpp_sys_munmap(t->hash, (t->hash_mask + 1) * sizeof *nh);
+    t->hash = nh;
+    t->hash_mask = nslots - 1;
+}
+
+static __attribute__((noinline)) icpp_agent_node *child_slow(icpp_agent_thread *t,
+                                                             icpp_agent_node *parent, uint32_t func)
+{
+    if (parent == &t->overflow)
+        return parent;
+    uint64_t j = hash_of(parent, func) & t->hash_mask;
+    icpp_agent_node *n;
+    while ((n = t->hash[j]) != 0) {
+        if (n->parent == parent && n->func == func) {
+            parent->last_hit = n;
+            return n;
+        }
+        j = (j + 1) & t->hash_mask;
+    }
+    if ((t->hash_used + 1) * 2 > t->hash_mask + 1) {
+        hash_grow(t);
+        if ((t->hash_used + 2) > t->hash_mask)
+            return &t->overflow;
+        j = hash_of(parent, func) & t->hash_mask;
+        while (t->hash[j])
+            j = (j + 1) & t->hash_mask;
+    }
+    n = arena_alloc(&t->arena, sizeof *n);
+    if (!n)
+        return &t->overflow;
+    n->func = func;
+    n->parent = parent;
+    n->next_sibling = parent->first_child;
+    __atomic_store_n(&parent->first_child, n, __ATOMIC_RELEASE);
+    t->hash[j] = n;
+    t->hash_used++;
+    t->nodes++;
+    parent->last_hit = n;
+    return n;
+}
+
+/* ---- threads ----------------------------------------------------------------- */
+
+static icpp_agent_thread *thread_setup(uint64_t sp)
+{
+    icpp_agent_arena a = {
+        .chunk = icpp_agent_cfg.prefault,
+        .cap = icpp_agent_cfg.max_cct_bytes,
+    };
+    icpp_agent_thread *t = arena_alloc(&a, (sizeof *t + 15) & ~15ul);
+    if (!t)
+        return 0;
+    uint64_t nframes = icpp_agent_cfg.max_depth + 1;
+    t->frames = map_anon(nframes * sizeof(icpp_agent_frame), 0);
+    t->hash = map_anon(HASH_INIT * sizeof *t->hash, 1);
+    if (!t->frames || !t->hash)
+        return 0;   /* leaks a few pages once; the thread is then never recorded */
+    uint64_t pf = icpp_agent_cfg.prefault;
+    if (pf > nframes * sizeof(icpp_agent_frame))
+        pf = nframes * sizeof(icpp_agent_frame);
+    icpp_sys3(ICPP_SYS_madvise, t->frames, (pf + 4095) & ~4095ul, 23 /* MADV_POPULATE_WRITE */);
+    t->hash_mask = HASH_INIT - 1;
+    t->arena = a;
+    t->limit = t->frames + nframes;
+    t->frames[0].sp = ~0ull;
+    t->frames[0].node = &t->root;
+    t->top = t->frames;
+    t->max_top = t->frames;
+    t->root.func = ICPP_AGENT_FUNC_ROOT;
+    t->overflow.func = ICPP_AGENT_FUNC_OVERFLOW;
+    t->tid = icpp_sys_gettid();
+    t->pid = icpp_sys_getpid();
+
+    /* Base: startstack if sp is on the stack that holds it (the main
+     * thread, or a forked child of it), else the top of sp's mapping. */
+    icpp_agent_maprow row;
+    if (icpp_agent_maps_find(sp, &row) == 0) {
+        uint64_t ss = icpp_agent_cfg.startstack;
+        if (ss && ss >= row.start && ss < row.end) {
+            t->base = ss;
+            t->base_kind = ICPP_AGENT_BASE_STARTSTACK;
+        } else {
+            t->base = row.end;
+            t->base_kind = ICPP_AGENT_BASE_MAPTOP;
+        }
+    }
+    icpp_agent_thread *old = threads;
+    do
+        t->next = old;
+    while (!__atomic_compare_exchange_n(&threads, &old, t, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    return t;
+}
+
+/* ---- the entry hook ---------------------------------------------------------- */
+
+static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
+{
+    uint64_t ra = *(const uint64_t *)s;
+    icpp_agent_frame *f = t->top;
+    while (f != t->frames) {
+        if (f->sp > s &&
+            (f->sp - s >= RA_CHECK_SPAN || *(const uint64_t *)f->sp == f->ra))
+            break;
+        f--;
+    }
+    t->entries++;
+    if (__builtin_expect(f + 1 == t->limit, 0)) {
+        t->top = f;
+        t->dropped_depth++;
+        return;
+    }
+    icpp_agent_node *parent = f->node, *c = parent->last_hit;
+    if (__builtin_expect(!c || c->func != func, 0))
+        c = child_slow(t, parent, func);
+    c->count++;
+    if (__builtin_expect(c != &t->overflow, 1)) {
+        pairset_add(t, &c->heights, t->base - s);
+        pairset_add(t, &c->sites, ra);
+    } else {
+        t->node_overflow++;
+    }
+    f++;
+    f->sp = s;
+    f->ra = ra;
+    f->node = c;
+    t->top = f;
+    if (f > t->max_top)
+        t->max_top = f;
+}
+
+void icpp_agent_record(uint32_t func, uint64_t entry_sp)
+{
+    icpp_agent_tls *tls = &icpp_agent_tls_;
+    icpp_agent_thread *t = tls->thr;
+    if (__builtin_expect(tls->busy != 0 || t == 0, 0)) {
+        if (tls->busy) {
+            if (t) {
+                if (tls->busy & IN_RECORDER)
+                    t->dropped_reentrant++;
+                else
+                    t->dropped_critical++;
+            }
+            return;
+        }
+        if (tls->failed)
+            return;
+        tls->busy = IN_RECORDER;
+        barrier();
+        t = thread_setup(entry_sp);
+        barrier();
+        tls->busy = 0;
+        if (!t) {
+            tls->failed = 1;
+            return;
+        }
+        tls->thr = t;
+    }
+    tls->busy = IN_RECORDER;
+    barrier();
+    record(t, func, entry_sp);
+    barrier();
+    tls->busy = 0;
+}
+
+/* ---- API: critical sections, fork ------------------------------------------------ */
+
+void icpp_agent_enter_critical(void)
+{
+    icpp_agent_tls_.busy++;
+    barrier();
+}
+
+void icpp_agent_leave_critical(void)
+{
+    barrier();
+    icpp_agent_tls_.busy--;
+}
+
+void icpp_agent_set_fork_child_hook(void (*fn)(void))
+{
+    fork_hook = fn;
+}
+
+static void zero_pairs(icpp_agent_pairset *ps)
+{
+    for (int i = 0; i < ICPP_AGENT_INLINE_PAIRS; i++)
+        ps->in[i].count = 0;
+    for (icpp_agent_pairext *x = ps->ext; x; x = x->next)
+        for (int i = 0; i < ICPP_AGENT_EXT_PAIRS; i++)
+            x->p[i].count = 0;
+    ps->overflow = 0;
+}
+
+void icpp_agent_thread_reset_counts(const icpp_agent_thread *ct)
+{
+    icpp_agent_thread *t = (icpp_agent_thread *)ct;
+    if (!t)
+        return;
+    /* Preorder walk without a stack: child, else sibling, else climb. */
+    icpp_agent_node *n = &t->root;
+    while (n) {
+        n->count = 0;
+        zero_pairs(&n->heights);
+        zero_pairs(&n->sites);
+        if (n->first_child) {
+            n = n->first_child;
+            continue;
+        }
+        while (n && n != &t->root && !n->next_sibling)
+            n = n->parent;
+        n = (n && n != &t->root) ? n->next_sibling : NULL;
+    }
+    t->overflow.count = 0;
+    t->entries = 0;
+    t->dropped_critical = t->dropped_reentrant = t->dropped_depth = t->node_overflow = 0;
+}
+
+/* pthread_atfork child handler (registered by icpp_agent_init). */
+ICPP_AGENT_HIDDEN void icpp_agent_fork_child(void)
+{
+    icpp_agent_thread *self = icpp_agent_tls_.thr;
+    int pid = icpp_sys_getpid();
+    for (icpp_agent_thread *t = threads; t; t = t->next)
+        if (t != self)
+            t->inherited = 1;
+    if (self) {
+        self->pid = pid;
+        self->tid = icpp_sys_gettid();
+    }
+    if (fork_hook)
+        fork_hook();
+}
+
+/* ---- API: walking -------------------------------------------------------------- */
+
+const icpp_agent_thread *icpp_agent_thread_first(void)
+{
+    return __atomic_load_n(&threads, __ATOMIC_ACQUIRE);
+}
+
+const icpp_agent_thread *icpp_agent_thread_next(const icpp_agent_thread *t)
+{
+    return t->next;
+}
+
+const icpp_agent_thread *icpp_agent_thread_self(void)
+{
+    return icpp_agent_tls_.thr;
+}
+
+void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_info *o)
+{
+    o->tid = t->tid;
+    o->pid = t->pid;
+    o->inherited = t->inherited;
+    o->base_kind = t->base_kind;
+    o->base = t->base;
+    o->entries = t->entries;
+    o->nodes = t->nodes;
+    o->cct_bytes = t->arena.used;
+    o->max_depth_seen = (uint32_t)(t->max_top - t->frames);
+    o->dropped_critical = t->dropped_critical;
+    o->dropped_reentrant = t->dropped_reentrant;
+    o->dropped_depth = t->dropped_depth;
+    o->node_overflow = t->node_overflow;
+    /* Sum of pair overflows needs a tree walk; done here, off the hot path. */
+    uint64_t po = 0;
+    const icpp_agent_node *n = t->root.first_child;
+    while (n) {
+        po += n->heights.overflow + n->sites.overflow;
+        if (n->first_child) {
+            n = n->first_child;
+            continue;
+        }
+        while (n && !n->next_sibling)
+            n = n->parent == &t->root ? 0 : n->parent;
+        if (n)
+            n = n->next_sibling;
+    }
+    o->pair_overflow = po;
+}
+
+const icpp_agent_node *icpp_agent_thread_root(const icpp_agent_thread *t)
+{
+    return &t->root;
+}
+
+uint32_t icpp_agent_node_func(const icpp_agent_node *n) { return n->func; }
+uint64_t icpp_agent_node_count(const icpp_agent_node *n) { return n->count; }
+const icpp_agent_node *icpp_agent_node_parent(const icpp_agent_node *n) { return n->parent; }
+
+const icpp_agent_node *icpp_agent_node_first_child(const icpp_agent_node *n)
+{
+    return __atomic_load_n(&n->first_child, __ATOMIC_ACQUIRE);
+}
+
+const icpp_agent_node *icpp_agent_node_next_sibling(const icpp_agent_node *n)
+{
+    return n->next_sibling;
+}
+
+static size_t pairs_copy(const icpp_agent_pairset *ps, icpp_agent_pair *out, size_t max,
+                         uint64_t *overflow)
+{
+    size_t k = 0;
+    for (int i = 0; i < ICPP_AGENT_INLINE_PAIRS; i++) {
+        uint64_t c = __atomic_load_n(&ps->in[i].count, __ATOMIC_ACQUIRE);
+        if (!c)
+            break;
+        if (k < max) {
+            out[k].key = ps->in[i].key;
+            out[k].count = c;
+        }
+        k++;
+    }
+    for (const icpp_agent_pairext *b = __atomic_load_n(&ps->ext, __ATOMIC_ACQUIRE); b; b = b->next)
+        for (int i = 0; i < ICPP_AGENT_EXT_PAIRS; i++) {
+            uint64_t c = __atomic_load_n(&b->p[i].count, __ATOMIC_ACQUIRE);
+            if (!c)
+                break;
+            if (k < max) {
+                out[k].key = b->p[i].key;
+                out[k].count = c;
+            }
+            k++;
+        }
+    if (overflow)
+        *overflow = ps->overflow;
+    return k;
+}
+
+size_t icpp_agent_node_heights(const icpp_agent_node *n, icpp_agent_pair *out, size_t max,
+                               uint64_t *overflow)
+{
+    return pairs_copy(&n->heights, out, max, overflow);
+}
+
+size_t icpp_agent_node_sites(const icpp_agent_node *n, icpp_agent_pair *out, size_t max,
+                             uint64_t *overflow)
+{
+    return pairs_copy(&n->sites, out, max, overflow);
+}

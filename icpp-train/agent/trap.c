@@ -1,0 +1,190 @@
+/* trap.c -- SIGTRAP handler for int3-patched entries and for jmp writes in progress (signal-safe, no libc). */
+#include "internal.h"
+#include "sys.h"
+
+#include <signal.h>
+#include <ucontext.h>
+
+/* Compiled like recorder.c (no libc calls, general registers only).
+ *
+ * An int3 at a function's first byte means one of:
+ *   INT3 site       record the entry, resume at the relocated copy of the
+ *                   first instruction (which jumps back to byte len);
+ *   JMP(_PENDING)   a live patch is writing the jmp (patch.c brackets the
+ *                   write with an int3): resume at the stub, which records.
+ * Anything else is not ours: pass it to the handler that was installed
+ * before, or restore the default action and re-execute the int3. */
+
+icpp_agent_modsites *volatile icpp_agent_mods;
+
+/* The kernel's struct sigaction (rt_sigaction), not libc's. */
+#ifndef SA_RESTORER
+#define SA_RESTORER 0x04000000
+#endif
+
+typedef struct ksigaction {
+    void         *handler;
+    unsigned long flags;
+    void         *restorer;
+    uint64_t      mask;
+} ksigaction;
+
+static ksigaction prev;
+static int installed;
+
+const icpp_agent_site *icpp_agent_site_at(uint64_t addr)
+{
+    for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m;
+         m = m->next) {
+        if (addr < m->lo || addr > m->hi)
+            continue;
+        size_t lo = 0, hi = m->nsites;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (m->sites[mid].addr < addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < m->nsites && m->sites[lo].addr == addr)
+            return &m->sites[lo];
+    }
+    return 0;
+}
+
+static void trap_handler(int sig, siginfo_t *si, void *ucv)
+{
+    ucontext_t *uc = ucv;
+    greg_t *g = uc->uc_mcontext.gregs;
+    uint64_t pc = (uint64_t)g[REG_RIP] - 1;
+    const icpp_agent_site *s = si->si_code == SI_KERNEL ? icpp_agent_site_at(pc) : 0;
+    if (s) {
+        uint8_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+        if (st == ICPP_AGENT_SITE_INT3) {
+            icpp_agent_record(s->index, (uint64_t)g[REG_RSP]);
+            g[REG_RIP] = (greg_t)s->resume;
+            return;
+        }
+        if (st == ICPP_AGENT_SITE_JMP_PENDING || st == ICPP_AGENT_SITE_JMP) {
+            g[REG_RIP] = (greg_t)s->stub;
+            return;
+        }
+    }
+    if (prev.handler == SIG_IGN)
+        return;
+    if (prev.handler == SIG_DFL) {
+        ksigaction dfl = { SIG_DFL, 0, 0, 0 };
+        icpp_sys6(ICPP_SYS_rt_sigaction, SIGTRAP, (long)&dfl, 0, 8, 0, 0);
+        if (si->si_code == SI_KERNEL)
+            g[REG_RIP] = (greg_t)pc;   /* re-execute the int3: default action */
+        else
+            icpp_sys3(ICPP_SYS_tgkill, icpp_sys_getpid(), icpp_sys_gettid(), SIGTRAP);
+        return;
+    }
+    if (prev.flags & SA_SIGINFO)
+        ((void (*)(int, siginfo_t *, void *))prev.handler)(sig, si, ucv);
+    else
+        ((void (*)(int))prev.handler)(sig);
+}
+
+int icpp_agent_trap_install(void)
+{
+    if (installed)
+        return 0;
+    ksigaction sa = {
+        .handler = (void *)trap_handler,
+        .flags = SA_SIGINFO | SA_RESTORER | SA_NODEFER | SA_RESTART,
+        .restorer = icpp_agent_restore_rt,
+        .mask = 0,
+    };
+    long r = icpp_sys6(ICPP_SYS_rt_sigaction, SIGTRAP, (long)&sa, (long)&prev, 8, 0, 0);
+    if (r < 0)
+        return (int)r;
+    installed = 1;
+    return 0;
+}
+
+/* ---- evacuation (live patching) ---------------------------------------------- */
+
+static const icpp_agent_site *volatile evac_sites;
+static volatile size_t evac_n;
+static volatile int evac_acks, evac_moved;
+
+static void evac_handler(int sig, siginfo_t *si, void *ucv)
+{
+    (void)sig;
+    (void)si;
+    ucontext_t *uc = ucv;
+    greg_t *g = uc->uc_mcontext.gregs;
+    uint64_t rip = (uint64_t)g[REG_RIP];
+    const icpp_agent_site *s = evac_sites;
+    size_t lo = 0, hi = evac_n;
+    while (lo < hi) {          /* last site with addr < rip */
+        size_t mid = (lo + hi) / 2;
+        if (s[mid].addr < rip)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0) {
+        const icpp_agent_site *x = &s[lo - 1];
+        if (rip < x->addr + x->len)
+            for (int k = 1; k < x->ninsn; k++)
+                if (rip == x->addr + x->src_off[k]) {
+                    g[REG_RIP] = (greg_t)(x->resume + x->dst_off[k]);
+                    __atomic_add_fetch(&evac_moved, 1, __ATOMIC_RELAXED);
+                }
+    }
+    __atomic_add_fetch(&evac_acks, 1, __ATOMIC_RELEASE);
+}
+
+int icpp_agent_evacuate(const icpp_agent_site *sites, size_t n, int sig, int timeout_ms,
+                        int *moved)
+{
+    int tids[1024];
+    int self = icpp_sys_gettid(), pid = icpp_sys_getpid();
+    int nt = icpp_agent_list_threads(tids, 1024);
+    *moved = 0;
+    if (nt < 0)
+        return nt;
+    if (nt > 1024)
+        return -7;   /* E2BIG: too many threads to stop this way */
+    evac_sites = sites;
+    evac_n = n;
+    evac_acks = 0;
+    evac_moved = 0;
+    ksigaction sa = {
+        .handler = (void *)evac_handler,
+        .flags = SA_SIGINFO | SA_RESTORER | SA_RESTART,
+        .restorer = icpp_agent_restore_rt,
+        .mask = 0,
+    }, old;
+    long r = icpp_sys6(ICPP_SYS_rt_sigaction, sig, 0, (long)&old, 8, 0, 0);
+    if (r < 0)
+        return (int)r;
+    if (old.handler != SIG_DFL && old.handler != SIG_IGN && old.handler != (void *)evac_handler)
+        return -16;  /* EBUSY: the program uses this signal */
+    r = icpp_sys6(ICPP_SYS_rt_sigaction, sig, (long)&sa, 0, 8, 0, 0);
+    if (r < 0)
+        return (int)r;
+    int sent = 0;
+    for (int i = 0; i < nt; i++)
+        if (tids[i] != self && icpp_sys3(ICPP_SYS_tgkill, pid, tids[i], sig) == 0)
+            sent++;
+    struct { long sec, nsec; } t0, t;
+    icpp_sys3(ICPP_SYS_clock_gettime, 1 /* CLOCK_MONOTONIC */, &t0, 0);
+    while (__atomic_load_n(&evac_acks, __ATOMIC_ACQUIRE) < sent) {
+        icpp_sys3(ICPP_SYS_sched_yield, 0, 0, 0);
+        icpp_sys3(ICPP_SYS_clock_gettime, 1, &t, 0);
+        if ((t.sec - t0.sec) * 1000 + (t.nsec - t0.nsec) / 1000000 > timeout_ms)
+            break;
+    }
+    int acks = __atomic_load_n(&evac_acks, __ATOMIC_ACQUIRE);
+    /* Restore the old action only if nobody can still receive the signal:
+     * a pending one would otherwise hit SIG_DFL and kill the process.  A
+     * late evac_handler is harmless (the site tables are never freed). */
+    if (acks == sent)
+        icpp_sys6(ICPP_SYS_rt_sigaction, sig, (long)&old, 0, 8, 0, 0);
+    *moved = evac_moved;
+    return sent - acks;
+}
