@@ -1,0 +1,455 @@
+/* main.c -- icpp-train: run a program with the training agent and merge what it learned into a path map. */
+#include "codec.h"
+#include "module.h"
+#include "pathmap.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *usage_text =
+    "usage: icpp-train [-o MAP] [--modules main|all|LIST] [--fresh] [--max-depth N] -- PROG [ARGS...]\n"
+    "       icpp-train --stats MAP | --paths MAP\n"
+    "\n"
+    "Run PROG as you would (same stdin, stdout, stderr, exit status) with ICPP's\n"
+    "agent preloaded: it hooks every function entry of the chosen modules in the\n"
+    "unmodified binary and records, for every call path, the stack height at\n"
+    "which its last function was entered. The result is merged into MAP, so\n"
+    "training on several inputs is several runs.\n"
+    "\n"
+    "  -o, --output MAP   path map to create or extend (default: PROG's name\n"
+    "                     + .icppmap in the current directory).\n"
+    "      --modules SEL  which modules to train: all (default: the program and\n"
+    "                     every library it loads, dlopen'd ones too), main (the\n"
+    "                     program only), or a comma list of library names.\n"
+    "      --fresh        replace MAP instead of adding to it.\n"
+    "      --max-depth N  shadow-stack frames per thread (default 1048576);\n"
+    "                     deeper calls are counted, not recorded.\n"
+    "      --stats MAP    print a map's contents: modules, functions, paths,\n"
+    "                     context ids and how unique they are.\n"
+    "      --paths MAP    list every call path: count, heights, names, and\n"
+    "                     module@address of each function.\n"
+    "  -q, --quiet        no summary.\n"
+    "  -h, --help         this text.\n"
+    "\n"
+    "Exit status: PROG's (128+N if signal N killed it); 1 if the map could not\n"
+    "be written (the previous MAP is kept), 2 on bad usage.\n";
+
+static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("icpp-train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(status);
+}
+
+/* ---- --stats ---- */
+
+static int print_stats(const char *path)
+{
+    icpp_err err;
+    icpp_pathmap *pm = icpp_pathmap_read(path, &err);
+    if (!pm)
+        die(1, "%s", err.msg);
+    icpp_pm_stats st;
+    if (icpp_pathmap_stats(pm, &st, &err) < 0)
+        die(1, "%s", err.msg);
+    const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));
+    char bid[2 * ICPP_BUILD_ID_MAX + 1] = "";
+    if (mm)
+        icpp_build_id_hex(&mm->build_id, bid, sizeof bid);
+    const char *runs = icpp_pathmap_meta(pm, "runs");
+    printf("map:          %s\n", path);
+    printf("binary:       %s (build-id %s)\n", mm ? mm->path : "?", bid);
+    printf("runs:         %s\n", runs ? runs : "?");
+    printf("modules:      %zu\n", st.modules);
+    printf("functions:    %zu entered\n", st.funcs);
+    printf("call paths:   %zu (deepest %u)\n", st.paths, st.max_depth);
+    printf("contexts:     %zu (path, height) pairs, %zu distinct CIDs (function, height)\n", st.contexts, st.cids);
+    printf("unique CIDs:  %.1f%% of paths, %.1f%% of contexts, %.1f%% of calls\n",
+           st.paths ? 100.0 * (double)st.unique_paths / (double)st.paths : 0.0,
+           st.contexts ? 100.0 * (double)st.unique_contexts / (double)st.contexts : 0.0,
+           st.calls ? 100.0 * (double)st.unique_calls / (double)st.calls : 0.0);
+    printf("ambiguity (contexts and calls by how many paths share their CID):\n");
+    printf("  %-8s %12s %8s %16s %8s\n", "paths", "contexts", "%", "calls", "%");
+    for (int b = 0; b < ICPP_AMBIG_BUCKETS; b++)
+        printf("  %-8s %12zu %7.1f%% %16" PRIu64 " %7.1f%%\n", icpp_pathmap_bucket_name(b), st.hist_paths[b],
+               st.contexts ? 100.0 * (double)st.hist_paths[b] / (double)st.contexts : 0.0, st.hist_calls[b],
+               st.calls ? 100.0 * (double)st.hist_calls[b] / (double)st.calls : 0.0);
+    static const char *keys[] = {"patched-jmp", "patched-int3", "patched-none", "dropped-depth", "node-overflow",
+                                 "pair-overflow", "threads", "processes"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const char *v = icpp_pathmap_meta(pm, keys[i]);
+        if (v)
+            printf("%-14s%s\n", keys[i], v);
+    }
+    icpp_pathmap_free(pm);
+    return 0;
+}
+
+/* ---- --paths: every path, for people and scripts ---- */
+
+static int print_paths(const char *path)
+{
+    icpp_err err;
+    icpp_pathmap *pm = icpp_pathmap_read(path, &err);
+    if (!pm)
+        die(1, "%s", err.msg);
+    printf("# count\theights (height:count,...)\tpath (root;...;leaf)\tfunctions (module@address;...)\n");
+    uint32_t *fs = malloc(sizeof *fs * 65536);
+    for (uint32_t i = 1; fs && i < icpp_pathmap_nnodes(pm); i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(pm, i);
+        uint32_t d = icpp_pathmap_path(pm, i, fs, 65536);
+        if (d > 65536)
+            d = 65536;
+        printf("%" PRIu64 "\t", n->count);
+        for (uint32_t k = 0; k < n->nheights; k++)
+            printf("%s%" PRId64 ":%" PRIu64, k ? "," : "", n->heights[k].height, n->heights[k].count);
+        putchar('\t');
+        for (uint32_t k = 0; k < d; k++)
+            printf("%s%s", k ? ";" : "", icpp_pathmap_func(pm, fs[k])->name);
+        putchar('\t');
+        for (uint32_t k = 0; k < d; k++) {
+            const icpp_pm_func *f = icpp_pathmap_func(pm, fs[k]);
+            const char *mp = icpp_pathmap_module(pm, f->module)->path, *b = strrchr(mp, '/');
+            printf("%s%s@%" PRIx64, k ? ";" : "", b ? b + 1 : mp, f->addr);
+        }
+        putchar('\n');
+    }
+    free(fs);
+    icpp_pathmap_free(pm);
+    return 0;
+}
+
+/* ---- running the program ---- */
+
+static char *find_in_path(const char *prog)
+{
+    if (strchr(prog, '/'))
+        return realpath(prog, NULL);
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/bin:/bin";
+    char *dup = strdup(path), *save = NULL;
+    for (char *d = strtok_r(dup, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        char buf[PATH_MAX];
+        snprintf(buf, sizeof buf, "%s/%s", *d ? d : ".", prog);
+        if (access(buf, X_OK) == 0) {
+            free(dup);
+            return realpath(buf, NULL);
+        }
+    }
+    free(dup);
+    return NULL;
+}
+
+static char *agent_path(void)
+{
+    const char *env = getenv("ICPP_AGENT");
+    if (env)
+        return strdup(env);
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return NULL;
+    self[n] = 0;
+    char *d = dirname(self);
+    static const char *rel[] = {"libicpp-agent.so", "../lib/icpp/libicpp-agent.so", "../lib/libicpp-agent.so"};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        char buf[PATH_MAX];
+        snprintf(buf, sizeof buf, "%s/%s", d, rel[i]);
+        if (access(buf, R_OK) == 0)
+            return realpath(buf, NULL);
+    }
+    return NULL;
+}
+
+static volatile pid_t child;
+
+static void forward(int sig)
+{
+    if (child > 0)
+        kill(child, sig);
+}
+
+/* Merge the part files of `dir` into a map per main binary; the one of
+ * `want` (build-id) goes to *mine, the others are reported. */
+static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap *mine, size_t *nparts,
+                       size_t *nthreads, size_t *nprocs, int quiet)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    struct dirent *de;
+    uint32_t pids[4096];
+    size_t npids = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "part.", 5))
+            continue;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        icpp_err err;
+        icpp_pathmap *part = icpp_pathmap_read(path, &err);
+        if (!part) {
+            fprintf(stderr, "icpp-train: skipping %s: %s\n", de->d_name, err.msg);
+            continue;
+        }
+        const icpp_pm_module *mm = icpp_pathmap_module(part, icpp_pathmap_main(part));
+        if (!mm || mm->build_id.len != want->len || memcmp(mm->build_id.bytes, want->bytes, want->len)) {
+            if (!quiet)
+                fprintf(stderr, "icpp-train: a process ran %s (another binary, e.g. after exec): its training is "
+                                "not in this map; train that binary separately\n",
+                        mm ? mm->path : "?");
+            icpp_pathmap_free(part);
+            continue;
+        }
+        if (icpp_pathmap_merge(mine, part, &err) < 0)
+            fprintf(stderr, "icpp-train: %s: %s\n", de->d_name, err.msg);
+        const char *pid = icpp_pathmap_meta(part, "pid");
+        uint32_t p = pid ? (uint32_t)strtoul(pid, NULL, 10) : 0;
+        size_t k;
+        for (k = 0; k < npids && pids[k] != p; k++)
+            ;
+        if (k == npids && npids < 4096)
+            pids[npids++] = p;
+        (*nparts)++;
+        (*nthreads)++;
+        icpp_pathmap_free(part);
+    }
+    closedir(d);
+    *nprocs = npids;
+    return 0;
+}
+
+/* Sum numeric metadata of src into dst (counts that add over runs). */
+static void add_meta(icpp_pathmap *dst, const char *key, uint64_t v)
+{
+    const char *old = icpp_pathmap_meta(dst, key);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)(old ? strtoull(old, NULL, 10) : 0) + v);
+    icpp_pathmap_set_meta(dst, key, buf);
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    enum { OPT_MODULES = 256, OPT_FRESH, OPT_STATS, OPT_DEPTH, OPT_PATHS };
+    static const struct option lo[] = {{"output", required_argument, 0, 'o'},
+                                       {"modules", required_argument, 0, OPT_MODULES},
+                                       {"fresh", no_argument, 0, OPT_FRESH},
+                                       {"stats", required_argument, 0, OPT_STATS},
+                                       {"paths", required_argument, 0, OPT_PATHS},
+                                       {"max-depth", required_argument, 0, OPT_DEPTH},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *out = NULL, *modules = "all", *depth = NULL;
+    int fresh = 0, quiet = 0, c;
+    while ((c = getopt_long(argc, argv, "+o:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case OPT_MODULES:
+            if (!*optarg)
+                die(2, "--modules wants main, all or a list of library names");
+            modules = optarg;
+            break;
+        case OPT_FRESH: fresh = 1; break;
+        case OPT_STATS: return print_stats(optarg);
+        case OPT_PATHS: return print_paths(optarg);
+        case OPT_DEPTH: {
+            char *e;
+            unsigned long v = strtoul(optarg, &e, 10);
+            if (*e || !v || v > (1ul << 26))
+                die(2, "--max-depth wants a number of frames from 1 to %lu, not '%s'", 1ul << 26, optarg);
+            depth = optarg;
+            break;
+        }
+        case 'q': quiet = 1; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: fputs(usage_text, stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "icpp-train: no program to run (see --help)\n");
+        return 2;
+    }
+    const char *prog = argv[optind];
+    char *exe = find_in_path(prog);
+    if (!exe)
+        die(127, "%s: no such program (not found, or not executable)", prog);
+    icpp_err err;
+    icpp_module *mod = icpp_module_open(exe, &err);
+    if (!mod)
+        die(1, "%s", err.msg);
+    if (icpp_module_is_static(mod))
+        die(1, "%s is statically linked: icpp-train trains dynamically linked programs (it preloads its agent "
+               "with LD_PRELOAD, which a static binary never reads); link it dynamically to train it",
+            exe);
+    icpp_build_id want = *icpp_module_build_id(mod);
+    if (!want.len)
+        die(1, "%s has no GNU build-id: ICPP names binaries by build-id (link with -Wl,--build-id)", exe);
+
+    /* The map: checked before the program runs, so a bad one costs nothing. */
+    char defmap[PATH_MAX];
+    if (!out) {
+        char *b = strdup(exe);
+        snprintf(defmap, sizeof defmap, "%s.icppmap", basename(b));
+        free(b);
+        out = defmap;
+    }
+    icpp_pathmap *old = NULL;
+    struct stat st;
+    if (!fresh && stat(out, &st) == 0) {
+        old = icpp_pathmap_read(out, &err);
+        if (!old)
+            die(1, "%s (use --fresh to replace it, or another -o)", err.msg);
+        const icpp_pm_module *mm = icpp_pathmap_module(old, icpp_pathmap_main(old));
+        if (mm && (mm->build_id.len != want.len || memcmp(mm->build_id.bytes, want.bytes, want.len)))
+            die(1, "%s is the map of %s, not of %s (another build-id): use --fresh to replace it, or another -o",
+                out, mm->path, exe);
+    }
+    char *outdup = strdup(out), *outdir = dirname(outdup);
+    if (access(outdir, W_OK) != 0)
+        die(1, "%s: cannot write in %s: %s", out, outdir, strerror(errno));
+    free(outdup);
+    char *agent = agent_path();
+    if (!agent)
+        die(1, "cannot find libicpp-agent.so next to icpp-train (set ICPP_AGENT to its path)");
+
+    char tmpl[] = "/tmp/icpp-train.XXXXXX";
+    const char *tmpdir = getenv("TMPDIR");
+    char tdir[PATH_MAX];
+    snprintf(tdir, sizeof tdir, "%s/icpp-train.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (!mkdtemp(tdir)) {
+        if (!mkdtemp(tmpl))
+            die(1, "cannot make a temporary directory: %s", strerror(errno));
+        snprintf(tdir, sizeof tdir, "%s", tmpl);
+    }
+
+    const char *pre = getenv("LD_PRELOAD");
+    char *preload;
+    if (asprintf(&preload, "%s%s%s", agent, pre && *pre ? ":" : "", pre ? pre : "") < 0)
+        die(1, "out of memory");
+    setenv("LD_PRELOAD", preload, 1);
+    setenv("ICPP_TRAIN_DIR", tdir, 1);
+    setenv("ICPP_TRAIN_MODULES", modules, 1);
+    if (depth)
+        setenv("ICPP_TRAIN_MAX_DEPTH", depth, 1);
+
+    /* Like system(): the terminal's ^C and ^\ reach the program, which
+     * decides; termination requests sent to us are passed on. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    signal(SIGTERM, forward);
+    signal(SIGHUP, forward);
+    child = fork();
+    if (child < 0)
+        die(1, "fork: %s", strerror(errno));
+    if (child == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGQUIT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        execv(exe, argv + optind);
+        fprintf(stderr, "icpp-train: cannot run %s: %s\n", exe, strerror(errno));
+        _exit(127);
+    }
+    int wst, status;
+    while (waitpid(child, &wst, 0) < 0)
+        if (errno != EINTR)
+            die(1, "waitpid: %s", strerror(errno));
+    status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+    if (WIFSIGNALED(wst) && !quiet)
+        fprintf(stderr, "icpp-train: %s was killed by signal %d (%s)%s\n", prog, WTERMSIG(wst),
+                strsignal(WTERMSIG(wst)),
+                WTERMSIG(wst) == SIGKILL ? ": SIGKILL cannot be caught, its training is lost" : "");
+
+    /* Merge: the parts, then the previous map. */
+    icpp_pathmap *pm = icpp_pathmap_new();
+    size_t nparts = 0, nthreads = 0, nprocs = 0;
+    if (!pm || merge_parts(tdir, &want, pm, &nparts, &nthreads, &nprocs, quiet) < 0)
+        die(1, "cannot read the training data in %s", tdir);
+    rm_dir(tdir);
+    if (nparts == 0) {
+        fprintf(stderr, "icpp-train: no training data came back from %s%s; %s is unchanged\n", prog,
+                WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL ? " (killed by SIGKILL)" : "", out);
+        return status ? status : 1;
+    }
+    /* Names for people: demangled C++. */
+    for (uint32_t f = 0; f < icpp_pathmap_nfuncs(pm); f++) {
+        char *dm = icpp_demangle(icpp_pathmap_func(pm, f)->name);
+        if (dm)
+            icpp_pathmap_rename_func(pm, f, dm);
+        free(dm);
+    }
+    size_t old_paths = old ? icpp_pathmap_nnodes(old) - 1 : 0;
+    icpp_pathmap *result = pm;
+    if (old) {
+        if (icpp_pathmap_merge(old, pm, &err) < 0)
+            die(1, "%s", err.msg);
+        result = old;
+    }
+    add_meta(result, "runs", 1);
+    add_meta(result, "processes", nprocs);
+    add_meta(result, "threads", nthreads);
+    char cmd[1024] = "";
+    size_t o = 0;
+    for (int i = optind; i < argc && o < sizeof cmd - 2; i++)
+        o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s%s", i > optind ? " " : "", argv[i]);
+    if (!icpp_pathmap_meta(result, "program"))
+        icpp_pathmap_set_meta(result, "program", cmd);
+    if (icpp_pathmap_write(result, out, &err) < 0) {
+        fprintf(stderr, "icpp-train: %s\n", err.msg);
+        return 1;
+    }
+    if (!quiet) {
+        icpp_pm_stats s;
+        icpp_pathmap_stats(result, &s, &err);
+        const char *refused = icpp_pathmap_meta(pm, "patched-none");
+        fprintf(stderr,
+                "icpp-train: %s: %zu call paths (%zu new), %zu functions, %zu processes, %zu threads; "
+                "unique CIDs: %.1f%% of paths, %.1f%% of calls%s%s%s\n",
+                out, s.paths, s.paths - old_paths, s.funcs, nprocs, nthreads,
+                s.paths ? 100.0 * (double)s.unique_paths / (double)s.paths : 0.0,
+                s.calls ? 100.0 * (double)s.unique_calls / (double)s.calls : 0.0,
+                refused && strcmp(refused, "0") ? "; functions not hookable: " : "",
+                refused && strcmp(refused, "0") ? refused : "", refused && strcmp(refused, "0") ? " (--stats)" : "");
+    }
+    icpp_pathmap_free(pm);
+    if (old)
+        icpp_pathmap_free(old);
+    icpp_module_close(mod);
+    free(exe);
+    free(agent);
+    free(preload);
+    return status;
+}
