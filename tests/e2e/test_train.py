@@ -146,6 +146,9 @@ if not only:
             # frames of the program and its libraries only (not ld.so, the vdso or the agent;
             # not foo.cold frames, which the map names by their owner)
             fr = smp.frames
+            # only the trained program (icpp-gt also samples icpp-train itself)
+            if not any(f.module and os.path.realpath(f.module) == os.path.realpath(binary) for f in fr):
+                continue
             # exit() runs on after the agent wrote its parts (its atexit handler
             # is the last one): the tail of process teardown is not trained.
             if any(f.name == "exit" for f in fr):
