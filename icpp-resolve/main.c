@@ -1,6 +1,7 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
 #include "defs.h"
 #include "module.h"
+#include "check.h"
 #include "output.h"
 #include "pathmap.h"
 #include "profile.h"
@@ -37,6 +38,10 @@ static const char *usage_text =
     "  --sort EVENT      rank by this event when several were recorded.\n"
     "  --min PCT         tree: hide nodes below PCT%% inclusive (default 0.5).\n"
     "  -o, --output OUT  write there instead of standard output.\n"
+    "  --check           accuracy against the true stacks of an `icpp-sample\n"
+    "                    --validate` recording: precise, ambiguous-containing-\n"
+    "                    truth, incorrect, missing, unresolved; by samples and\n"
+    "                    by distinct paths; call sites too (--format json too).\n"
     "  --script          one line per sample: pid/tid, time, event, ip, sp, bp,\n"
     "                    thread base, height, module and function.\n"
     "  -h, --help        this text.\n"
@@ -165,10 +170,6 @@ int main(int argc, char **argv)
     const char *samples = argv[optind];
     if (do_script)
         return script(samples);
-    if (check) {
-        fprintf(stderr, "icpp-resolve: --check is not implemented yet (issue #5)\n");
-        return 1;
-    }
     icpp_err err;
     char *dflt = NULL;
     if (!map_path) {
@@ -187,6 +188,19 @@ int main(int argc, char **argv)
                 dflt && err.code == ENOENT ? " (the default map name; train with icpp-train or give -m MAP)" : "");
         free(dflt);
         return 1;
+    }
+    if (check) {
+        FILE *co = stdout;
+        if (out_path && !(co = fopen(out_path, "w"))) {
+            fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
+            return 1;
+        }
+        int r = check_run(samples, pm, map_path, co, fmt == F_JSON);
+        if (co != stdout)
+            fclose(co);
+        icpp_pathmap_free(pm);
+        free(dflt);
+        return r;
     }
     icpp_cidx *x = icpp_cidx_build(pm, &err);
     icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;

@@ -170,6 +170,24 @@ static void on_proc(icpp_replay *rp, const icpp_srec *r)
     }
 }
 
+int icpp_replay_locate(const icpp_replay *crp, uint32_t pid, uint64_t addr, int32_t *module, uint64_t *link_addr)
+{
+    icpp_replay *rp = (icpp_replay *)crp;     /* opening a module on first use caches it */
+    rproc *p = get_proc(rp, pid, 0);
+    const icpp_mapping *m = p ? icpp_maps_find(&p->maps, addr) : NULL;
+    if (!m || !m->path || m->path[0] != '/')
+        return -1;
+    icpp_build_id none = {0, {0}};
+    int32_t mi = get_module(rp, m->path, &none);
+    uint64_t bias;
+    if (mi < 0 || rp->mods[mi].status != ICPP_RS_OK ||
+        icpp_module_bias(rp->mods[mi].mod, m->start, m->pgoff, &bias, NULL) < 0)
+        return -1;
+    *module = mi;
+    *link_addr = addr - bias;
+    return 0;
+}
+
 static void resolve(icpp_replay *rp, icpp_rsample *s)
 {
     s->module = -1;

@@ -101,7 +101,7 @@ uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, con
     return (uint32_t)*v;
 }
 
-int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr)
+int32_t icpp_cidx_module(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid)
 {
     if (mkey >= x->nmodcache) {
         size_t nc = mkey + 16;
@@ -123,9 +123,15 @@ int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, ui
             }
         }
     }
-    if (x->modcache[mkey] < 0)
+    return x->modcache[mkey];
+}
+
+int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr)
+{
+    int32_t m = icpp_cidx_module(x, mkey, bid);
+    if (m < 0)
         return -1;
-    uint64_t *v = icpp_hmap_get(&x->funcs, (uint64_t)x->modcache[mkey], addr);
+    uint64_t *v = icpp_hmap_get(&x->funcs, (uint64_t)m, addr);
     return v ? (int64_t)*v : -1;
 }
 

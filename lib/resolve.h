@@ -29,6 +29,9 @@ uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, con
  * (any small integer the caller uses for the module, e.g. the replay's). */
 int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr);
 
+/* Path-map module index of a replay module (matched by build-id), or -1. */
+int32_t icpp_cidx_module(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid);
+
 /* How one sample resolved. */
 typedef enum icpp_res_kind {
     ICPP_RES_PRECISE = 0,   /* one candidate path */

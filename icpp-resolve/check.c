@@ -1,0 +1,254 @@
+/* check.c -- icpp-resolve --check: resolved paths against the true stacks of a --validate recording. */
+#include "check.h"
+
+#include "hmap.h"
+#include "replay.h"
+#include "resolve.h"
+#include "unwind.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXF 4096
+
+/* Per-sample verdicts (the paper's categories, figures 5.7-5.10). */
+enum {
+    V_PRECISE = 0,      /* one candidate, and it is the true path */
+    V_AMBIG_OK,         /* several candidates, the true path among them */
+    V_INCORRECT,        /* the candidates do not include the true path */
+    V_MISSING,          /* (function, height) not in the map */
+    V_UNRESOLVED,       /* no CID could be formed (no CFI, vdso, ...) */
+    V_MAX
+};
+static const char *vname[V_MAX] = {"precise", "ambiguous-containing-truth", "incorrect", "missing", "unresolved"};
+
+typedef struct tally {
+    uint64_t fn[V_MAX];         /* function-path level */
+    uint64_t site_precise;      /* path correct and every call site unique and right */
+    uint64_t site_contains;     /* path correct and every true call site among the recorded ones */
+    uint64_t total, no_truth, truncated;
+    uint64_t no_truth_by[ICPP_UW_MAX];
+} tally;
+
+/* A distinct true path: its samples and how they fared. */
+typedef struct dpath {
+    uint64_t n, v[V_MAX];
+} dpath;
+
+/* True path of a sample as path-map function indices, root first; -1 for a
+ * function the map does not know.  Returns the length, or -1. */
+static int truth_path(icpp_cidx *x, const icpp_replay *rp, const icpp_uframe *fr, int n, int64_t *out)
+{
+    for (int i = 0; i < n; i++) {
+        const icpp_uframe *f = &fr[n - 1 - i];
+        const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)f->module);
+        out[i] = (rm && f->func) ? icpp_cidx_func(x, (uint32_t)f->module, &rm->build_id, f->func->owner) : -1;
+    }
+    return n;
+}
+
+/* Is candidate node's path the truth?  Complete truth: equal once the
+ * untrained frames at the root end (ld.so's entry code, say) are dropped.
+ * Truncated truth (the stack copy ended): the truth is a suffix of it. */
+static int matches(const icpp_pathmap *pm, uint32_t node, const int64_t *t, int nt, int complete)
+{
+    uint32_t p[MAXF];
+    uint32_t d = icpp_pathmap_path(pm, node, p, MAXF);
+    if (d > MAXF)
+        return 0;
+    int start = 0;
+    if (complete)
+        while (start < nt && t[start] < 0)
+            start++;
+    int len = nt - start;
+    if (complete ? (uint32_t)len != d : (uint32_t)len > d)
+        return 0;
+    for (int i = 0; i < len; i++)
+        if (t[start + i] < 0 || (int64_t)p[d - len + i] != t[start + i])
+            return 0;
+    return 1;
+}
+
+/* Call sites along the node's path against the true return addresses:
+ * 2 = all right and unique, 1 = all among the recorded ones, 0 = no. */
+static int sites_ok(icpp_cidx *x, const icpp_pathmap *pm, const icpp_replay *rp, uint32_t node, const icpp_uframe *fr,
+                    int n)
+{
+    int uniq = 1;
+    /* leaf-first: frame i (i >= 1) holds the return address of the call
+     * into frame i-1, i.e. the call site of node depth-(i-1). */
+    uint32_t cur = node;
+    for (int i = 1; i < n && cur; i++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(pm, cur);
+        const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)fr[i].module);
+        int32_t pmod = rm ? icpp_cidx_module(x, (uint32_t)fr[i].module, &rm->build_id) : -1;
+        uint64_t ra = fr[i].addr + 1;   /* addr is the return address - 1 */
+        int found = 0;
+        for (uint32_t k = 0; k < nd->nsites; k++)
+            if ((int32_t)nd->sites[k].module == pmod && nd->sites[k].addr == ra)
+                found = 1;
+        if (!found)
+            return 0;
+        if (nd->nsites != 1)
+            uniq = 0;
+        cur = nd->parent;
+    }
+    return uniq ? 2 : 1;
+}
+
+static double pc(uint64_t a, uint64_t b)
+{
+    return b ? 100.0 * (double)a / (double)b : 0.0;
+}
+
+int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json)
+{
+    icpp_err err;
+    icpp_cidx *x = icpp_cidx_build(pm, &err);
+    icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;
+    if (!rp) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        icpp_cidx_free(x);
+        return 1;
+    }
+    icpp_unwinder *u = icpp_unwinder_new(rp);
+    tally t;
+    memset(&t, 0, sizeof t);
+    icpp_hmap paths;            /* hash of the true path -> index into dps */
+    icpp_hmap_init(&paths);
+    dpath *dps = NULL;
+    size_t ndps = 0, capdps = 0;
+    static icpp_uframe fr[MAXF];
+    static int64_t tp[MAXF];
+    icpp_rsample s;
+    icpp_resolution r;
+    int rc, any_regs = 0;
+    while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
+        t.total++;
+        if (s.nregs)
+            any_regs = 1;
+        int nf = 0;
+        int st = icpp_unwind(u, &s, fr, MAXF, &nf);
+        int complete = st == ICPP_UW_ROOT;
+        if (nf == 0 || (!complete && st != ICPP_UW_TRUNCATED)) {
+            t.no_truth++;
+            t.no_truth_by[st < ICPP_UW_MAX ? st : 0]++;
+            continue;
+        }
+        t.truncated += !complete;
+        int nt = truth_path(x, rp, fr, nf, tp);
+        icpp_resolve_sample(x, rp, &s, &r);
+        int v;
+        uint32_t hit = 0;
+        if (r.kind == ICPP_RES_UNRESOLVED) {
+            v = V_UNRESOLVED;
+        } else if (r.kind == ICPP_RES_MISSING) {
+            v = V_MISSING;
+        } else {
+            int found = 0;
+            for (uint32_t i = 0; i < r.ncand && !found; i++)
+                if (matches(pm, r.cand[i].node, tp, nt, complete)) {
+                    found = 1;
+                    hit = r.cand[i].node;
+                }
+            v = !found ? V_INCORRECT : r.kind == ICPP_RES_PRECISE ? V_PRECISE : V_AMBIG_OK;
+        }
+        t.fn[v]++;
+        if (v == V_PRECISE || v == V_AMBIG_OK) {
+            int so = sites_ok(x, pm, rp, hit, fr, nf);
+            t.site_contains += so >= 1;
+            t.site_precise += so == 2 && v == V_PRECISE;
+        }
+        /* distinct true paths, keyed by a hash of the function sequence */
+        uint64_t h1 = 1469598103934665603ull, h2 = (uint64_t)nt;
+        for (int i = 0; i < nt; i++) {
+            h1 = (h1 ^ (uint64_t)(tp[i] + 2)) * 1099511628211ull;
+            h2 = h2 * 31 + (uint64_t)(tp[i] + 2);
+        }
+        uint64_t *ix = icpp_hmap_get(&paths, h1, h2);
+        if (!ix) {
+            if (ndps == capdps) {
+                capdps = capdps ? 2 * capdps : 256;
+                dpath *nd = realloc(dps, capdps * sizeof *nd);
+                if (!nd)
+                    break;
+                dps = nd;
+            }
+            memset(&dps[ndps], 0, sizeof *dps);
+            icpp_hmap_put(&paths, h1, h2, ndps);
+            ix = icpp_hmap_get(&paths, h1, h2);
+            ndps++;
+        }
+        dps[*ix].n++;
+        dps[*ix].v[v]++;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
+        return 1;
+    }
+    if (!any_regs) {
+        fprintf(stderr, "icpp-resolve: %s has no true stacks: record it with `icpp-sample --validate` to use --check\n",
+                samples);
+        return 1;
+    }
+    /* A distinct path is precise if all its samples were, contains-truth if
+     * all were precise or ambiguous-with-truth, else by its worst sample. */
+    uint64_t pv[V_MAX] = {0};
+    for (size_t i = 0; i < ndps; i++) {
+        const dpath *d = &dps[i];
+        int v = d->v[V_INCORRECT] ? V_INCORRECT
+              : d->v[V_MISSING]   ? V_MISSING
+              : d->v[V_UNRESOLVED] ? V_UNRESOLVED
+              : d->v[V_AMBIG_OK]  ? V_AMBIG_OK
+                                  : V_PRECISE;
+        pv[v]++;
+    }
+    uint64_t judged = t.total - t.no_truth;
+    if (json) {
+        fprintf(out, "{\"format\": \"icpp-resolve-check\", \"version\": 1, \"samples\": %" PRIu64
+                     ", \"with_truth\": %" PRIu64 ", \"truncated_truth\": %" PRIu64 ", \"distinct_paths\": %zu,\n",
+                t.total, judged, t.truncated, ndps);
+        fprintf(out, " \"by_samples\": {");
+        for (int v = 0; v < V_MAX; v++)
+            fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.fn[v]);
+        fprintf(out, "},\n \"by_paths\": {");
+        for (int v = 0; v < V_MAX; v++)
+            fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], pv[v]);
+        fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
+                t.site_precise, t.site_contains);
+        fprintf(out, " \"no_truth\": {");
+        int first = 1;
+        for (int k = 0; k < ICPP_UW_MAX; k++)
+            if (t.no_truth_by[k]) {
+                fprintf(out, "%s\"%s\": %" PRIu64, first ? "" : ", ", icpp_uw_status_name(k), t.no_truth_by[k]);
+                first = 0;
+            }
+        fprintf(out, "}}\n");
+    } else {
+        fprintf(out, "# accuracy of %s against the true stacks in %s\n", map_path, samples);
+        fprintf(out, "# %" PRIu64 " samples, %" PRIu64 " with a true stack (%" PRIu64 " of them truncated by the "
+                     "stack copy), %zu distinct true paths\n", t.total, judged, t.truncated, ndps);
+        if (t.no_truth) {
+            fprintf(out, "# no true stack for %" PRIu64 ":", t.no_truth);
+            for (int k = 0; k < ICPP_UW_MAX; k++)
+                if (t.no_truth_by[k])
+                    fprintf(out, " %s %" PRIu64, icpp_uw_status_name(k), t.no_truth_by[k]);
+            fputc('\n', out);
+        }
+        fprintf(out, "%-28s %12s %8s %12s %8s\n", "function-path level", "samples", "%", "paths", "%");
+        for (int v = 0; v < V_MAX; v++)
+            fprintf(out, "%-28s %12" PRIu64 " %7.2f%% %12" PRIu64 " %7.2f%%\n", vname[v], t.fn[v], pc(t.fn[v], judged),
+                    pv[v], pc(pv[v], ndps));
+        fprintf(out, "%-28s %12" PRIu64 " %7.2f%%\n", "correct (precise+ambiguous)", t.fn[0] + t.fn[1],
+                pc(t.fn[0] + t.fn[1], judged));
+        fprintf(out, "call-site level: precise %.2f%%, containing the truth %.2f%% of samples\n",
+                pc(t.site_precise, judged), pc(t.site_contains, judged));
+    }
+    free(dps);
+    icpp_hmap_free(&paths);
+    icpp_unwinder_free(u);
+    icpp_replay_close(rp);
+    icpp_cidx_free(x);
+    return 0;
+}

@@ -1,0 +1,13 @@
+/* check.h -- icpp-resolve --check: resolved paths against the true stacks of a --validate recording. */
+#ifndef ICPP_RESOLVE_CHECK_H
+#define ICPP_RESOLVE_CHECK_H
+
+#include <stdio.h>
+
+#include "pathmap.h"
+
+/* Replay `samples` against the map and print the accuracy report (text, or
+ * JSON if json).  Returns 0, or 1 with a message on stderr. */
+int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json);
+
+#endif
