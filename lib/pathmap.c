@@ -191,6 +191,18 @@ int icpp_pathmap_add_site(icpp_pathmap *pm, uint32_t node, uint32_t module, uint
     return 0;
 }
 
+int icpp_pathmap_rename_func(icpp_pathmap *pm, uint32_t i, const char *name)
+{
+    if (i >= pm->nfuncs)
+        return -EINVAL;
+    char *n = strdup(name);
+    if (!n)
+        return -ENOMEM;
+    free(pm->funcs[i].name);
+    pm->funcs[i].name = n;
+    return 0;
+}
+
 int icpp_pathmap_set_meta(icpp_pathmap *pm, const char *key, const char *value)
 {
     for (size_t i = 0; i < pm->nmeta; i++)

@@ -68,6 +68,8 @@ int  icpp_pathmap_add_height(icpp_pathmap *pm, uint32_t node, int64_t height, ui
 int  icpp_pathmap_add_site(icpp_pathmap *pm, uint32_t node, uint32_t module, uint64_t addr,
                            uint64_t count);
 void icpp_pathmap_add_count(icpp_pathmap *pm, uint32_t node, uint64_t count);
+/* Replace function i's display name. */
+int  icpp_pathmap_rename_func(icpp_pathmap *pm, uint32_t i, const char *name);
 /* Free-form metadata ("program", "runs", "capped-nodes", ...); replaces. */
 int  icpp_pathmap_set_meta(icpp_pathmap *pm, const char *key, const char *value);
 const char *icpp_pathmap_meta(const icpp_pathmap *pm, const char *key);
