@@ -2,6 +2,7 @@
 #include "check.h"
 
 #include "hmap.h"
+#include "output.h"
 #include "replay.h"
 #include "resolve.h"
 #include "unwind.h"
@@ -28,8 +29,25 @@ typedef struct tally {
     uint64_t site_precise;      /* path correct and every call site unique and right */
     uint64_t site_contains;     /* path correct and every true call site among the recorded ones */
     uint64_t total, no_truth, truncated;
+    uint64_t aligned;           /* matched modulo a signal frame's alignment (lib/resolve.c) */
     uint64_t no_truth_by[ICPP_UW_MAX];
 } tally;
+
+/* The first incorrect samples, shown for auditing. */
+#define MAX_SHOWN 20
+typedef struct shown {
+    char truth[2048], cand[4096];
+    int64_t height;
+} shown;
+
+static void names_of(const icpp_pathmap *pm, const int64_t *t, int nt, char *buf, size_t sz)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < nt && o + 2 < sz; i++)
+        o += (size_t)snprintf(buf + o, sz - o, "%s%s", i ? ";" : "",
+                              t[i] >= 0 ? icpp_pathmap_func(pm, (uint32_t)t[i])->name : "?");
+}
 
 /* A distinct true path: its samples and how they fared. */
 typedef struct dpath {
@@ -40,12 +58,15 @@ typedef struct dpath {
  * function the map does not know.  Returns the length, or -1. */
 static int truth_path(icpp_cidx *x, const icpp_replay *rp, const icpp_uframe *fr, int n, int64_t *out)
 {
-    for (int i = 0; i < n; i++) {
-        const icpp_uframe *f = &fr[n - 1 - i];
+    int k = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        const icpp_uframe *f = &fr[i];
+        if (f->sigframe)
+            continue;       /* the kernel's signal frame: not a call, not on any path */
         const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)f->module);
-        out[i] = (rm && f->func) ? icpp_cidx_func(x, (uint32_t)f->module, &rm->build_id, f->func->owner) : -1;
+        out[k++] = (rm && f->func) ? icpp_cidx_func(x, (uint32_t)f->module, &rm->build_id, f->func->owner) : -1;
     }
-    return n;
+    return k;
 }
 
 /* Is candidate node's path the truth?  Complete truth: equal once the
@@ -120,6 +141,8 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
     dpath *dps = NULL;
     size_t ndps = 0, capdps = 0;
     static icpp_uframe fr[MAXF];
+    static shown shownv[MAX_SHOWN];
+    size_t nshown = 0;
     static int64_t tp[MAXF];
     icpp_rsample s;
     icpp_resolution r;
@@ -155,6 +178,24 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
             v = !found ? V_INCORRECT : r.kind == ICPP_RES_PRECISE ? V_PRECISE : V_AMBIG_OK;
         }
         t.fn[v]++;
+        t.aligned += r.aligned;
+        if (v == V_INCORRECT && nshown < MAX_SHOWN) {
+            shown *sh = &shownv[nshown++];
+            names_of(pm, tp, nt, sh->truth, sizeof sh->truth);
+            sh->height = s.height;
+            size_t o = 0;
+            sh->cand[0] = 0;
+            for (uint32_t c = 0; c < r.ncand && o + 4 < sizeof sh->cand; c++) {
+                uint32_t p[MAXF];
+                uint32_t d = icpp_pathmap_path(pm, r.cand[c].node, p, MAXF);
+                int64_t q[MAXF];
+                for (uint32_t k = 0; k < d && k < MAXF; k++)
+                    q[k] = p[k];
+                char tmp[2048];
+                names_of(pm, q, (int)(d < MAXF ? d : MAXF), tmp, sizeof tmp);
+                o += (size_t)snprintf(sh->cand + o, sizeof sh->cand - o, "%s%s", c ? " | " : "", tmp);
+            }
+        }
         if (v == V_PRECISE || v == V_AMBIG_OK) {
             int so = sites_ok(x, pm, rp, hit, fr, nf);
             t.site_contains += so >= 1;
@@ -217,6 +258,16 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], pv[v]);
         fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
                 t.site_precise, t.site_contains);
+        fprintf(out, " \"aligned_matches\": %" PRIu64 ",\n", t.aligned);
+        fprintf(out, " \"incorrect_samples\": [");
+        for (size_t i = 0; i < nshown; i++) {
+            fprintf(out, "%s\n  {\"height\": %" PRId64 ", \"truth\": ", i ? "," : "", shownv[i].height);
+            json_str(out, shownv[i].truth);
+            fprintf(out, ", \"candidates\": ");
+            json_str(out, shownv[i].cand);
+            fprintf(out, "}");
+        }
+        fprintf(out, "],\n");
         fprintf(out, " \"no_truth\": {");
         int first = 1;
         for (int k = 0; k < ICPP_UW_MAX; k++)
@@ -226,6 +277,9 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
             }
         fprintf(out, "}}\n");
     } else {
+        for (size_t i = 0; i < nshown; i++)
+            fprintf(out, "# incorrect: height %" PRId64 " truth %s\n#            resolved as %s\n", shownv[i].height,
+                    shownv[i].truth, shownv[i].cand);
         fprintf(out, "# accuracy of %s against the true stacks in %s\n", map_path, samples);
         fprintf(out, "# %" PRIu64 " samples, %" PRIu64 " with a true stack (%" PRIu64 " of them truncated by the "
                      "stack copy), %zu distinct true paths\n", t.total, judged, t.truncated, ndps);
@@ -244,6 +298,9 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
                 pc(t.fn[0] + t.fn[1], judged));
         fprintf(out, "call-site level: precise %.2f%%, containing the truth %.2f%% of samples\n",
                 pc(t.site_precise, judged), pc(t.site_contains, judged));
+        if (t.aligned)
+            fprintf(out, "%" PRIu64 " samples under a signal frame matched their context modulo the frame's "
+                         "64-byte alignment\n", t.aligned);
     }
     free(dps);
     icpp_hmap_free(&paths);

@@ -32,7 +32,8 @@ static const char *usage_text =
     "                    folded: 'a;b;c weight' lines for flamegraph.pl/speedscope;\n"
     "                    json: everything, for scripts;\n"
     "                    speedscope: speedscope's JSON file format;\n"
-    "                    pprof: gzipped profile.proto (go tool pprof, pprof UIs).\n"
+    "                    pprof: gzipped profile.proto (go tool pprof, pprof UIs);\n"
+    "                    svg: interactive flame graph (one file, for a browser).\n"
     "  -n N              rows in the text list (default 20, 0 = all).\n"
     "  --full-paths      do not fold long paths in the middle.\n"
     "  --sort EVENT      rank by this event when several were recorded.\n"
@@ -108,7 +109,7 @@ static char *default_map(const char *samples)
     return m;
 }
 
-typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF } fmt_t;
+typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } fmt_t;
 
 int main(int argc, char **argv)
 {
@@ -149,8 +150,9 @@ int main(int argc, char **argv)
             else if (!strcmp(optarg, "json")) fmt = F_JSON;
             else if (!strcmp(optarg, "speedscope")) fmt = F_SPEEDSCOPE;
             else if (!strcmp(optarg, "pprof")) fmt = F_PPROF;
+            else if (!strcmp(optarg, "svg")) fmt = F_SVG;
             else {
-                fprintf(stderr, "icpp-resolve: unknown format '%s' (text, tree, folded, json, speedscope, pprof)\n",
+                fprintf(stderr, "icpp-resolve: unknown format '%s' (text, tree, folded, json, speedscope, pprof, svg)\n",
                         optarg);
                 return 2;
             }
@@ -261,6 +263,7 @@ int main(int argc, char **argv)
     case F_FOLDED: out_folded(&prof, out, &oo); break;
     case F_JSON: out_json(&prof, out, &oo); break;
     case F_SPEEDSCOPE: out_speedscope(&prof, out, &oo); break;
+    case F_SVG: out_svg(&prof, out, &oo); break;
     case F_PPROF:
         if (out == stdout && isatty(1)) {
             fprintf(stderr, "icpp-resolve: pprof output is binary: give -o FILE.pb.gz\n");

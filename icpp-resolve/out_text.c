@@ -175,14 +175,31 @@ void out_tree(const profile *p, FILE *f, const out_opts *o)
     free(k.next);
 }
 
+/* A folded-stack weight: digits and an optional fraction, never an exponent
+ * (flamegraph.pl reads /(\d+(?:\.\d*)?)$/; "%g" gave 1.23457e+06). */
+static void put_weight(FILE *f, double w)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%.6f", w);
+    char *e = buf + strlen(buf);
+    while (e[-1] == '0')
+        *--e = 0;
+    if (e[-1] == '.')
+        e[-1] = 0;
+    fputs(buf, f);
+}
+
 void out_folded(const profile *p, FILE *f, const out_opts *o)
 {
     uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
     char buf[65536];
     for (uint32_t i = 1; i < p->nnodes; i++) {
         double w = p->self[(size_t)i * PROF_MAX_EVENTS + ev];
-        if (w > 0)
-            fprintf(f, "%s %.6g\n", prof_path_str(p, i, ";", buf, sizeof buf), w);
+        if (w > 0) {
+            fprintf(f, "%s ", prof_path_str(p, i, ";", buf, sizeof buf));
+            put_weight(f, w);
+            fputc('\n', f);
+        }
     }
     for (size_t i = 0; i < p->nextra; i++)
         if (p->extra[i].w[ev] > 0) {
@@ -191,6 +208,8 @@ void out_folded(const profile *p, FILE *f, const out_opts *o)
             for (char *c = buf; *c; c++)
                 if (*c == ';')
                     *c = ',';
-            fprintf(f, "%s %.6g\n", buf, p->extra[i].w[ev]);
+            fprintf(f, "%s ", buf);
+            put_weight(f, p->extra[i].w[ev]);
+            fputc('\n', f);
         }
 }

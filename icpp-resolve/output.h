@@ -19,6 +19,7 @@ void out_folded(const profile *p, FILE *f, const out_opts *o);   /* "a;b;c weigh
 void out_json(const profile *p, FILE *f, const out_opts *o);     /* everything, for scripts */
 void out_speedscope(const profile *p, FILE *f, const out_opts *o); /* speedscope file format */
 int  out_pprof(const profile *p, FILE *f, const out_opts *o);    /* gzipped profile.proto; <0 on failure */
+void out_svg(const profile *p, FILE *f, const out_opts *o);      /* interactive flame graph, self-contained SVG */
 
 /* JSON string with escapes. */
 void json_str(FILE *f, const char *s);

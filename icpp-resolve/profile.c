@@ -154,7 +154,7 @@ void prof_header(const profile *p, FILE *out, const char *lead)
     }
     fprintf(out, "%ssamples: %" PRIu64, lead, all);
     for (uint32_t e = 0; e < p->nev; e++)
-        fprintf(out, "%s %s %" PRIu64, e ? "," : " (", p->ev_names[e], p->samples[e]);
+        fprintf(out, "%s%s %" PRIu64, e ? ", " : " (", p->ev_names[e], p->samples[e]);
     fprintf(out, ")  lost: %" PRIu64 "%s\n", p->lost,
             p->lost ? " (the sampler's ring buffer overflowed; shares may be biased)" : "");
     fprintf(out, "%sprecise %.1f%%  ambiguous %.1f%%  missing %.1f%%  unresolved %.1f%%", lead,

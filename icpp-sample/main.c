@@ -80,6 +80,7 @@ typedef struct session {
     size_t           pages;
     icpp_swriter    *w;
     uint64_t         samples, lost, noregs, throttles;
+    int              initial_exec_seen;  /* the launched program's exec record was handled */
     int              validate;
     /* processes seen: pid -> startstack, exe */
     struct proc { uint32_t pid; uint64_t startstack; char exe[512]; } *procs;
@@ -344,6 +345,12 @@ static int on_record(void *ctx, const struct perf_event_header *h)
         uint32_t pid, tid;
         TAKE(pid);
         TAKE(tid);
+        /* The launched program's own exec (the one we stopped at and
+         * described from /proc) comes through here too: skip it. */
+        if ((h->misc & PERF_RECORD_MISC_COMM_EXEC) && pid == tid && (pid_t)pid == child_pid && !s->initial_exec_seen) {
+            s->initial_exec_seen = 1;
+            return 0;
+        }
         if ((h->misc & PERF_RECORD_MISC_COMM_EXEC) && pid == tid) {
             /* A new image: its startstack and exe.  The process may already be
              * gone; then its main-thread samples have no base. */

@@ -55,7 +55,7 @@ static int64_t rd_sleb(rd *r)
         shift += 7;
     } while (b & 0x80);
     if (shift < 64 && (b & 0x40))
-        v |= -((int64_t)1 << shift);
+        v |= (int64_t)(~(uint64_t)0 << shift);     /* sign-extend; 1 << 63 would overflow int64_t */
     return v;
 }
 
@@ -89,6 +89,7 @@ typedef struct cie_info {
     uint64_t off;
     uint8_t  fde_enc;
     uint8_t  addr_size;
+    uint8_t  signal;        /* augmentation 'S': a signal-return trampoline */
 } cie_info;
 
 static int parse_cie(rd r, int eh, cie_info *ci)
@@ -102,6 +103,7 @@ static int parse_cie(rd r, int eh, cie_info *ci)
     size_t auglen = (size_t)(r.p - aug);
     r.p++;
     ci->addr_size = 8;
+    ci->signal = 0;
     ci->fde_enc = eh ? DW_EH_PE_absptr : DW_EH_PE_udata8;
     if (version >= 4) {
         ci->addr_size = (uint8_t)rd_u(&r, 1);
@@ -132,7 +134,8 @@ static int parse_cie(rd r, int eh, cie_info *ci)
             rd_enc(&a, penc & 0x7f, 0, 0);
             break;
         }
-        case 'S': case 'B': case 'G': break;
+        case 'S': ci->signal = 1; break;
+        case 'B': case 'G': break;
         default: i = auglen; break;     /* unknown: 'z' lets us skip the rest */
         }
     }
@@ -206,7 +209,7 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
             uint64_t field = sh_addr + (uint64_t)(b.p - sec);
             uint64_t lo = rd_enc(&b, ci.fde_enc, field, 1);
             uint64_t range = rd_enc(&b, ci.fde_enc & 0x0f, 0, 0);
-            if (b.bad)
+            if (b.bad || lo + range < lo)       /* a range past 2^64 would give hi < lo */
                 goto corrupt;
             if (range) {
                 if (n == cap) {
@@ -218,7 +221,7 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
                     }
                     v = nv;
                 }
-                v[n++] = (icpp_fde){lo, lo + range};
+                v[n++] = (icpp_fde){lo, lo + range, ci.signal};
             }
         }
         p = next;

@@ -10,6 +10,7 @@
 /* The code range of one FDE. */
 typedef struct icpp_fde {
     uint64_t lo, hi;        /* [lo, hi) link-time addresses */
+    uint8_t  signal;        /* its CIE says 'S': signal-return trampoline code */
 } icpp_fde;
 
 /* All FDEs of a .eh_frame (eh = 1) or .debug_frame (eh = 0) section whose

@@ -122,7 +122,7 @@ static int collect_symbols(const img *m, vec *x)
                 continue;
             icpp_ftab_entry e = {sym[k].st_value, sym[k].st_size, sym[k].st_value, nm,
                                  s->sh_type == SHT_SYMTAB ? ICPP_FSRC_SYMTAB : ICPP_FSRC_DYNSYM,
-                                 (uint8_t)ELF64_ST_BIND(sym[k].st_info)};
+                                 (uint8_t)ELF64_ST_BIND(sym[k].st_info), 0};
             if (push(x, e) < 0)
                 return -1;
         }
@@ -192,7 +192,7 @@ int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size
     int r = open_img(&m, p, len, err);
     if (r < 0)
         return r;
-    vec x = {0};
+    vec x = {0}, sig = {0};
     if (collect_symbols(&m, &x) < 0)
         goto oom;
     if (x.n)
@@ -225,7 +225,13 @@ int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size
             nf = 0;         /* a bad .eh_frame costs FDE-only functions, not the module */
         for (size_t k = 0; k < nf; k++)
             if (f[k].lo && !covered(x.v, nsym, f[k].lo) &&
-                push(&x, (icpp_ftab_entry){f[k].lo, f[k].hi - f[k].lo, f[k].lo, NULL, ICPP_FSRC_FDE, STB_LOCAL}) < 0) {
+                push(&x, (icpp_ftab_entry){f[k].lo, f[k].hi - f[k].lo, f[k].lo, NULL, ICPP_FSRC_FDE, STB_LOCAL,
+                                           f[k].signal}) < 0) {
+                free(f);
+                goto oom;
+            }
+        for (size_t k = 0; k < nf; k++)
+            if (f[k].signal && push(&sig, (icpp_ftab_entry){.addr = f[k].lo, .size = f[k].hi - f[k].lo}) < 0) {
                 free(f);
                 goto oom;
             }
@@ -240,11 +246,19 @@ int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size
     x.n = w;
     if (link_cold(x.v, x.n) < 0)
         goto oom;
+    /* Mark entries whose first bytes (what a hook would overwrite) touch
+     * signal-return code: the kernel returns into it, nobody calls it. */
+    for (size_t i = 0; i < x.n; i++)
+        for (size_t k = 0; k < sig.n; k++)
+            if (x.v[i].addr < sig.v[k].addr + sig.v[k].size && sig.v[k].addr < x.v[i].addr + 8)
+                x.v[i].signal = 1;
+    free(sig.v);
     *out = x.v;
     *nout = x.n;
     return 0;
 oom:
     free(x.v);
+    free(sig.v);
     return icpp_err_set(err, ENOMEM, "out of memory reading the function table");
 }
 

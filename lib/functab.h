@@ -21,6 +21,8 @@ typedef struct icpp_ftab_entry {
     const char *sym;        /* symbol name, pointing into the image; NULL for FDE-only code */
     uint8_t     source;     /* icpp_func_source */
     uint8_t     bind;       /* STB_* of the chosen symbol */
+    uint8_t     signal;     /* overlaps signal-return trampoline code (an 'S' FDE, e.g.
+                               glibc's __restore_rt): never entered by a call, never hook it */
 } icpp_ftab_entry;
 
 /* Every function of the ELF image img[0..len) (a whole file), sorted by

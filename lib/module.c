@@ -282,6 +282,34 @@ int icpp_module_bias(const icpp_module *m, uint64_t start, uint64_t pgoff, uint6
                         m->path, pgoff);
 }
 
+int icpp_module_read(const icpp_module *m, uint64_t addr, void *buf, size_t n)
+{
+    size_t len = 0, nph;
+    const char *raw = elf_rawfile(m->elf, &len);
+    if (!raw || elf_getphdrnum(m->elf, &nph) != 0)
+        return -1;
+    for (size_t i = 0; i < nph; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(m->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+            continue;
+        if (addr < ph.p_vaddr || addr - ph.p_vaddr > ph.p_filesz || n > ph.p_filesz - (addr - ph.p_vaddr))
+            continue;
+        uint64_t off = ph.p_offset + (addr - ph.p_vaddr);
+        if (off > len || n > len - off)
+            return -1;
+        memcpy(buf, raw + off, n);
+        return 0;
+    }
+    return -1;
+}
+
+int icpp_module_is_sigreturn(const icpp_module *m, uint64_t addr)
+{
+    static const uint8_t restore_rt[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+    uint8_t b[9];
+    return icpp_module_read(m, addr, b, sizeof b) == 0 && !memcmp(b, restore_rt, sizeof b);
+}
+
 static size_t upper_bound(const icpp_func *f, size_t n, uint64_t addr)
 {
     size_t lo = 0, hi = n;

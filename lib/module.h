@@ -58,6 +58,13 @@ const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr);
 /* The function that starts exactly at `addr`, or NULL. */
 const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr);
 
+/* Copy n bytes at link-time address addr from the file image; -1 if the
+ * range is not in a loaded, file-backed part of a segment. */
+int icpp_module_read(const icpp_module *m, uint64_t addr, void *buf, size_t n);
+/* 1 if addr is a signal-return trampoline (glibc's __restore_rt:
+ * mov $15,%rax; syscall): the return address of every signal handler. */
+int icpp_module_is_sigreturn(const icpp_module *m, uint64_t addr);
+
 /* Only the build-id of an ELF file (cheap: no function table). */
 int icpp_elf_build_id(const char *path, icpp_build_id *out, icpp_err *err);
 

@@ -404,7 +404,7 @@ icpp_pathmap *icpp_pathmap_decode(const uint8_t *buf, size_t len, icpp_err *err)
     }
     icpp_rbuf_u32le(&r);                        /* flags: none defined */
     uint64_t blen = icpp_rbuf_u64le(&r);
-    if (r.bad || blen + 4 != icpp_rbuf_left(&r))
+    if (r.bad || icpp_rbuf_left(&r) < 4 || blen != icpp_rbuf_left(&r) - 4)   /* not blen + 4: it can wrap */
         FAIL("length field says %" PRIu64 " bytes of body, file has %zu (truncated or appended to)", blen,
              icpp_rbuf_left(&r) >= 4 ? icpp_rbuf_left(&r) - 4 : 0);
     uint32_t crc_want = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 | (uint32_t)buf[len - 2] << 16 |

@@ -2,13 +2,33 @@
 #include "resolve.h"
 
 #include "hmap.h"
+#include "module.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Contexts under a signal frame.  The kernel puts a signal frame at a
+ * 64-byte aligned address below the interrupted SP, while thread bases are
+ * only 16-byte aligned (startstack moves with ASLR): a handler's height, and
+ * every height above it, differs between runs by one of 0, 16, 32, 48.  So
+ * contexts below a handler (a node whose call site is the signal-return
+ * trampoline) are also matched within 64 bytes per signal frame, in steps of
+ * 16, when the exact CID is not in the map. */
+typedef struct sigctx {
+    uint32_t func, node;
+    int64_t  height;
+    uint64_t count;
+    uint8_t  depth;         /* signal frames on the path */
+} sigctx;
+
 struct icpp_cidx {
     const icpp_pathmap *pm;
+    sigctx    *sig;         /* sorted by func */
+    size_t     nsig;
+    icpp_hmap  sigfunc;     /* (func, 0) -> offset << 32 | count into sig */
+    icpp_cand *fz;          /* scratch: candidates of an aligned match */
+    size_t     fzcap;
     icpp_hmap  cid;         /* (func, height) -> (offset << 32 | count) into cands */
     icpp_cand *cands;
     size_t     ncands;
@@ -21,6 +41,107 @@ const char *icpp_res_kind_name(int k)
 {
     static const char *n[] = {"precise", "ambiguous", "missing", "unresolved"};
     return k >= 0 && k < ICPP_RES_MAX ? n[k] : "?";
+}
+
+static int sig_cmp(const void *a, const void *b)
+{
+    const sigctx *x = a, *y = b;
+    return x->func < y->func ? -1 : x->func > y->func;
+}
+
+static int index_signal_contexts(icpp_cidx *x)
+{
+    const icpp_pathmap *pm = x->pm;
+    size_t nn = icpp_pathmap_nnodes(pm), nm = icpp_pathmap_nmodules(pm);
+    uint8_t *depth = calloc(nn, 1);
+    icpp_module **mods = calloc(nm + 1, sizeof *mods);
+    uint8_t *tried = calloc(nm + 1, 1);
+    int rc = -1;
+    if (!depth || !mods || !tried)
+        goto out;
+    size_t nsig = 0;
+    for (uint32_t i = 1; i < nn; i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(pm, i);
+        int root = 0;
+        for (uint32_t k = 0; k < n->nsites && !root; k++) {
+            uint32_t m = n->sites[k].module;
+            if (m >= nm)
+                continue;
+            if (!tried[m]) {
+                tried[m] = 1;
+                const icpp_pm_module *pmm = icpp_pathmap_module(pm, m);
+                mods[m] = icpp_module_open(pmm->path, NULL);
+                const icpp_build_id *b = mods[m] ? icpp_module_build_id(mods[m]) : NULL;
+                if (b && (b->len != pmm->build_id.len || memcmp(b->bytes, pmm->build_id.bytes, b->len))) {
+                    icpp_module_close(mods[m]);     /* the file changed since training */
+                    mods[m] = NULL;
+                }
+            }
+            root = mods[m] && icpp_module_is_sigreturn(mods[m], n->sites[k].addr);
+        }
+        depth[i] = (uint8_t)(depth[n->parent] + root < 255 ? depth[n->parent] + root : 255);
+        if (depth[i])
+            nsig += n->nheights;
+    }
+    x->sig = malloc((nsig + 1) * sizeof *x->sig);
+    if (!x->sig)
+        goto out;
+    for (uint32_t i = 1; i < nn; i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(pm, i);
+        for (uint32_t k = 0; depth[i] && k < n->nheights; k++)
+            x->sig[x->nsig++] = (sigctx){n->func, i, n->heights[k].height, n->heights[k].count, depth[i]};
+    }
+    if (x->nsig)
+        qsort(x->sig, x->nsig, sizeof *x->sig, sig_cmp);
+    for (size_t i = 0; i < x->nsig;) {
+        size_t j = i;
+        while (j < x->nsig && x->sig[j].func == x->sig[i].func)
+            j++;
+        if (icpp_hmap_put(&x->sigfunc, x->sig[i].func, 0, (uint64_t)i << 32 | (j - i)) < 0)
+            goto out;
+        i = j;
+    }
+    rc = 0;
+out:
+    for (size_t m = 0; mods && m < nm; m++)
+        icpp_module_close(mods[m]);
+    free(mods);
+    free(tried);
+    free(depth);
+    return rc;
+}
+
+/* Signal contexts of func within the alignment window of height; fills x->fz. */
+static uint32_t aligned_lookup(icpp_cidx *x, uint32_t func, int64_t height)
+{
+    uint64_t *v = icpp_hmap_get(&x->sigfunc, func, 0);
+    if (!v)
+        return 0;
+    size_t off = (size_t)(*v >> 32), cnt = (size_t)(uint32_t)*v;
+    uint32_t n = 0;
+    for (size_t i = off; i < off + cnt; i++) {
+        const sigctx *c = &x->sig[i];
+        int64_t d = c->height - height;
+        if (d % 16 || d <= -64 * (int64_t)c->depth || d >= 64 * (int64_t)c->depth)
+            continue;
+        if (n == x->fzcap) {
+            size_t nc = x->fzcap ? 2 * x->fzcap : 16;
+            icpp_cand *nf = realloc(x->fz, nc * sizeof *nf);
+            if (!nf)
+                break;
+            x->fz = nf;
+            x->fzcap = nc;
+        }
+        /* one node may match at several of its heights: merge */
+        uint32_t k;
+        for (k = 0; k < n && x->fz[k].node != c->node; k++)
+            ;
+        if (k < n)
+            x->fz[k].count += c->count;
+        else
+            x->fz[n++] = (icpp_cand){c->node, c->count};
+    }
+    return n;
 }
 
 icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err)
@@ -72,6 +193,8 @@ icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err)
         if (icpp_hmap_put(&x->funcs, pf->module, pf->addr, f) < 0)
             goto oom;
     }
+    if (index_signal_contexts(x) < 0)
+        goto oom;
     return x;
 oom:
     icpp_cidx_free(x);
@@ -85,6 +208,9 @@ void icpp_cidx_free(icpp_cidx *x)
         return;
     icpp_hmap_free(&x->cid);
     icpp_hmap_free(&x->funcs);
+    icpp_hmap_free(&x->sigfunc);
+    free(x->sig);
+    free(x->fz);
     free(x->cands);
     free(x->modcache);
     free(x);
@@ -150,6 +276,10 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         return;
     }
     out->ncand = icpp_cidx_lookup(x, (uint32_t)out->func, s->height, &out->cand);
+    if (!out->ncand && (out->ncand = aligned_lookup(x, (uint32_t)out->func, s->height)) > 0) {
+        out->cand = x->fz;
+        out->aligned = 1;
+    }
     if (!out->ncand) {
         out->kind = ICPP_RES_MISSING;
         return;

@@ -45,6 +45,7 @@ const char *icpp_res_kind_name(int k);
 
 typedef struct icpp_resolution {
     int              kind;
+    int              aligned;   /* matched modulo a signal frame's alignment (see resolve.c) */
     int64_t          func;      /* path-map function, -1 if none */
     uint32_t         ncand;
     const icpp_cand *cand;

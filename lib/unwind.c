@@ -243,6 +243,7 @@ int icpp_unwind(icpp_unwinder *u, const icpp_rsample *s, icpp_uframe *out, int m
         f->addr = addr;
         f->func = rm && rm->mod ? icpp_module_func_at(rm->mod, addr) : NULL;
         f->entry_sp = 0;
+        f->sigframe = 0;
         ucfi *c = cfi_of(u, mi);
         Dwarf_Frame *fr = NULL;
         if (!c || ((!c->eh || dwarf_cfi_addrframe(c->eh, addr, &fr) != 0) &&
@@ -263,6 +264,7 @@ int icpp_unwind(icpp_unwinder *u, const icpp_rsample *s, icpp_uframe *out, int m
         }
         f->entry_sp = cfa - 8;
         dwarf_frame_info(fr, NULL, NULL, &signal);
+        f->sigframe = signal;
         r = caller_reg(fr, RIP, &st, &m, cfa, &ra);
         if (r < 0 || (r == ICPP_UW_ROOT && ra == 0)) {
             free(fr);

@@ -33,6 +33,7 @@ typedef struct icpp_uframe {
     uint64_t         addr;      /* link-time address looked up (pc, or pc - 1 for callers) */
     uint64_t         entry_sp;  /* CFA - 8 */
     const icpp_func *func;      /* function holding addr, NULL if none */
+    uint8_t          sigframe;  /* a signal-return trampoline's frame (the kernel's, not a call) */
 } icpp_uframe;
 
 typedef struct icpp_unwinder icpp_unwinder;

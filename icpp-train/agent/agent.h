@@ -206,6 +206,11 @@ ICPP_AGENT_API size_t icpp_agent_node_heights(const icpp_agent_node *n, icpp_age
 ICPP_AGENT_API size_t icpp_agent_node_sites(const icpp_agent_node *n, icpp_agent_pair *out, size_t max,
                              uint64_t *overflow);
 
+/* Declare [lo, hi) (runtime) signal-return trampoline code: functions whose
+ * return address lies there are signal handlers, and frames entered below
+ * the interrupted SP are dropped when they are entered. */
+ICPP_AGENT_API void icpp_agent_add_sigreturn(uint64_t lo, uint64_t hi);
+
 /* ---- fork ------------------------------------------------------------------ */
 
 /* In a forked child the trees are the parent's copies: the forking thread's

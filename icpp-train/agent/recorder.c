@@ -272,12 +272,44 @@ static icpp_agent_thread *thread_setup(uint64_t sp)
 
 /* ---- the entry hook ---------------------------------------------------------- */
 
+/* Signal-return trampolines (glibc's __restore_rt): a function whose return
+ * address lies in one is a signal handler, and its entry SP points at the
+ * kernel's rt_sigframe, whose ucontext holds the interrupted %rsp.  Frames
+ * entered below that SP had returned before the signal came, even if their
+ * return-address slot (in the red zone the kernel skips) still looks live:
+ * without this, raise -> pthread_kill -> getpid (returned) -> tgkill left
+ * getpid on the path of every handler it delivered. */
+#define MAX_SIGRET 16
+#define SIGFRAME_RSP 168    /* pretcode 8 + uc_flags, uc_link, uc_stack 40 + r8..rcx 120 */
+static struct { uint64_t lo, hi; } sigret[MAX_SIGRET];
+static volatile uint32_t nsigret;
+
+void icpp_agent_add_sigreturn(uint64_t lo, uint64_t hi)
+{
+    uint32_t n = nsigret;
+    if (n < MAX_SIGRET) {
+        sigret[n].lo = lo;
+        sigret[n].hi = hi;
+        __atomic_store_n(&nsigret, n + 1, __ATOMIC_RELEASE);
+    }
+}
+
+static inline uint64_t interrupted_sp(uint64_t ra, uint64_t s)
+{
+    uint32_t n = __atomic_load_n(&nsigret, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++)
+        if (ra >= sigret[i].lo && ra < sigret[i].hi)
+            return *(const uint64_t *)(s + SIGFRAME_RSP);
+    return 0;
+}
+
 static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
 {
     uint64_t ra = *(const uint64_t *)s;
+    uint64_t isp = interrupted_sp(ra, s);       /* 0 unless a signal handler */
     icpp_agent_frame *f = t->top;
     while (f != t->frames) {
-        if (f->sp > s &&
+        if (f->sp > s && f->sp >= isp &&
             (f->sp - s >= RA_CHECK_SPAN || *(const uint64_t *)f->sp == f->ra))
             break;
         f--;

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""test_check.py -- the accuracy ICPP is judged by, on every corpus program: train
+(all modules), sample with --validate, `icpp-resolve --check`: zero incorrect paths and
+precise + ambiguous-containing-truth >= 99% of the samples that have a true stack
+(offline: the same input for training and measuring)."""
+import collections
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+from e2e import SOURCE, Checker, built, run, tool
+
+sys.path.insert(0, os.path.join(SOURCE, "tests"))
+import corpus  # noqa: E402
+
+c = Checker("e2e-check")
+tmp = tempfile.mkdtemp(prefix="icpp-check-")
+only = sys.argv[1:]
+total = collections.Counter()
+for e in corpus.load_list(built("tests/programs/corpus-list.txt")):
+    if "static" in e.tags or (only and e.prog not in only):
+        continue
+    label = f"{e.prog}.{e.config}"
+    mapfile, samples = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".samples")
+    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", e.binary])
+    r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", samples, "--",
+             e.binary, "8"])
+    if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{label}: training or sampling failed: {r.stderr}"):
+        continue
+    r = run([tool("icpp-resolve"), "-m", mapfile, "--check", "--format", "json", samples])
+    if not c.check(r.returncode == 0, f"{label}: --check failed: {r.stderr}"):
+        continue
+    d = json.loads(r.stdout)
+    b, judged = d["by_samples"], d["with_truth"]
+    # A sample taken while libgcc's unwinder installs the landing pad's registers
+    # (_Unwind_RaiseException phase 2) has a true stack that is neither the old
+    # nor the new one; those, and only those, may disagree.
+    eh = [s for s in d["incorrect_samples"] if "_Unwind_" in s["truth"]]
+    other = b["incorrect"] - len(eh)
+    good = b["precise"] + b["ambiguous-containing-truth"]
+    c.check(judged >= 100, f"{label}: only {judged} samples with a true stack")
+    c.check(other == 0, f"{label}: {other} incorrect samples: {d['incorrect_samples'][:2]}")
+    c.check(good >= 0.99 * judged, f"{label}: correct {good} of {judged} ({b})")
+    total["judged"] += judged
+    total["good"] += good
+    total["precise"] += b["precise"]
+    total["eh"] += len(eh)
+    total["binaries"] += 1
+print(f"{total['binaries']} binaries: {total['good']} of {total['judged']} samples correct "
+      f"({100.0 * total['good'] / max(total['judged'], 1):.2f}%), {total['precise']} precise, "
+      f"{total['eh']} taken inside exception dispatch")
+
+# --check on a recording without true stacks says so.
+plain = os.path.join(tmp, "plain.samples")
+b = built("tests/programs/orders.O2-nofp-pie")
+run([tool("icpp-sample"), "-q", "-e", "cpu-clock", "-o", plain, "--", b])
+mapfile = os.path.join(tmp, "o.icppmap")
+run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", b])
+r = run([tool("icpp-resolve"), "-m", mapfile, "--check", plain])
+c.check(r.returncode == 1 and "--validate" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+        f"--check without true stacks: rc={r.returncode} {r.stderr!r}")
+shutil.rmtree(tmp, ignore_errors=True)
+c.done()
