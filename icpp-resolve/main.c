@@ -1,4 +1,5 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
+#include "basevote.h"
 #include "defs.h"
 #include "module.h"
 #include "check.h"
@@ -210,6 +211,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
+    /* A perf.data has no thread bases: infer them from the map's heights (lib/basevote.h). */
+    icpp_basevote *bv = icpp_basevote_infer(samples, pm, 0, 0, &err);
+    if (!bv) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        return 1;
+    }
+    for (size_t i = 0; i < icpp_basevote_nthreads(bv); i++) {
+        char line[512];
+        icpp_basevote_describe(bv, i, line, sizeof line);
+        fprintf(stderr, "icpp-resolve: %s: %s\n", samples, line);
+    }
     profile prof;
     if (prof_init(&prof, pm, map_path) < 0) {
         fprintf(stderr, "icpp-resolve: out of memory\n");
@@ -219,6 +231,7 @@ int main(int argc, char **argv)
     icpp_resolution r;
     int rc;
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
+        icpp_basevote_apply(bv, &s);
         icpp_resolve_sample(x, rp, &s, &r);
         if (prof_add(&prof, rp, &s, &r) < 0) {
             fprintf(stderr, "icpp-resolve: out of memory\n");
@@ -282,6 +295,7 @@ int main(int argc, char **argv)
     }
     prof_free(&prof);
     icpp_replay_close(rp);
+    icpp_basevote_free(bv);
     icpp_cidx_free(x);
     icpp_pathmap_free(pm);
     free(dflt);

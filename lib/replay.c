@@ -1,6 +1,7 @@
 /* replay.c -- replays a sample file: per-process mappings, modules, CFI tables and thread bases for each sample. */
 #include "replay.h"
 
+#include "perfdata.h"
 #include "procmaps.h"
 
 #include <errno.h>
@@ -12,12 +13,14 @@
 typedef struct rproc {
     uint32_t  pid;
     uint64_t  startstack;
+    uint32_t  gen;              /* execs seen */
     icpp_maps maps;
     int32_t  *modix;            /* per mapping index: module (-2 = not looked up) -- rebuilt lazily */
 } rproc;
 
 struct icpp_replay {
     icpp_sreader    *rd;
+    icpp_perfdata   *pd;        /* instead of rd: a perf.data file */
     icpp_replay_info info;
     rproc           *procs;
     size_t           nprocs, capprocs;
@@ -39,8 +42,11 @@ icpp_replay *icpp_replay_open(const char *path, icpp_err *err)
         icpp_err_set(err, ENOMEM, "out of memory");
         return NULL;
     }
-    rp->rd = icpp_sreader_open(path, err);
-    if (!rp->rd) {
+    if (icpp_perfdata_file_is(path))
+        rp->pd = icpp_perfdata_open(path, err);
+    else
+        rp->rd = icpp_sreader_open(path, err);
+    if (!rp->rd && !rp->pd) {
         free(rp);
         return NULL;
     }
@@ -61,6 +67,7 @@ void icpp_replay_close(icpp_replay *rp)
     free(rp->procs);
     free(rp->mods);
     icpp_sreader_close(rp->rd);
+    icpp_perfdata_close(rp->pd);
     free(rp);
 }
 
@@ -156,6 +163,7 @@ static void on_proc(icpp_replay *rp, const icpp_srec *r)
         snprintf(rp->info.exe, sizeof rp->info.exe, "%s", r->u.proc.path);
     p->startstack = r->u.proc.startstack;
     if (r->u.proc.flags & ICPP_PROC_EXEC) {
+        p->gen++;
         icpp_maps_free(&p->maps);
         icpp_maps_init(&p->maps);
     } else if (r->u.proc.ppid) {
@@ -192,6 +200,7 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
 {
     s->module = -1;
     rproc *p = get_proc(rp, s->pid, 0);
+    s->exec_gen = p ? p->gen : 0;
     /* The thread base depends only on the thread and its SP. */
     if (p && s->tid == s->pid) {
         s->base = p->startstack;
@@ -252,10 +261,10 @@ int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
 {
     icpp_srec r;
     for (;;) {
-        int rc = icpp_sreader_next(rp->rd, &r, err);
+        int rc = rp->pd ? icpp_perfdata_next(rp->pd, &r, err) : icpp_sreader_next(rp->rd, &r, err);
         if (rc <= 0) {
-            rp->info.truncated = icpp_sreader_truncated(rp->rd);
-            rp->info.clean_end = icpp_sreader_clean_end(rp->rd);
+            rp->info.truncated = rp->pd ? icpp_perfdata_truncated(rp->pd) : icpp_sreader_truncated(rp->rd);
+            rp->info.clean_end = rp->pd ? icpp_perfdata_clean_end(rp->pd) : icpp_sreader_clean_end(rp->rd);
             return rc;
         }
         switch (r.type) {

@@ -1,4 +1,5 @@
 /* replay.h -- replays a sample file: per-process mappings, modules, CFI tables and thread bases for each sample. */
+/* The file may also be a perf.data (lib/perfdata.h), told by its magic. */
 #ifndef ICPP_REPLAY_H
 #define ICPP_REPLAY_H
 
@@ -36,6 +37,7 @@ typedef struct icpp_rmodule {
 
 typedef struct icpp_rsample {
     uint32_t pid, tid, event;
+    uint32_t exec_gen;          /* execs of the process before the sample: another value, another image */
     uint64_t time, ip, sp, bp;
     int      status;            /* icpp_rs_status */
     int32_t  module;            /* index into the replay's modules, -1 if none */
@@ -56,6 +58,7 @@ typedef struct icpp_rsample {
 
 typedef struct icpp_replay icpp_replay;
 
+/* Open an ICPP sample file or a perf.data (by its first bytes). */
 icpp_replay *icpp_replay_open(const char *path, icpp_err *err);
 void         icpp_replay_close(icpp_replay *rp);
 /* Next sample: 1, 0 at the end, negative for a corrupt file.  Pointers in
