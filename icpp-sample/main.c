@@ -547,6 +547,31 @@ static int open_for_task(session *s, pid_t tid, int enable_on_exec, int *bad, in
     return 0;
 }
 
+/* Open every event for the launched child (enabled at its exec), or for
+ * every existing thread of an attached process (threads they create later
+ * are inherited).  Returns 0 or -errno (a vanished thread is not an error). */
+static int open_target(session *s, pid_t target, int launch, int *bad, int *ring_owner)
+{
+    if (launch)
+        return open_for_task(s, target, 1, bad, ring_owner);
+    char task[64];
+    snprintf(task, sizeof task, "/proc/%d/task", (int)target);
+    DIR *d = opendir(task);
+    if (!d)
+        return -ESRCH;
+    struct dirent *de;
+    int r = 0;
+    while (r == 0 && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        r = open_for_task(s, (pid_t)atoi(de->d_name), 0, bad, ring_owner);
+        if (r == -ESRCH)
+            r = 0;          /* that thread ended meanwhile */
+    }
+    closedir(d);
+    return r;
+}
+
 static void close_all(session *s)
 {
     for (int c = 0; s->rings && c < s->ncpus; c++)
@@ -724,66 +749,26 @@ int main(int argc, char **argv)
         close(go[0]);
         close(ep[1]);
         target = child_pid;
-        r = open_for_task(&s, target, 1, &bad, ring_owner);
-        if (r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV) {
-            if (!user_chose) {
-                /* No hardware PMU (a VM): say so and use the clock. */
-                close_all(&s);
-                for (int i = 0; i < s.ncpus; i++)
-                    ring_owner[i] = -1;
-                fell_back = 1;
-                s.nev = 0;
-                parse_events(&s, "cpu-clock");
-                icpp_event_setup(&s.ev[0], &s.so, amd);
-                r = open_for_task(&s, target, 1, &bad, ring_owner);
-            }
-        }
-        if (r < 0) {
-            icpp_event_open_error(&err, -r, &s.ev[bad], target);
+    }
+    r = open_target(&s, target, !attach, &bad, ring_owner);
+    if ((r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV) && !user_chose) {
+        /* No hardware PMU (a VM): use the clock, and say so once sampling runs. */
+        close_all(&s);
+        for (int i = 0; i < s.ncpus; i++)
+            ring_owner[i] = -1;
+        fell_back = 1;
+        s.nev = 0;
+        parse_events(&s, "cpu-clock");
+        icpp_event_setup(&s.ev[0], &s.so, amd);
+        r = open_target(&s, target, !attach, &bad, ring_owner);
+    }
+    if (r < 0) {
+        icpp_event_open_error(&err, -r, &s.ev[bad], target);
+        if (child_pid > 0) {
             kill(child_pid, SIGKILL);
             waitpid(child_pid, NULL, 0);
-            die("%s", err.msg);
         }
-    } else {
-        /* Every existing thread; threads they create later are inherited. */
-        char task[64];
-        snprintf(task, sizeof task, "/proc/%d/task", (int)attach);
-        DIR *d = opendir(task);
-        if (!d)
-            die("no process %d (%s)", (int)attach, strerror(errno));
-        struct dirent *de;
-        r = 0;
-        while (r == 0 && (de = readdir(d)) != NULL) {
-            if (de->d_name[0] < '0' || de->d_name[0] > '9')
-                continue;
-            r = open_for_task(&s, (pid_t)atoi(de->d_name), 0, &bad, ring_owner);
-            if (r == -ESRCH)
-                r = 0;          /* that thread ended meanwhile */
-        }
-        closedir(d);
-        if ((r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV) && !user_chose) {
-            close_all(&s);
-            for (int i = 0; i < s.ncpus; i++)
-                ring_owner[i] = -1;
-            fell_back = 1;
-            s.nev = 0;
-            parse_events(&s, "cpu-clock");
-            icpp_event_setup(&s.ev[0], &s.so, amd);
-            d = opendir(task);
-            r = 0;
-            while (d && r == 0 && (de = readdir(d)) != NULL)
-                if (de->d_name[0] >= '0' && de->d_name[0] <= '9') {
-                    r = open_for_task(&s, (pid_t)atoi(de->d_name), 0, &bad, ring_owner);
-                    if (r == -ESRCH)
-                        r = 0;
-                }
-            if (d)
-                closedir(d);
-        }
-        if (r < 0) {
-            icpp_event_open_error(&err, -r, &s.ev[bad], attach);
-            die("%s", err.msg);
-        }
+        die("%s", err.msg);
     }
     for (int i = 0; i < s.ncpus; i++)
         if (ring_owner[i] < 0)
