@@ -805,8 +805,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "icpp-sample: cannot run %s: %s\n", argv[optind], strerror(e));
             else
                 fprintf(stderr, "icpp-sample: %s ended before it started\n", argv[optind]);
-            icpp_swriter_close(s.w, 0, 0, NULL);
-            unlink(out);
+            icpp_swriter_discard(s.w);
             return 127;
         }
         close(ep[0]);

@@ -192,6 +192,8 @@ char *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen)
     return s;
 }
 
+static int write_atomic(const char *path, const void *buf, size_t len, icpp_err *err);
+
 /* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), table-driven
  * and dependency-free so that the training agent can checksum its output
  * inside a signal handler. */
@@ -231,7 +233,44 @@ char *icpp_hex(const uint8_t *p, size_t n, char *buf, size_t bufsz)
     return buf;
 }
 
+/* Write into an existing non-regular file (a device such as /dev/null, a
+ * FIFO): replacing it by rename would, as root, turn /dev/null into a file. */
+static int write_in_place(const char *path, const void *buf, size_t len, icpp_err *err)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
+    const uint8_t *p = buf;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            close(fd);
+            return icpp_err_set(err, e, "%s: write failed: %s", path, strerror(e));
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return close(fd) < 0 ? icpp_err_set(err, errno, "%s: %s", path, strerror(errno)) : 0;
+}
+
 int icpp_write_file_atomic(const char *path, const void *buf, size_t len, icpp_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return write_in_place(path, buf, len, err);
+    /* A symbolic link to a regular file: replace the file, keep the link. */
+    char *real = NULL;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && (real = realpath(path, NULL)) != NULL)
+        path = real;
+    int r = write_atomic(path, buf, len, err);
+    free(real);
+    return r;
+}
+
+static int write_atomic(const char *path, const void *buf, size_t len, icpp_err *err)
 {
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 16);

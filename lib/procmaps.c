@@ -124,7 +124,7 @@ static int parse_line(const char *s, const char *e, icpp_mapping *out)
     memcpy(buf, s, len);
     buf[len] = 0;
     unsigned long long start, end, off, inode;
-    char perms[8];
+    char perms[8] = "";     /* "%7s" may fill fewer than the 3 bytes read below */
     int pathpos = -1;
     if (sscanf(buf, "%llx-%llx %7s %llx %*x:%*x %llu %n", &start, &end, perms, &off, &inode,
                &pathpos) < 5)

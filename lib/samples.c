@@ -24,6 +24,7 @@ typedef struct tstate {
 
 struct icpp_swriter {
     int        fd;
+    int        created;         /* we created path as a regular file */
     char      *path;
     icpp_wbuf  blk;
     icpp_hmap  threads;         /* (pid, tid) -> index */
@@ -85,6 +86,7 @@ icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err)
         icpp_err_set(err, errno, "%s: cannot create: %s", path, strerror(errno));
         goto fail;
     }
+    w->created = regular;
     uint8_t h[HDR_LEN];
     put_header(h);
     int e = write_all(w->fd, h, sizeof h);
@@ -272,6 +274,16 @@ void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid)
         return;
     icpp_wbuf_uv(&w->blk, pid);
     icpp_wbuf_uv(&w->blk, tid);
+}
+
+void icpp_swriter_discard(icpp_swriter *w)
+{
+    char *path = strdup(w->path);
+    int created = w->created;
+    icpp_swriter_close(w, 0, 0, NULL);
+    if (created && path)
+        unlink(path);
+    free(path);
 }
 
 int icpp_swriter_error(const icpp_swriter *w, icpp_err *err)

@@ -80,6 +80,9 @@ void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid);
 int  icpp_swriter_flush(icpp_swriter *w, icpp_err *err);
 /* END record, flush, fsync, close, free.  Returns the first error met. */
 int  icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err);
+/* Close and remove the file if this writer created it (a regular file);
+ * a device or pipe given as the output is left alone. */
+void icpp_swriter_discard(icpp_swriter *w);
 /* The first write error (e.g. disk full), latched; 0 if none.  After an
  * error, records are dropped and counted. */
 int  icpp_swriter_error(const icpp_swriter *w, icpp_err *err);

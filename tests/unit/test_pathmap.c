@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static icpp_build_id bid(uint8_t seed)
@@ -178,6 +179,21 @@ int main(void)
     CHECK(icpp_pathmap_write(pm, "/nonexistent-dir/x.icppmap", &err) < 0 && strstr(err.msg, "/nonexistent-dir"),
           "unwritable: %s", err.msg);
     CHECK(icpp_pathmap_read("/etc/hostname", &err) == NULL && strstr(err.msg, "bad magic"), "not a map: %s", err.msg);
+    /* A device given as the output is written into, never replaced: as root a
+     * rename over /dev/null would turn it into a regular file. */
+    struct stat dn;
+    if (stat("/dev/null", &dn) == 0 && S_ISCHR(dn.st_mode)) {
+        CHECK(icpp_pathmap_write(pm, "/dev/null", &err) == 0, "write to /dev/null: %s", err.msg);
+        CHECK(stat("/dev/null", &dn) == 0 && S_ISCHR(dn.st_mode), "/dev/null is no longer a device!");
+    }
+    /* A symlink to a map: the map is replaced, the link stays. */
+    char link[300];
+    snprintf(link, sizeof link, "%s/link.icppmap", dir);
+    CHECK(symlink(file, link) == 0, "symlink");
+    CHECK(icpp_pathmap_write(pm, link, &err) == 0, "write through a link: %s", err.msg);
+    struct stat ls;
+    CHECK(lstat(link, &ls) == 0 && S_ISLNK(ls.st_mode), "the symlink was replaced by a file");
+    unlink(link);
     unlink(file);
     rmdir(dir);
 

@@ -1,0 +1,40 @@
+/* fuzz_fde.c -- libFuzzer harness for icpp_fde_parse (lib/fde.c), on .eh_frame and .debug_frame bytes.
+ *
+ * Input: 1 byte of flags (bit 0: .eh_frame, else .debug_frame), 8 bytes of
+ * the section's link-time address (little-endian), then the section bytes.
+ * The seeds are real sections (tests/fuzz/mkseeds.c).  Every FDE returned
+ * must be a range lo < hi (an FDE of length 0 is skipped by the parser),
+ * and there can be no more FDEs than 8-byte units in the section. */
+#include "fde.h"
+#include "fuzz.h"
+
+#define HDR 9
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < HDR)
+        return 0;
+    int eh = data[0] & 1;
+    uint64_t sh_addr = 0;
+    for (int i = 0; i < 8; i++)
+        sh_addr |= (uint64_t)data[1 + i] << (8 * i);
+    /* A copy of exactly the section, so ASan flags any read past its end. */
+    size_t n = size - HDR;
+    uint8_t *sec = fuzz_dup(data + HDR, n);
+    icpp_fde *f = NULL;
+    size_t nf = 0;
+    icpp_err err = {0};
+    int rc = icpp_fde_parse(sec, n, sh_addr, eh, &f, &nf, &err);
+    if (rc < 0) {
+        FUZZ_CHECK(f == NULL && nf == 0 && err.code && err.msg[0], "failure must return nothing, with a message");
+    } else {
+        FUZZ_CHECK(rc == 0, "rc %d", rc);
+        FUZZ_CHECK(nf <= n / 8, "%zu FDEs in %zu bytes", nf, n);
+        for (size_t i = 0; i < nf; i++)
+            FUZZ_CHECK(f[i].lo < f[i].hi, "FDE %zu: [%#llx, %#llx) is empty or wraps", i,
+                       (unsigned long long)f[i].lo, (unsigned long long)f[i].hi);
+    }
+    free(f);
+    free(sec);
+    return 0;
+}
