@@ -1,0 +1,1083 @@
+/* frame.c -- which functions' frames can be enlarged safely, and the bytes that do it (whole-body Zydis analysis, CFI checked). */
+#include "frame.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <Zydis/Zydis.h>
+
+/* The analysis decodes every byte of a function (and of its split-off .cold
+ * parts) with Zydis and runs a data-flow pass over the instructions that
+ * tracks, before each instruction:
+ *   depth   entry SP - rsp (bytes below the entry SP; 0 at entry),
+ *   rbp     whether rbp holds the caller's value, a frame pointer (and then
+ *           entry SP - rbp), or something else,
+ *   inside  whether the frame allocation (the prologue's `sub $imm,%rsp`, or
+ *           for RW_MODE_ENTER the `mov %rsp,%rbp`) is in effect.
+ * Padding by P moves rsp down by P at every "inside" instruction and nowhere
+ * else.  The function is accepted only if that provably changes nothing but
+ * the entry SP of its callees:
+ *   - every transition inside -> outside is an `add` back to exactly the depth
+ *     before the allocation (patched by the same P), or restores rsp from rbp
+ *     (leave, mov %rbp,%rsp, lea -k(%rbp),%rsp: need nothing), or (ENTER) is
+ *     the `pop %rbp` at rsp == rbp (becomes `leave`);
+ *   - every call happens inside; no ret or jump out of the function inside;
+ *     paths that join agree on the state; no other write to rsp (alloca,
+ *     realignment) is reached;
+ *   - nothing inside touches the caller's side of the frame through rsp, and
+ *     no byte of the allocated area is reached both from rsp (moves with P)
+ *     and from rbp (does not);
+ *   - the CFA rule (lib/cfi.h) is rbp-based and agrees with the decoded rbp at
+ *     every inside instruction (so CFI needs no change), and agrees with the
+ *     decoded depth wherever it is rsp-based;
+ *   - no callee-saved register is saved (per CFI) inside the allocated area;
+ *   - no branch from another function lands inside it.
+ * Anything else is refused with the first reason found. */
+
+enum kind {
+    K_OTHER,                /* falls through; operands checked */
+    K_PAD,                  /* nop, int3: padding between code */
+    K_PUSH, K_POP,          /* delta = +8 / -8 */
+    K_ADJ,                  /* add/sub $imm,%rsp: delta */
+    K_LEAVE,
+    K_RSP_FROM_RBP,         /* mov %rbp,%rsp / lea disp(%rbp),%rsp */
+    K_RBP_FROM_RSP,         /* mov %rsp,%rbp / lea disp(%rsp),%rbp */
+    K_CALL, K_RET, K_JMP, K_JMP_IND, K_JCC,
+    K_STOP,                 /* ud2, hlt */
+    K_RSP_BAD,              /* any other write to rsp */
+};
+
+enum {
+    F_RBP_W   = 1 << 0,     /* writes rbp (other than the kinds above) */
+    F_POP_RBP = 1 << 1,     /* K_POP into rbp */
+    F_RSP_MEM = 1 << 2,     /* a memory operand based on rsp */
+    F_RSP_IDX = 1 << 3,     /* ... with an index register */
+    F_RSP_PTR = 1 << 4,     /* rsp's value (or an rsp-based address) goes into a register */
+    F_RBP_REF = 1 << 5,     /* a memory operand or address based on rbp */
+    F_DIRECT  = 1 << 6,     /* target is valid */
+    F_ENDBR   = 1 << 7,     /* endbr64 */
+};
+
+enum { RBP_CALLER, RBP_FRAME, RBP_OTHER };
+
+typedef struct ins {
+    uint64_t addr;
+    uint64_t target;        /* direct branch/call target */
+    int32_t  delta;         /* K_PUSH/K_POP/K_ADJ: bytes rsp moves down (negative: up) */
+    int32_t  imm;           /* K_ADJ: the immediate as encoded (sign-extended) */
+    int32_t  rdisp;         /* K_RSP_FROM_RBP, K_RBP_FROM_RSP */
+    int32_t  sdisp;         /* rsp-based operand displacement */
+    int32_t  bdisp;         /* rbp-based operand displacement */
+    uint16_t ssize;         /* rsp-based access size in bytes */
+    uint16_t flags;
+    uint8_t  len, kind, imm_off, imm_size;
+    /* state before the instruction */
+    uint8_t  reached, inside, rbpk;
+    int32_t  depth, rbp;
+    uint64_t weak_from;     /* reached only by falling through a call (at this address) and padding */
+} ins;
+
+typedef struct st {
+    int32_t depth, rbp;
+    uint8_t inside, rbpk;
+} st;
+
+typedef struct range {
+    uint64_t lo, hi;
+} range;
+
+#define MAX_PARTS 16
+
+/* One analysis of one function. */
+typedef struct fn {
+    ins      *v;
+    size_t    n, cap;
+    range     parts[MAX_PARTS]; /* [0] the function, then its .cold parts */
+    size_t    nparts;
+    size_t   *work;
+    size_t    nwork;
+    const icpp_cfi *cfi;
+    int       mode;             /* RW_MODE_SUB: allocation found on the way; ENTER: at enter_ix */
+    size_t    enter_ix;         /* ENTER: index of the mov %rsp,%rbp */
+    int       have_frame;
+    size_t    frame_ix;
+    int32_t   d0, fdepth;       /* depth before / after the allocation */
+    int32_t   frame_rbp;
+    int       have_sw;          /* an indirect jump inside the frame (switch table) */
+    st        sw;
+    int32_t   rsp_min;          /* shallowest byte reached from rsp inside */
+    int32_t   fixed_max;        /* deepest byte reached at a fixed place (rbp, or rsp outside) */
+    int       rsp_ptr;          /* an rsp-derived pointer escapes inside */
+    uint64_t  outside_call;     /* a call outside the frame (0: none) */
+    uint64_t  blocked[16];      /* calls found not to return (their fall-through is ignored) */
+    int       nblocked;
+    int       restart;          /* a state built on such a fall-through must go: analyse again */
+    const char *why;
+    uint64_t  where;
+    rw_patch *patches;
+    uint32_t  npatches, cappatches;
+} fn;
+
+static const ZydisDecoder *decoder(void)
+{
+    static ZydisDecoder d;
+    static int ready;
+    if (!ready) {
+        ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+        ready = 1;
+    }
+    return &d;
+}
+
+static void refuse(fn *F, const char *why, uint64_t where)
+{
+    if (!F->why) {
+        F->why = why;
+        F->where = where;
+    }
+}
+
+static int is_rsp(ZydisRegister r)
+{
+    return r == ZYDIS_REGISTER_RSP || r == ZYDIS_REGISTER_ESP || r == ZYDIS_REGISTER_SP || r == ZYDIS_REGISTER_SPL;
+}
+
+static int is_rbp(ZydisRegister r)
+{
+    return r == ZYDIS_REGISTER_RBP || r == ZYDIS_REGISTER_EBP || r == ZYDIS_REGISTER_BP || r == ZYDIS_REGISTER_BPL;
+}
+
+/* Classify one decoded instruction at address a into x. */
+static void classify(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a, ins *x)
+{
+    memset(x, 0, sizeof *x);
+    x->addr = a;
+    x->len = in->length;
+    x->kind = K_OTHER;
+    ZydisMnemonic m = in->mnemonic;
+    const ZydisDecodedOperand *o0 = in->operand_count_visible > 0 ? &op[0] : NULL;
+    const ZydisDecodedOperand *o1 = in->operand_count_visible > 1 ? &op[1] : NULL;
+
+    /* Visible operands: memory references and pointers through rsp or rbp. */
+    for (uint8_t i = 0; i < in->operand_count_visible; i++) {
+        const ZydisDecodedOperand *o = &op[i];
+        if (o->type == ZYDIS_OPERAND_TYPE_MEMORY) {
+            int agen = o->mem.type == ZYDIS_MEMOP_TYPE_AGEN;
+            if (is_rsp(o->mem.base) || is_rsp(o->mem.index)) {
+                x->flags |= agen ? F_RSP_PTR : F_RSP_MEM;
+                if (o->mem.index != ZYDIS_REGISTER_NONE || !is_rsp(o->mem.base))
+                    x->flags |= F_RSP_IDX;
+                x->sdisp = (int32_t)o->mem.disp.value;
+                x->ssize = (uint16_t)(o->size / 8 ? o->size / 8 : 1);
+            } else if (is_rbp(o->mem.base)) {
+                x->flags |= F_RBP_REF;
+                x->bdisp = (int32_t)o->mem.disp.value;
+            }
+        } else if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rsp(o->reg.value) &&
+                   (o->actions & ZYDIS_OPERAND_ACTION_MASK_READ) && !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) {
+            x->flags |= F_RSP_PTR;  /* rsp's value read into something else */
+            x->sdisp = 0;
+        }
+    }
+    /* Writes to rsp or rbp, visible or not. */
+    int w_rsp = 0, w_rbp = 0;
+    for (uint8_t i = 0; i < in->operand_count; i++) {
+        const ZydisDecodedOperand *o = &op[i];
+        if (o->type != ZYDIS_OPERAND_TYPE_REGISTER || !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+            continue;
+        w_rsp |= is_rsp(o->reg.value);
+        w_rbp |= is_rbp(o->reg.value);
+    }
+
+    switch (in->meta.category) {
+    case ZYDIS_CATEGORY_NOP:
+    case ZYDIS_CATEGORY_WIDENOP:
+        x->kind = K_PAD;
+        if (m == ZYDIS_MNEMONIC_ENDBR64)
+            x->flags |= F_ENDBR, x->kind = K_OTHER;
+        return;
+    case ZYDIS_CATEGORY_CALL:
+        x->kind = K_CALL;
+        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+            ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &x->target)))
+            x->flags |= F_DIRECT;
+        x->flags &= (uint16_t)~F_RSP_PTR;
+        return;
+    case ZYDIS_CATEGORY_RET:
+        x->kind = K_RET;
+        return;
+    case ZYDIS_CATEGORY_UNCOND_BR:
+        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
+            x->kind = K_JMP;
+            if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &x->target)))
+                x->flags |= F_DIRECT;
+        } else {
+            x->kind = K_JMP_IND;
+        }
+        return;
+    case ZYDIS_CATEGORY_COND_BR:
+        x->kind = K_JCC;
+        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+            ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &x->target)))
+            x->flags |= F_DIRECT;
+        return;
+    default:
+        break;
+    }
+    switch (m) {
+    case ZYDIS_MNEMONIC_INT3:
+        x->kind = K_PAD;
+        return;
+    case ZYDIS_MNEMONIC_UD2:
+    case ZYDIS_MNEMONIC_HLT:
+        x->kind = K_STOP;
+        return;
+    case ZYDIS_MNEMONIC_PUSH:
+    case ZYDIS_MNEMONIC_PUSHFQ:
+        x->kind = in->operand_width == 64 ? K_PUSH : K_RSP_BAD;
+        x->delta = 8;
+        return;
+    case ZYDIS_MNEMONIC_POP:
+    case ZYDIS_MNEMONIC_POPFQ:
+        if (in->operand_width != 64 || (o0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rsp(o0->reg.value))) {
+            x->kind = K_RSP_BAD;
+            return;
+        }
+        x->kind = K_POP;
+        x->delta = -8;
+        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rbp(o0->reg.value))
+            x->flags |= F_POP_RBP;
+        return;
+    case ZYDIS_MNEMONIC_LEAVE:
+        x->kind = K_LEAVE;
+        return;
+    case ZYDIS_MNEMONIC_ADD:
+    case ZYDIS_MNEMONIC_SUB:
+        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o0->reg.value == ZYDIS_REGISTER_RSP &&
+            o1->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && in->raw.imm[0].size && in->operand_width == 64) {
+            int64_t v = o1->imm.value.s;
+            if (v < INT32_MIN || v > INT32_MAX || v % 8 != 0) {
+                x->kind = K_RSP_BAD;
+                return;
+            }
+            x->kind = K_ADJ;
+            x->imm = (int32_t)v;
+            x->delta = m == ZYDIS_MNEMONIC_SUB ? (int32_t)v : -(int32_t)v;
+            x->imm_off = in->raw.imm[0].offset;
+            x->imm_size = in->raw.imm[0].size;
+            x->flags &= (uint16_t)~F_RSP_PTR;
+            return;
+        }
+        break;
+    case ZYDIS_MNEMONIC_MOV:
+        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o1->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+            if (o0->reg.value == ZYDIS_REGISTER_RSP && o1->reg.value == ZYDIS_REGISTER_RBP) {
+                x->kind = K_RSP_FROM_RBP;
+                return;
+            }
+            if (o0->reg.value == ZYDIS_REGISTER_RBP && o1->reg.value == ZYDIS_REGISTER_RSP) {
+                x->kind = K_RBP_FROM_RSP;
+                x->flags &= (uint16_t)~F_RSP_PTR;
+                return;
+            }
+        }
+        break;
+    case ZYDIS_MNEMONIC_LEA:
+        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o1->mem.index == ZYDIS_REGISTER_NONE) {
+            if (o0->reg.value == ZYDIS_REGISTER_RSP && o1->mem.base == ZYDIS_REGISTER_RBP) {
+                x->kind = K_RSP_FROM_RBP;
+                x->rdisp = (int32_t)o1->mem.disp.value;
+                x->flags &= (uint16_t)~F_RBP_REF;
+                return;
+            }
+            if (o0->reg.value == ZYDIS_REGISTER_RBP && o1->mem.base == ZYDIS_REGISTER_RSP) {
+                x->kind = K_RBP_FROM_RSP;
+                x->rdisp = (int32_t)o1->mem.disp.value;
+                x->flags &= (uint16_t)~F_RSP_PTR;
+                return;
+            }
+        }
+        break;
+    default:
+        break;
+    }
+    if (w_rsp)
+        x->kind = K_RSP_BAD;
+    if (w_rbp)
+        x->flags |= F_RBP_W;
+}
+
+/* ---- decoding ---- */
+
+static int push_ins(fn *F, const ins *x)
+{
+    if (F->n == F->cap) {
+        size_t nc = F->cap ? F->cap * 2 : 256;
+        ins *nv = realloc(F->v, nc * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        F->v = nv;
+        F->cap = nc;
+    }
+    F->v[F->n++] = *x;
+    return 0;
+}
+
+static int ins_cmp(const void *a, const void *b)
+{
+    const ins *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Decode every part; returns -ENOMEM, or 0 (an undecodable byte refuses). */
+static int decode_parts(fn *F, const rw_image *img)
+{
+    for (size_t p = 0; p < F->nparts; p++) {
+        size_t avail;
+        const uint8_t *code = rw_image_code(img, F->parts[p].lo, &avail);
+        uint64_t len = F->parts[p].hi - F->parts[p].lo;
+        if (!code || avail < len) {
+            refuse(F, "its code is not in the file", F->parts[p].lo);
+            return 0;
+        }
+        for (uint64_t off = 0; off < len;) {
+            ZydisDecodedInstruction in;
+            ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
+            if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), code + off, len - off, &in, op))) {
+                refuse(F, "contains bytes that do not decode as x86-64 instructions", F->parts[p].lo + off);
+                return 0;
+            }
+            ins x;
+            classify(&in, op, F->parts[p].lo + off, &x);
+            if (push_ins(F, &x) < 0)
+                return -ENOMEM;
+            off += in.length;
+        }
+    }
+    qsort(F->v, F->n, sizeof *F->v, ins_cmp);
+    return 0;
+}
+
+/* Index of the instruction starting at a, or SIZE_MAX. */
+static size_t find_ins(const fn *F, uint64_t a)
+{
+    size_t lo = 0, hi = F->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (F->v[mid].addr < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < F->n && F->v[lo].addr == a ? lo : SIZE_MAX;
+}
+
+static int in_parts(const fn *F, uint64_t a)
+{
+    for (size_t p = 0; p < F->nparts; p++)
+        if (a >= F->parts[p].lo && a < F->parts[p].hi)
+            return 1;
+    return 0;
+}
+
+/* ---- data flow ---- */
+
+static int same_state(const ins *x, const st *s)
+{
+    return x->inside == s->inside && x->depth == s->depth && x->rbpk == s->rbpk &&
+           (s->rbpk != RBP_FRAME || x->rbp == s->rbp);
+}
+
+/* Does the CFA rule at x agree with state s? */
+static int cfi_agrees(const fn *F, const ins *x, const st *s)
+{
+    icpp_cfa_rule r = icpp_cfi_lookup(F->cfi, x->addr);
+    if (r.kind == ICPP_CFA_RSP)
+        return !s->inside && r.off == s->depth + 8;
+    if (r.kind == ICPP_CFA_RBP)
+        return s->rbpk == RBP_FRAME && r.off == s->rbp + 8;
+    return 0;
+}
+
+/* Reach instruction i with state s; weak is the call whose fall-through
+ * (through padding only) this edge is, or 0.  A call to a function that does
+ * not return (abort, a longjmp-ing error handler) is often followed by
+ * padding and then unrelated code: where such a fall-through disagrees with
+ * another edge and the CFI sides with the other edge, the call is taken not
+ * to return. */
+static void reach(fn *F, size_t i, st s, uint64_t weak)
+{
+    ins *x = &F->v[i];
+    if (x->reached) {
+        if (same_state(x, &s)) {
+            if (!weak && x->weak_from) {
+                x->weak_from = 0;
+                if (x->kind == K_PAD)
+                    F->work[F->nwork++] = i;   /* its fall-through is not weak either */
+            }
+            return;
+        }
+        st sx = {x->depth, x->rbp, x->inside, x->rbpk};
+        int agree_x = cfi_agrees(F, x, &sx), agree_e = cfi_agrees(F, x, &s);
+        if (weak && agree_x && !agree_e)
+            return;
+        if (!weak && x->weak_from && agree_e && !agree_x && F->nblocked < 16) {
+            F->blocked[F->nblocked++] = x->weak_from;
+            F->restart = 1;
+            return;
+        }
+        refuse(F, "paths that join there disagree on the stack depth or frame", x->addr);
+        return;
+    }
+    x->reached = 1;
+    x->inside = s.inside;
+    x->depth = s.depth;
+    x->rbpk = s.rbpk;
+    x->rbp = s.rbp;
+    x->weak_from = weak;
+    F->work[F->nwork++] = i;
+}
+
+/* Successor at address a (fall-through or branch target inside the function). */
+static void go(fn *F, const ins *x, uint64_t a, st s, uint64_t weak)
+{
+    size_t j = find_ins(F, a);
+    if (j == SIZE_MAX) {
+        if (in_parts(F, a))
+            refuse(F, "a branch lands inside an instruction", x->addr);
+        return;                 /* fell off the end (after a call that does not return) */
+    }
+    reach(F, j, s, weak);
+}
+
+static void add_patch(fn *F, uint64_t addr, uint8_t kind, int8_t sign, int32_t orig)
+{
+    for (uint32_t i = 0; i < F->npatches; i++)
+        if (F->patches[i].addr == addr)
+            return;
+    if (F->npatches == F->cappatches) {
+        uint32_t nc = F->cappatches ? F->cappatches * 2 : 8;
+        rw_patch *np = realloc(F->patches, nc * sizeof *np);
+        if (!np) {
+            refuse(F, "out of memory", addr);
+            return;
+        }
+        F->patches = np;
+        F->cappatches = nc;
+    }
+    F->patches[F->npatches++] = (rw_patch){addr, kind, sign, orig};
+}
+
+static void check_cfi(fn *F, const ins *x, const st *s)
+{
+    icpp_cfa_rule r = icpp_cfi_lookup(F->cfi, x->addr);
+    if (s->inside) {
+        if (r.kind == ICPP_CFA_RSP)
+            refuse(F, "no frame pointer: its CFA is rsp-based inside the frame (CFI rows would need patching)",
+                   x->addr);
+        else if (r.kind != ICPP_CFA_RBP || s->rbpk != RBP_FRAME || r.off != s->rbp + 8)
+            refuse(F, "its CFI disagrees with the decoded frame pointer", x->addr);
+        return;
+    }
+    switch (r.kind) {
+    case ICPP_CFA_RSP:
+        if (r.off != s->depth + 8)
+            refuse(F, "its CFI disagrees with the decoded stack depth", x->addr);
+        break;
+    case ICPP_CFA_RBP:
+        if (s->rbpk != RBP_FRAME || r.off != s->rbp + 8)
+            refuse(F, "its CFI disagrees with the decoded frame pointer", x->addr);
+        break;
+    case ICPP_CFA_NOFDE:
+        refuse(F, "no CFI covers it", x->addr);
+        break;
+    default:
+        refuse(F, "its CFA rule is not a plain rsp/rbp offset", x->addr);
+        break;
+    }
+}
+
+static void check_mem(fn *F, const ins *x, const st *s)
+{
+    if (x->flags & F_RSP_MEM) {
+        int32_t hi = s->depth - x->sdisp, lo = hi - x->ssize + 1;   /* byte depths */
+        if (s->inside) {
+            if (x->flags & F_RSP_IDX)
+                refuse(F, "an indexed rsp-relative access inside the frame", x->addr);
+            else if (lo <= F->d0)
+                refuse(F, "an rsp-relative access above the frame (the caller's arguments or saved registers)",
+                       x->addr);
+            else if (lo < F->rsp_min)
+                F->rsp_min = lo;
+        } else if (hi > F->fixed_max) {
+            F->fixed_max = hi;
+        }
+    }
+    if (x->flags & F_RSP_PTR) {
+        int32_t at = s->depth - x->sdisp;
+        if (s->inside) {
+            if ((x->flags & F_RSP_IDX) || at <= F->d0)
+                refuse(F, "an address above the frame is taken from rsp", x->addr);
+            F->rsp_ptr = 1;
+        } else if (at > F->fixed_max) {
+            F->fixed_max = at;
+        }
+    }
+    if ((x->flags & F_RBP_REF) && s->rbpk == RBP_FRAME) {
+        int32_t at = s->rbp - x->bdisp;
+        if (at > F->fixed_max)
+            F->fixed_max = at;
+    }
+}
+
+/* The least depth at which the padding is still in effect: an adjustment
+ * may release part of the allocation (gcc folds call-alignment slack into
+ * the `add` that pops stack arguments) as long as it stays below the depth
+ * the allocation started from.  For ENTER that depth itself is inside. */
+static int32_t inside_min(const fn *F)
+{
+    return F->mode == RW_MODE_SUB ? F->d0 + 1 : F->d0;
+}
+
+/* Process instruction i (its state is set). */
+static void step(fn *F, size_t i)
+{
+    const ins *x = &F->v[i];
+    st s = {x->depth, x->rbp, x->inside, x->rbpk};
+    uint64_t next = x->addr + x->len;
+    check_cfi(F, x, &s);
+    check_mem(F, x, &s);
+    if (x->flags & F_RBP_W)
+        s.rbpk = RBP_OTHER;
+    switch (x->kind) {
+    case K_PAD:
+    case K_OTHER:
+        break;
+    case K_STOP:
+        return;
+    case K_PUSH:
+        s.depth += x->delta;
+        break;
+    case K_POP:
+        if (s.inside && s.depth + x->delta < inside_min(F)) {
+            if (F->mode == RW_MODE_ENTER && (x->flags & F_POP_RBP) && s.rbpk == RBP_FRAME && s.depth == s.rbp) {
+                add_patch(F, x->addr, RW_P_LEAVE, 0, 0);
+                s.inside = 0;
+            } else {
+                refuse(F, "a pop crosses the frame boundary", x->addr);
+                return;
+            }
+        }
+        s.depth += x->delta;
+        if (x->flags & F_POP_RBP)
+            s.rbpk = RBP_CALLER;
+        if (s.depth < 0) {
+            refuse(F, "pops above its entry stack pointer", x->addr);
+            return;
+        }
+        break;
+    case K_ADJ:
+        if (!s.inside && x->delta > 0 && F->mode == RW_MODE_SUB) {
+            if (F->have_frame && F->frame_ix != i) {
+                refuse(F, "more than one stack allocation (sub to rsp) outside the frame", x->addr);
+                return;
+            }
+            F->have_frame = 1;
+            F->frame_ix = i;
+            F->d0 = s.depth;
+            F->fdepth = s.depth + x->delta;
+            F->frame_rbp = s.rbp;
+            add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
+            s.inside = 1;
+            s.depth += x->delta;
+            break;
+        }
+        if (s.inside && s.depth + x->delta < inside_min(F)) {
+            if (s.depth + x->delta != F->d0 || F->mode != RW_MODE_SUB) {
+                refuse(F, "a stack adjustment crosses the frame boundary without undoing the allocation", x->addr);
+                return;
+            }
+            /* Undoes the allocation (and maybe pops outgoing arguments too):
+             * it crosses the padding once, so it grows by P. */
+            add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
+            s.inside = 0;
+        } else if (!s.inside && x->delta > 0 && F->mode == RW_MODE_ENTER) {
+            refuse(F, "a stack allocation outside the frame", x->addr);
+            return;
+        }
+        s.depth += x->delta;
+        if (s.depth < 0) {
+            refuse(F, "moves rsp above its entry stack pointer", x->addr);
+            return;
+        }
+        break;
+    case K_LEAVE:
+        if (s.rbpk != RBP_FRAME) {
+            refuse(F, "leave without a frame pointer", x->addr);
+            return;
+        }
+        s.depth = s.rbp - 8;
+        s.rbpk = RBP_CALLER;
+        s.inside = 0;
+        break;
+    case K_RSP_FROM_RBP:
+        if (s.rbpk != RBP_FRAME) {
+            refuse(F, "rsp is set from rbp, which is not a frame pointer there", x->addr);
+            return;
+        }
+        s.depth = s.rbp - x->rdisp;
+        if (s.inside) {
+            if (s.depth > F->d0) {
+                refuse(F, "rsp is reset from rbp to a point inside the frame (alloca or VLA release)", x->addr);
+                return;
+            }
+            s.inside = 0;
+        }
+        break;
+    case K_RBP_FROM_RSP:
+        if (s.inside) {
+            refuse(F, "the frame pointer is set up after the frame is allocated", x->addr);
+            return;
+        }
+        s.rbpk = RBP_FRAME;
+        s.rbp = s.depth - x->rdisp;
+        if (F->mode == RW_MODE_ENTER && i == F->enter_ix) {
+            F->have_frame = 1;
+            F->frame_ix = i;
+            F->d0 = F->fdepth = s.depth;
+            F->frame_rbp = s.rbp;
+            s.inside = 1;
+        }
+        break;
+    case K_CALL:
+        if (!s.inside && !F->outside_call)
+            F->outside_call = x->addr;
+        break;
+    case K_RET:
+        if (s.inside || s.depth != 0)
+            refuse(F, "returns with its frame still allocated", x->addr);
+        return;
+    case K_JMP:
+    case K_JCC:
+        if ((x->flags & F_DIRECT) && in_parts(F, x->target)) {
+            go(F, x, x->target, s, 0);
+        } else if (s.inside || s.depth != 0) {
+            refuse(F, "jumps out of the function with its frame allocated", x->addr);
+            return;
+        }
+        if (x->kind == K_JMP)
+            return;
+        break;
+    case K_JMP_IND:
+        if (!s.inside && s.depth == 0)
+            return;             /* a tail call */
+        if (F->have_sw && memcmp(&F->sw, &s, sizeof s) != 0) {
+            refuse(F, "indirect jumps at different stack depths", x->addr);
+            return;
+        }
+        F->have_sw = 1;
+        F->sw = s;
+        return;
+    case K_RSP_BAD:
+        refuse(F, "a dynamic stack adjustment (alloca, VLA or realignment) or other write to rsp", x->addr);
+        return;
+    }
+    uint64_t weak = 0;
+    if (x->kind == K_CALL) {
+        for (int b = 0; b < F->nblocked; b++)
+            if (F->blocked[b] == x->addr)
+                return;         /* found not to return */
+        weak = x->addr;
+    } else if (x->kind == K_PAD) {
+        weak = x->weak_from;
+    }
+    go(F, x, next, s, weak);
+}
+
+static void run(fn *F)
+{
+    while (F->nwork && !F->why && !F->restart)
+        step(F, F->work[--F->nwork]);
+}
+
+/* Code no path from the entry reaches (switch-table targets, landing pads)
+ * starts with the state of the function's indirect jump, or else the state
+ * just after the allocation.  Then it must flow consistently like the rest. */
+static void seed_unreached(fn *F)
+{
+    for (size_t i = 0; i < F->n && !F->why && !F->restart; i++) {
+        ins *x = &F->v[i];
+        if (x->reached || x->kind == K_PAD || x->kind == K_STOP)
+            continue;
+        st s;
+        if (F->have_sw)
+            s = F->sw;
+        else if (F->have_frame)
+            s = (st){F->fdepth, F->frame_rbp, 1, RBP_FRAME};
+        else
+            return;             /* nothing to enlarge: no need to know */
+        reach(F, i, s, 0);
+        run(F);
+        if (F->restart)
+            return;
+    }
+}
+
+static void reset(fn *F)
+{
+    for (size_t i = 0; i < F->n; i++)
+        F->v[i].reached = 0;
+    F->nwork = 0;
+    F->have_frame = 0;
+    F->have_sw = 0;
+    F->rsp_min = INT32_MAX;
+    F->fixed_max = INT32_MIN;
+    F->rsp_ptr = 0;
+    F->outside_call = 0;
+    F->why = NULL;
+    F->where = 0;
+    F->npatches = 0;
+    F->restart = 0;
+}
+
+static void analyse_pass(fn *F, int mode, size_t enter_ix)
+{
+    F->nblocked = 0;
+    do {
+        reset(F);
+        F->mode = mode;
+        F->enter_ix = enter_ix;
+        if (F->n == 0) {
+            refuse(F, "empty", F->parts[0].lo);
+            return;
+        }
+        size_t e = find_ins(F, F->parts[0].lo);
+        if (e == SIZE_MAX) {
+            refuse(F, "cannot decode its first instruction", F->parts[0].lo);
+            return;
+        }
+        reach(F, e, (st){0, 0, 0, RBP_CALLER}, 0);
+        run(F);
+        if (!F->restart)
+            seed_unreached(F);
+    } while (F->restart && !F->why);
+    if (F->why || !F->have_frame)
+        return;
+    if (F->outside_call)
+        refuse(F, "calls a function outside the enlarged frame (shrink-wrapped prologue)", F->outside_call);
+    else if (F->fixed_max > F->d0 && (F->rsp_min <= F->fixed_max || F->rsp_ptr))
+        refuse(F, "the frame's locals are reached both through rsp and at fixed places (rbp): padding would split them",
+               0);
+}
+
+/* ENTER candidates: [endbr64] push %rbp; mov %rsp,%rbp (55 48 89 e5 or 55 48 8b ec). */
+static size_t enter_candidate(const fn *F, const rw_image *img)
+{
+    size_t i = 0;
+    if (F->n > 0 && (F->v[0].flags & F_ENDBR))
+        i = 1;
+    if (i + 1 >= F->n || F->v[i].addr != F->parts[0].lo + (i ? 4 : 0))
+        return SIZE_MAX;
+    size_t avail;
+    const uint8_t *c = rw_image_code(img, F->v[i].addr, &avail);
+    if (!c || avail < 4 || c[0] != 0x55 || c[1] != 0x48 ||
+        !((c[2] == 0x89 && c[3] == 0xe5) || (c[2] == 0x8b && c[3] == 0xec)))
+        return SIZE_MAX;
+    return i + 1;
+}
+
+/* ---- callee-saved registers per CFI ---- */
+
+/* Refuse if CFI says some register is saved in the area the padding moves
+ * (depth > d0) at instruction x: its unwind rule would then be wrong. */
+static void check_saves(fn *F, Dwarf_CFI *dcfi, const ins *x)
+{
+    Dwarf_Frame *fr = NULL;
+    if (!dcfi || dwarf_cfi_addrframe(dcfi, x->addr, &fr) != 0 || !fr)
+        return;                 /* the CFA check already required an FDE */
+    for (int reg = 0; reg <= 16 && !F->why; reg++) {
+        Dwarf_Op mem[3], *ops = NULL;
+        size_t nops = 0;
+        if (dwarf_frame_register(fr, reg, mem, &ops, &nops) != 0 || nops == 0 || !ops)
+            continue;
+        if (ops[nops - 1].atom == DW_OP_stack_value)
+            continue;           /* a value, not a save slot */
+        int64_t off = 0;
+        if (ops[0].atom != DW_OP_call_frame_cfa) {
+            if (ops[0].atom >= DW_OP_reg0 && ops[0].atom <= DW_OP_reg31)
+                continue;       /* saved in a register */
+            refuse(F, "a register save rule in its CFI is an expression", x->addr);
+            break;
+        }
+        if (nops == 2 && ops[1].atom == DW_OP_plus_uconst)
+            off = (int64_t)ops[1].number;
+        else if (nops == 3 && ops[1].atom == DW_OP_consts && ops[2].atom == DW_OP_plus)
+            off = (int64_t)ops[1].number;
+        else if (nops != 1) {
+            refuse(F, "a register save rule in its CFI is an expression", x->addr);
+            break;
+        }
+        int64_t depth = -8 - off;   /* CFA = entry SP + 8 */
+        if (depth > F->d0)
+            refuse(F, "a callee-saved register is saved inside the area that would move (its CFI rule would be wrong)",
+                   x->addr);
+    }
+    free(fr);
+}
+
+/* ---- the module ---- */
+
+struct rw_frames {
+    rw_frame *v;
+    size_t    n;
+};
+
+static uint32_t room(const rw_patch *p)
+{
+    int64_t lo = p->kind == RW_P_IMM8 ? INT8_MIN : INT32_MIN, hi = p->kind == RW_P_IMM8 ? INT8_MAX : INT32_MAX;
+    int64_t r = p->sign > 0 ? hi - p->orig : p->orig - lo;
+    return r < 0 ? 0 : r > UINT32_MAX ? UINT32_MAX : (uint32_t)r;
+}
+
+typedef struct target {
+    uint64_t to, from_owner;
+} target;
+
+static int target_cmp(const void *a, const void *b)
+{
+    const target *x = a, *y = b;
+    return x->to < y->to ? -1 : x->to > y->to;
+}
+
+rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const icpp_cfi *cfi,
+                             const rw_frame_opts *opts, icpp_err *err)
+{
+    size_t nf = icpp_module_nfuncs(m);
+    const icpp_func *funcs = icpp_module_funcs(m);
+    rw_frames *fs = calloc(1, sizeof *fs);
+    fn F = {0};
+    target *tg = NULL;
+    size_t ntg = 0, captg = 0;
+    Dwarf_CFI *dcfi = dwarf_getcfi_elf(icpp_module_elf(m));
+    if (!fs || !(fs->v = calloc(nf ? nf : 1, sizeof *fs->v)))
+        goto oom;
+    F.cfi = cfi;
+    for (size_t k = 0; k < nf; k++) {
+        const icpp_func *f = &funcs[k];
+        if (f->owner != f->addr)
+            continue;           /* a .cold part: analysed with its owner */
+        rw_frame *out = &fs->v[fs->n++];
+        out->addr = f->addr;
+        out->name = f->name;
+        if (!f->size) {
+            out->why = "its size is unknown (no symbol size)";
+            continue;
+        }
+        F.n = 0;
+        F.nparts = 0;
+        F.parts[F.nparts++] = (range){f->addr, f->addr + f->size};
+        for (size_t j = 0; j < nf; j++)   /* cold parts */
+            if (funcs[j].owner == f->addr && funcs[j].addr != f->addr && funcs[j].size && F.nparts < MAX_PARTS)
+                F.parts[F.nparts++] = (range){funcs[j].addr, funcs[j].addr + funcs[j].size};
+        F.why = NULL;
+        if (decode_parts(&F, img) < 0)
+            goto oom;
+        free(F.work);
+        if (!(F.work = malloc((F.n + 1) * sizeof *F.work)))
+            goto oom;
+        /* Branch targets, for "entered in the middle" below. */
+        for (size_t i = 0; i < F.n; i++) {
+            if (!(F.v[i].flags & F_DIRECT) || in_parts(&F, F.v[i].target))
+                continue;
+            if (ntg == captg) {
+                size_t nc = captg ? captg * 2 : 1024;
+                target *nt = realloc(tg, nc * sizeof *nt);
+                if (!nt)
+                    goto oom;
+                tg = nt;
+                captg = nc;
+            }
+            tg[ntg++] = (target){F.v[i].target, f->addr};
+        }
+        if (F.why) {
+            out->why = F.why;
+            out->where = F.where;
+            continue;
+        }
+        analyse_pass(&F, RW_MODE_SUB, 0);
+        if (!F.why && !F.have_frame) {
+            size_t ei = enter_candidate(&F, img);
+            if (ei == SIZE_MAX) {
+                refuse(&F, "no frame to enlarge (no sub $imm,%rsp, and no push %rbp; mov %rsp,%rbp at its entry)", 0);
+            } else if (!opts->enter) {
+                refuse(&F, "no sub $imm,%rsp to enlarge (--enter would turn its push %rbp; mov %rsp,%rbp into enter)",
+                       0);
+            } else {
+                analyse_pass(&F, RW_MODE_ENTER, ei);
+                for (size_t i = 0; i < F.n && !F.why; i++)
+                    if (F.v[i].reached && (F.v[i].flags & F_DIRECT) && F.v[i].target == F.v[ei].addr)
+                        refuse(&F, "a branch lands between push %rbp and mov %rsp,%rbp", F.v[i].addr);
+                if (!F.why && !F.have_frame)
+                    refuse(&F, "its frame pointer set-up is not reached from the entry", 0);
+                if (!F.why)
+                    add_patch(&F, F.v[ei - 1].addr, RW_P_ENTER, 1, 0);
+            }
+        }
+        if (!F.why) {
+            /* Every instruction the padding moves rsp at: an unwinder (C++
+             * exceptions at call sites, a debugger anywhere) must still find
+             * the saved registers. */
+            for (size_t i = 0; i < F.n && !F.why; i++)
+                if (F.v[i].reached && F.v[i].inside)
+                    check_saves(&F, dcfi, &F.v[i]);
+        }
+        if (F.why) {
+            out->why = F.why;
+            out->where = F.where;
+            continue;
+        }
+        uint32_t maxpad = opts->cap;
+        if (F.mode == RW_MODE_ENTER) {
+            if (maxpad > 0xfff0)
+                maxpad = 0xfff0;
+        } else {
+            for (uint32_t p = 0; p < F.npatches; p++)
+                if (room(&F.patches[p]) < maxpad)
+                    maxpad = room(&F.patches[p]);
+        }
+        maxpad &= ~15u;
+        out->mode = (uint8_t)F.mode;
+        out->frame = F.mode == RW_MODE_SUB ? (uint32_t)(F.fdepth - F.d0) : 0;
+        if (!maxpad) {
+            out->why = "its immediates have no room left (imm8 frame already at the limit)";
+            continue;
+        }
+        out->maxpad = maxpad;
+        out->patches = malloc(F.npatches * sizeof *out->patches);
+        if (!out->patches)
+            goto oom;
+        memcpy(out->patches, F.patches, F.npatches * sizeof *out->patches);
+        out->npatches = F.npatches;
+    }
+    /* A function another function branches into (not at its start) cannot
+     * be changed: that code would run with a state the analysis never saw. */
+    if (ntg)
+        qsort(tg, ntg, sizeof *tg, target_cmp);
+    for (size_t k = 0; k < fs->n; k++) {
+        rw_frame *out = &fs->v[k];
+        if (out->why)
+            continue;
+        const icpp_func *f = icpp_module_func_start(m, out->addr);
+        size_t lo = 0, hi = ntg;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (tg[mid].to <= out->addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (; lo < ntg && tg[lo].to < out->addr + f->size; lo++)
+            if (tg[lo].from_owner != out->addr) {
+                out->why = "another function branches into its middle";
+                out->where = tg[lo].to;
+                out->maxpad = 0;
+                break;
+            }
+    }
+    free(tg);
+    free(F.v);
+    free(F.work);
+    free(F.patches);
+    if (dcfi)
+        dwarf_cfi_end(dcfi);
+    return fs;
+oom:
+    free(tg);
+    free(F.v);
+    free(F.work);
+    free(F.patches);
+    if (dcfi)
+        dwarf_cfi_end(dcfi);
+    rw_frames_free(fs);
+    icpp_err_set(err, ENOMEM, "%s: out of memory analysing functions", icpp_module_path(m));
+    return NULL;
+}
+
+void rw_frames_free(rw_frames *fs)
+{
+    if (!fs)
+        return;
+    for (size_t i = 0; fs->v && i < fs->n; i++)
+        free(fs->v[i].patches);
+    free(fs->v);
+    free(fs);
+}
+
+size_t rw_frames_count(const rw_frames *fs) { return fs->n; }
+const rw_frame *rw_frames_get(const rw_frames *fs, size_t i) { return &fs->v[i]; }
+
+const rw_frame *rw_frames_find(const rw_frames *fs, uint64_t addr)
+{
+    size_t lo = 0, hi = fs->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (fs->v[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < fs->n && fs->v[lo].addr == addr ? &fs->v[lo] : NULL;
+}
+
+int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err)
+{
+    if (f->why || pad == 0 || pad > f->maxpad || pad % 16)
+        return icpp_err_set(err, EINVAL, "%s: padding %u is not allowed (max %u)", f->name, pad, f->maxpad);
+    for (uint32_t i = 0; i < f->npatches; i++) {
+        const rw_patch *p = &f->patches[i];
+        size_t avail;
+        uint8_t *c = rw_image_code(img, p->addr, &avail);
+        if (!c)
+            return icpp_err_set(err, ICPP_EFORMAT, "%s: 0x%" PRIx64 " is not in the file", f->name, p->addr);
+        /* Re-decode: the bytes must still be the instruction analysed. */
+        ZydisDecodedInstruction in;
+        ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), c, avail, &in, op)))
+            return icpp_err_set(err, ICPP_EFORMAT, "%s: cannot decode at 0x%" PRIx64, f->name, p->addr);
+        switch (p->kind) {
+        case RW_P_IMM8:
+        case RW_P_IMM32: {
+            int64_t v = (int64_t)p->orig + (int64_t)p->sign * pad;
+            size_t size = p->kind == RW_P_IMM8 ? 1 : 4;
+            if (in.raw.imm[0].size != size * 8 || in.raw.imm[0].value.s != p->orig ||
+                (size == 1 ? (v < INT8_MIN || v > INT8_MAX) : (v < INT32_MIN || v > INT32_MAX)))
+                return icpp_err_set(err, EINVAL, "%s: immediate at 0x%" PRIx64 " cannot take %u more", f->name,
+                                    p->addr, pad);
+            int32_t nv = (int32_t)v;
+            uint8_t le[4] = {(uint8_t)nv, (uint8_t)(nv >> 8), (uint8_t)(nv >> 16), (uint8_t)(nv >> 24)};
+            memcpy(c + in.raw.imm[0].offset, le, size);
+            break;
+        }
+        case RW_P_ENTER:
+            if (avail < 4 || c[0] != 0x55 || pad > 0xffff)
+                return icpp_err_set(err, EINVAL, "%s: no push %%rbp at 0x%" PRIx64, f->name, p->addr);
+            c[0] = 0xc8;
+            c[1] = (uint8_t)pad;
+            c[2] = (uint8_t)(pad >> 8);
+            c[3] = 0;
+            break;
+        case RW_P_LEAVE:
+            if (c[0] != 0x5d)
+                return icpp_err_set(err, EINVAL, "%s: no pop %%rbp at 0x%" PRIx64, f->name, p->addr);
+            c[0] = 0xc9;
+            break;
+        default:
+            return icpp_err_set(err, EINVAL, "%s: unknown patch", f->name);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,72 @@
+/* frame.h -- which functions' frames can be enlarged safely, and the bytes that do it (whole-body Zydis analysis, CFI checked). */
+#ifndef RW_FRAME_H
+#define RW_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfi.h"
+#include "err.h"
+#include "image.h"
+#include "module.h"
+
+/* How a frame grows. */
+typedef enum rw_mode {
+    RW_MODE_NONE = 0,
+    RW_MODE_SUB,            /* the prologue's `sub $imm,%rsp` and every epilogue that undoes it get +P */
+    RW_MODE_ENTER,          /* no sub: `push %rbp; mov %rsp,%rbp` (4 bytes) becomes `enter $P,$0` (4 bytes),
+                               and every `pop %rbp` that ends the frame becomes `leave` (1 byte each) */
+} rw_mode;
+
+/* One change in the code. */
+typedef enum rw_pkind {
+    RW_P_IMM8 = 1,          /* a sign-extended 8-bit immediate gets sign*P */
+    RW_P_IMM32,             /* a sign-extended 32-bit immediate gets sign*P */
+    RW_P_ENTER,             /* 55 48 89 e5 -> c8 Plo Phi 00 */
+    RW_P_LEAVE,             /* 5d -> c9 */
+} rw_pkind;
+
+typedef struct rw_patch {
+    uint64_t addr;          /* link-time address of the bytes to change */
+    uint8_t  kind;          /* rw_pkind */
+    int8_t   sign;          /* immediates: +1 the value grows by P, -1 it shrinks by P */
+    int32_t  orig;          /* original immediate */
+} rw_patch;
+
+/* Options of the analysis. */
+typedef struct rw_frame_opts {
+    int      enter;         /* allow RW_MODE_ENTER for frame-pointer functions without a sub */
+    uint32_t cap;           /* never offer more padding than this (bytes) */
+} rw_frame_opts;
+
+/* The verdict on one function. */
+typedef struct rw_frame {
+    uint64_t    addr;       /* link-time start */
+    const char *name;
+    const char *why;        /* NULL: can be padded; else why not (static text) */
+    uint64_t    where;      /* address the refusal is about (0: the function as a whole) */
+    uint8_t     mode;       /* rw_mode */
+    uint32_t    frame;      /* bytes the prologue allocates today (0 for ENTER) */
+    uint32_t    maxpad;     /* largest padding the encodings allow, a multiple of 16 (0 if refused) */
+    rw_patch   *patches;
+    uint32_t    npatches;
+} rw_frame;
+
+typedef struct rw_frames rw_frames;
+
+/* Analyse every function of module m (its bytes in img, its CFA table cfi).
+ * Never fails for a function: a function that cannot be proven safe gets a
+ * reason instead.  NULL only when out of memory or the CFI cannot be read. */
+rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const icpp_cfi *cfi,
+                             const rw_frame_opts *opts, icpp_err *err);
+void rw_frames_free(rw_frames *fs);
+size_t          rw_frames_count(const rw_frames *fs);
+const rw_frame *rw_frames_get(const rw_frames *fs, size_t i);
+/* The verdict for the function starting at addr, or NULL if it has none
+ * (not a function start, or a split-off .cold part). */
+const rw_frame *rw_frames_find(const rw_frames *fs, uint64_t addr);
+
+/* Enlarge f's frame by pad bytes (0 < pad <= f->maxpad, multiple of 16) in img. */
+int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err);
+
+#endif

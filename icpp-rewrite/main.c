@@ -1,0 +1,470 @@
+/* main.c -- icpp-rewrite: enlarge chosen activation records so that fewer call paths share a context id. */
+#include "arr.h"
+#include "cfi.h"
+#include "frame.h"
+#include "image.h"
+#include "module.h"
+#include "pathmap.h"
+#include "search.h"
+#include "verify.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *usage_text =
+    "usage: icpp-rewrite -m MAP [-o OUT] [options] PROG [ARGS...]\n"
+    "\n"
+    "Write OUT, a copy of PROG whose chosen functions have larger stack frames,\n"
+    "so that more call paths of MAP (a training of PROG by icpp-train) end at a\n"
+    "context id (function, stack height) no other path has; and OUT.icppmap,\n"
+    "the path map of OUT (MAP with the new heights and OUT's build-id). PROG is\n"
+    "never modified. Only frames that are provably safe to enlarge are touched\n"
+    "(frame-pointer functions; see docs/rewrite.md); the others are listed with\n"
+    "the reason.\n"
+    "\n"
+    "  -m, --map MAP            the path map of PROG (required).\n"
+    "  -o, --output OUT         the rewritten program (default PROG.arr).\n"
+    "      --max-stack-growth X the largest height of any path may grow to X times\n"
+    "                           the map's largest height (default 1.5).\n"
+    "      --seed N             seed of the randomized search (default 1).\n"
+    "      --time-limit S       stop searching after S seconds of CPU time\n"
+    "                           (default 6).\n"
+    "      --enter              also enlarge frame-pointer functions that have no\n"
+    "                           `sub $imm,%rsp`, by rewriting `push %rbp; mov\n"
+    "                           %rsp,%rbp` into `enter $N,$0` (same 4 bytes, but\n"
+    "                           enter is a slow microcoded instruction).\n"
+    "      --verify             run PROG ARGS and OUT ARGS (stdin /dev/null, ASLR off),\n"
+    "                           compare output and exit status, train both with\n"
+    "                           icpp-train and check every path's heights against\n"
+    "                           the prediction and OUT's map (docs/rewrite.md).\n"
+    "      --explain            list the verdict on every function of PROG.\n"
+    "  -q, --quiet              only errors (and --verify's verdict).\n"
+    "  -h, --help               this text.\n"
+    "\n"
+    "Exit status: 0 done (and verified); 1 error (nothing or nothing new written);\n"
+    "2 bad usage; 3 --verify found a difference.\n";
+
+static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("icpp-rewrite: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(status);
+}
+
+static double now(void)     /* CPU seconds of this process */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double pct(uint64_t a, uint64_t b)
+{
+    return b ? 100.0 * (double)a / (double)b : 0.0;
+}
+
+static int64_t map_max_height(const icpp_pathmap *pm)
+{
+    int64_t m = 0;
+    for (uint32_t i = 1; i < icpp_pathmap_nnodes(pm); i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(pm, i);
+        for (uint32_t k = 0; k < n->nheights; k++)
+            if (n->heights[k].height > m)
+                m = n->heights[k].height;
+    }
+    return m;
+}
+
+static char *abs_path(const char *p)
+{
+    if (p[0] == '/')
+        return strdup(p);
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        return strdup(p);
+    char *r;
+    return asprintf(&r, "%s/%s", cwd, p) < 0 ? NULL : r;
+}
+
+/* ---- the report ---- */
+
+static void print_stats_pair(const icpp_pm_stats *a, const icpp_pm_stats *b)
+{
+    printf("%-28s %12s %12s\n", "", "before", "after");
+    printf("%-28s %11.1f%% %11.1f%%   (%zu -> %zu of %zu)\n", "unique CIDs, by paths", pct(a->unique_paths, a->paths),
+           pct(b->unique_paths, b->paths), a->unique_paths, b->unique_paths, a->paths);
+    printf("%-28s %11.1f%% %11.1f%%   (%zu -> %zu of %zu)\n", "unique CIDs, by contexts",
+           pct(a->unique_contexts, a->contexts), pct(b->unique_contexts, b->contexts), a->unique_contexts,
+           b->unique_contexts, a->contexts);
+    printf("%-28s %11.1f%% %11.1f%%   (%" PRIu64 " -> %" PRIu64 " of %" PRIu64 ")\n",
+           "unique CIDs, by call weight", pct(a->unique_calls, a->calls), pct(b->unique_calls, b->calls),
+           a->unique_calls, b->unique_calls, a->calls);
+    printf("ambiguity (contexts by how many paths share their CID; calls in brackets):\n");
+    for (int k = 0; k < ICPP_AMBIG_BUCKETS; k++)
+        printf("  %-8s %10zu [%12" PRIu64 "]  ->  %10zu [%12" PRIu64 "]\n", icpp_pathmap_bucket_name(k),
+               a->hist_paths[k], a->hist_calls[k], b->hist_paths[k], b->hist_calls[k]);
+}
+
+typedef struct reason_count {
+    const char *why;
+    size_t      n;
+    const char *eg[3];          /* a few of the functions */
+} reason_count;
+
+static void count_reason(reason_count *rc, size_t *nrc, size_t max, const char *why, const char *name)
+{
+    size_t i;
+    for (i = 0; i < *nrc; i++)
+        if (rc[i].why == why || !strcmp(rc[i].why, why))
+            break;
+    if (i == *nrc) {
+        if (*nrc == max)
+            return;
+        rc[(*nrc)++] = (reason_count){why, 0, {NULL, NULL, NULL}};
+    }
+    if (rc[i].n < 3)
+        rc[i].eg[rc[i].n] = name;
+    rc[i].n++;
+}
+
+static int rc_cmp(const void *a, const void *b)
+{
+    const reason_count *x = a, *y = b;
+    return x->n > y->n ? -1 : x->n < y->n;
+}
+
+int main(int argc, char **argv)
+{
+    enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN };
+    static const struct option lo[] = {{"map", required_argument, 0, 'm'},
+                                       {"output", required_argument, 0, 'o'},
+                                       {"max-stack-growth", required_argument, 0, OPT_GROWTH},
+                                       {"seed", required_argument, 0, OPT_SEED},
+                                       {"time-limit", required_argument, 0, OPT_TIME},
+                                       {"verify", no_argument, 0, OPT_VERIFY},
+                                       {"enter", no_argument, 0, OPT_ENTER},
+                                       {"explain", no_argument, 0, OPT_EXPLAIN},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *map_path = NULL, *out = NULL;
+    double growth = 1.5, tlimit = 6.0;
+    uint64_t seed = 1;
+    int do_verify = 0, enter = 0, explain = 0, quiet = 0, c;
+    char *e;
+    while ((c = getopt_long(argc, argv, "+m:o:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': map_path = optarg; break;
+        case 'o': out = optarg; break;
+        case OPT_GROWTH:
+            growth = strtod(optarg, &e);
+            if (*e || !(growth >= 1.0) || growth > 1000)
+                die(2, "--max-stack-growth wants a factor from 1 to 1000 (1.5: paths may get 50%% higher), not '%s'",
+                    optarg);
+            break;
+        case OPT_SEED:
+            seed = strtoull(optarg, &e, 0);
+            if (*e || !*optarg)
+                die(2, "--seed wants a number, not '%s'", optarg);
+            break;
+        case OPT_TIME:
+            tlimit = strtod(optarg, &e);
+            if (*e || !(tlimit > 0) || tlimit > 1e6)
+                die(2, "--time-limit wants seconds (> 0), not '%s'", optarg);
+            break;
+        case OPT_VERIFY: do_verify = 1; break;
+        case OPT_ENTER: enter = 1; break;
+        case OPT_EXPLAIN: explain = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: fputs(usage_text, stderr); return 2;
+        }
+    }
+    if (!map_path)
+        die(2, "no path map given: -m MAP (made by icpp-train -o MAP -- PROG)");
+    if (optind >= argc)
+        die(2, "no program given (see --help)");
+    const char *prog = argv[optind];
+    char defout[PATH_MAX];
+    if (!out) {
+        snprintf(defout, sizeof defout, "%s.arr", prog);
+        out = defout;
+    }
+    char out_map[PATH_MAX + 16];
+    snprintf(out_map, sizeof out_map, "%s.icppmap", out);
+
+    /* Inputs, checked before any work. */
+    double t_start = now(), t_read, t_analysis, t_search, t_map, t_write;
+    icpp_err err;
+    icpp_module *m = icpp_module_open(prog, &err);
+    if (!m)
+        die(1, "%s", err.msg);
+    const icpp_build_id *bid = icpp_module_build_id(m);
+    char hex_old[2 * ICPP_BUILD_ID_MAX + 1], hex_new[2 * ICPP_BUILD_ID_MAX + 1], hex_map[2 * ICPP_BUILD_ID_MAX + 1];
+    icpp_build_id_hex(bid, hex_old, sizeof hex_old);
+    if (!bid->len)
+        die(1, "%s has no GNU build-id: ICPP names binaries by build-id (link with -Wl,--build-id)", prog);
+    icpp_pathmap *pm = icpp_pathmap_read(map_path, &err);
+    if (!pm)
+        die(1, "%s", err.msg);
+    const icpp_pm_module *mm = icpp_pathmap_nmodules(pm) ? icpp_pathmap_module(pm, icpp_pathmap_main(pm)) : NULL;
+    if (!mm)
+        die(1, "%s: the map is empty (no modules)", map_path);
+    icpp_build_id_hex(&mm->build_id, hex_map, sizeof hex_map);
+    if (mm->build_id.len != bid->len || memcmp(mm->build_id.bytes, bid->bytes, bid->len))
+        die(1, "%s is a map of %s (build-id %s), not of %s (build-id %s): train this program with icpp-train",
+            map_path, mm->path, hex_map, prog, hex_old);
+    struct stat sp, so;
+    if (stat(prog, &sp) == 0 && stat(out, &so) == 0 && sp.st_dev == so.st_dev && sp.st_ino == so.st_ino)
+        die(1, "%s is the program itself: icpp-rewrite never modifies PROG; choose another -o", out);
+    {
+        char *d1 = strdup(out), *dir = dirname(d1);
+        if (access(dir, W_OK) != 0)
+            die(1, "%s: cannot write in %s: %s", out, dir, strerror(errno));
+        if (stat(out, &so) == 0 && !S_ISREG(so.st_mode))
+            die(1, "%s exists and is not a regular file", out);
+        if (stat(out, &so) == 0 && access(out, W_OK) != 0 && errno != ENOENT)
+            die(1, "%s: cannot replace it: %s", out, strerror(errno));
+        if (stat(out_map, &so) == 0 && !S_ISREG(so.st_mode))
+            die(1, "%s exists and is not a regular file (it would be %s's map)", out_map, out);
+        free(d1);
+    }
+
+    /* Analysis. */
+    t_read = now();
+    icpp_cfi *cfi = icpp_cfi_build(m, &err);
+    if (!cfi)
+        die(1, "%s", err.msg);
+    rw_image img;
+    if (rw_image_load(&img, m, &err) < 0)
+        die(1, "%s", err.msg);
+    if (!img.bid_len)
+        die(1, "%s has no GNU build-id note to replace (link with -Wl,--build-id)", prog);
+    rw_frame_opts fo = {enter, 1u << 20};
+    rw_frames *fs = rw_frames_analyze(m, &img, cfi, &fo, &err);
+    if (!fs)
+        die(1, "%s", err.msg);
+    if (explain) {
+        printf("# function\taddress\tverdict\n");
+        for (size_t i = 0; i < rw_frames_count(fs); i++) {
+            const rw_frame *f = rw_frames_get(fs, i);
+            if (f->why)
+                printf("%s\t%#" PRIx64 "\trefused: %s%s", f->name, f->addr, f->why, f->where ? " at " : "");
+            else
+                printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches)", f->name, f->addr,
+                       f->mode == RW_MODE_ENTER ? "enter" : "sub", f->frame, f->maxpad, f->npatches);
+            if (f->why && f->where)
+                printf("%#" PRIx64, f->where);
+            putchar('\n');
+        }
+    }
+    size_t nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
+    uint32_t main_mod = icpp_pathmap_main(pm);
+    uint32_t *maxpad = calloc(nf + 1, sizeof *maxpad);
+    uint8_t *is_caller = calloc(nf + 1, 1), *conflict = calloc(nf + 1, 1);
+    uint32_t *caller = malloc(nn * sizeof *caller), *far = malloc(nn * sizeof *far);
+    size_t nmf = icpp_module_nfuncs(m), nranges = 0;
+    icpp_arr_range *ranges = malloc((nmf + 1) * sizeof *ranges);
+    if (!maxpad || !is_caller || !conflict || !caller || !far || !ranges)
+        die(1, "out of memory");
+    /* Which frame each path was called from (returned frames in the map). */
+    for (size_t i = 0; i < nmf; i++) {
+        const icpp_func *f = &icpp_module_funcs(m)[i];
+        if (f->size)
+            ranges[nranges++] = (icpp_arr_range){f->addr, f->addr + f->size, f->owner};
+    }
+    long moved = icpp_arr_callers(pm, ranges, nranges, caller, far);
+    if (moved < 0)
+        die(1, "out of memory");
+    /* A node entered sometimes with, sometimes without the frames between
+     * its callers: those frames must keep their size. */
+    for (uint32_t i = 1; i < nn; i++) {
+        if (!far[i])
+            continue;
+        for (uint32_t a = icpp_pathmap_node(pm, i)->parent; a && a != far[i]; a = icpp_pathmap_node(pm, a)->parent)
+            conflict[icpp_pathmap_node(pm, a)->func] = 1;
+    }
+    for (uint32_t i = 1; i < nn; i++)
+        if (caller[i])
+            is_caller[icpp_pathmap_node(pm, caller[i])->func] = 1;
+    size_t ncallers = 0, ncallers_ok = 0;
+    reason_count rc[64];
+    size_t nrc = 0;
+    for (uint32_t f = 0; f < nf; f++) {
+        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
+        if (pf->module != main_mod)
+            continue;
+        const rw_frame *fr = rw_frames_find(fs, pf->addr);
+        const char *why = !fr ? "not a function start of the program (or a .cold part)"
+                          : fr->why ? fr->why
+                          : conflict[f] ? "the training saw it both live and returned below the same path "
+                                          "(calls with stack arguments after it returned)"
+                                        : NULL;
+        if (!why)
+            maxpad[f] = fr->maxpad;
+        if (!is_caller[f])
+            continue;
+        ncallers++;
+        if (!why)
+            ncallers_ok++;
+        else
+            count_reason(rc, &nrc, 64, why, pf->name);
+    }
+
+    /* Search. */
+    t_analysis = now();
+    icpp_pm_stats before, after;
+    if (icpp_pathmap_stats(pm, &before, &err) < 0)
+        die(1, "%s", err.msg);
+    int64_t h0 = map_max_height(pm);
+    rw_search_opts so2 = {seed, tlimit, (int64_t)floor((double)h0 * growth), 0};
+    rw_search_result sr;
+    if (rw_search_run(pm, caller, maxpad, &so2, &sr, &err) < 0)
+        die(1, "%s", err.msg);
+
+    /* Patch. */
+    t_search = now();
+    icpp_arr_pad *pads = calloc(nf + 1, sizeof *pads);
+    size_t npads = 0, n_sub = 0, n_enter = 0;
+    if (!pads)
+        die(1, "out of memory");
+    for (uint32_t f = 0; f < nf; f++) {
+        if (!sr.pad[f])
+            continue;
+        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
+        const rw_frame *fr = rw_frames_find(fs, pf->addr);
+        if (!fr || rw_frame_patch(fr, sr.pad[f], &img, &err) < 0)
+            die(1, "%s", fr ? err.msg : "internal error: padding chosen for a function without a verdict");
+        pads[npads++] = (icpp_arr_pad){pf->addr, sr.pad[f]};
+        if (fr->mode == RW_MODE_ENTER)
+            n_enter++;
+        else
+            n_sub++;
+    }
+    icpp_build_id nbid;
+    icpp_arr_build_id(bid, pads, npads, &nbid);
+    icpp_build_id_hex(&nbid, hex_new, sizeof hex_new);
+    if (rw_image_set_build_id(&img, &nbid, &err) < 0)
+        die(1, "%s: %s", prog, err.msg);
+    char *out_abs = abs_path(out);
+    icpp_pathmap *npm = icpp_arr_apply(pm, caller, pads, npads, out_abs ? out_abs : out, &nbid, &err);
+    if (!npm)
+        die(1, "%s", err.msg);
+    if (icpp_pathmap_stats(npm, &after, &err) < 0)
+        die(1, "%s", err.msg);
+    t_map = now();
+    if (rw_image_write(&img, out, &err) < 0)
+        die(1, "%s", err.msg);
+    if (icpp_pathmap_write(npm, out_map, &err) < 0) {
+        unlink(out);    /* never leave a binary without its map */
+        die(1, "%s (%s removed)", err.msg, out);
+    }
+    t_write = now();
+
+    if (!quiet) {
+        printf("icpp-rewrite: %s -> %s\n", prog, out);
+        printf("build-id:     %s -> %s\n", hex_old, hex_new);
+        printf("map:          %s -> %s\n", map_path, out_map);
+        print_stats_pair(&before, &after);
+        printf("max height:   %" PRId64 " -> %" PRId64 " bytes (x%.2f; budget x%.2f = %" PRId64 ")\n", h0,
+               sr.max_height, h0 ? (double)sr.max_height / (double)h0 : 1.0, growth, so2.max_height);
+        printf("functions:    %zu of the program's functions call others on the map's paths: %zu can be "
+               "enlarged, %zu refused\n",
+               ncallers, ncallers_ok, ncallers - ncallers_ok);
+        if (moved)
+            printf("returned:     %ld paths were entered below frames that had returned (calls with stack "
+                   "arguments); heights follow the frame they were called from\n",
+                   moved);
+        printf("resized:      %zu functions (%zu sub immediates, %zu enter)%s\n", npads, n_sub, n_enter,
+               npads ? ":" : "");
+        for (size_t i = 0; i < npads; i++) {
+            const rw_frame *fr = rw_frames_find(fs, pads[i].addr);
+            printf("  %#10" PRIx64 "  +%-5u %-5s frame %5u -> %-5u  %s\n", pads[i].addr, pads[i].pad,
+                   fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + pads[i].pad, fr->name);
+        }
+        if (nrc) {
+            qsort(rc, nrc, sizeof *rc, rc_cmp);
+            printf("refused (callers on the map's paths), by reason:\n");
+            for (size_t i = 0; i < nrc; i++)
+                printf("  %5zu  %s (%s%s%s%s%s%s)\n", rc[i].n, rc[i].why, rc[i].eg[0] ? rc[i].eg[0] : "",
+                       rc[i].eg[1] ? ", " : "", rc[i].eg[1] ? rc[i].eg[1] : "", rc[i].eg[2] ? ", " : "",
+                       rc[i].eg[2] ? rc[i].eg[2] : "", rc[i].n > 3 ? ", ..." : "");
+            printf("  (--explain lists every function with the address the reason is about)\n");
+        }
+        printf("search:       %.3f s CPU, %" PRIu64 " best responses, %" PRIu64 " paddings evaluated, %zu candidate "
+               "functions, %zu contexts that can collide, seed %" PRIu64 "%s\n",
+               sr.seconds, sr.iterations, sr.evaluations, sr.candidates, sr.tracked, seed,
+               sr.hit_time_limit ? " (time limit reached)" : "");
+        printf("time:         %.2f s CPU: reading %.2f, analysis %.2f, search %.2f, new map %.2f, writing %.2f\n",
+               t_write - t_start, t_read - t_start, t_analysis - t_read, t_search - t_analysis, t_map - t_search,
+               t_write - t_map);
+        rw_amb_report ar;
+        if (rw_ambiguity(pm, caller, sr.pad, maxpad, &ar, &err) < 0)
+            die(1, "%s", err.msg);
+        static const char *cls_name[RW_AMB_NCLASSES] = {
+            "same callers in another order or place: no resizing can separate",
+            "only functions that cannot be patched differ",
+            "separable in principle: budget or conflicts left them",
+        };
+        printf("still ambiguous: %zu contexts\n",
+               ar.contexts[0] + ar.contexts[1] + ar.contexts[2]);
+        for (int k = 0; k < RW_AMB_NCLASSES; k++)
+            printf("  %6zu contexts, %12" PRIu64 " calls: %s\n", ar.contexts[k], ar.weight[k], cls_name[k]);
+        size_t shown = 0;
+        for (size_t g = 0; g < ar.ngroups && shown < 12; g++, shown++) {
+            const rw_amb_group *G = &ar.groups[g];
+            printf("  [%s] %s at height %" PRId64 ", %u paths, %" PRIu64 " calls:\n",
+                   G->cls == RW_AMB_SAME_CALLERS ? "inseparable" : G->cls == RW_AMB_UNPATCHABLE ? "unpatchable" : "open",
+                   icpp_pathmap_func(pm, G->leaf)->name, G->height, G->nnodes, G->weight);
+            for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
+                char pn[1024];
+                rw_path_name(pm, G->nodes[j], pn, sizeof pn);
+                printf("      %s\n", pn);
+            }
+            if (G->nnodes > 4)
+                printf("      ... %u more\n", G->nnodes - 4);
+        }
+        if (ar.ngroups > shown)
+            printf("  ... %zu more shared CIDs\n", ar.ngroups - shown);
+        rw_amb_report_free(&ar);
+    }
+    int status = 0;
+    if (do_verify) {
+        rw_verify_opts vo = {prog,  out,   out_map, argv + optind + 1, argc - optind - 1, pads, npads, ranges,
+                             nranges, quiet};
+        int v = rw_verify(&vo);
+        status = v < 0 ? 1 : v > 0 ? 3 : 0;
+    }
+    free(out_abs);
+    free(pads);
+    free(maxpad);
+    free(is_caller);
+    free(conflict);
+    free(caller);
+    free(far);
+    free(ranges);
+    rw_search_result_free(&sr);
+    icpp_pathmap_free(npm);
+    icpp_pathmap_free(pm);
+    rw_frames_free(fs);
+    rw_image_free(&img);
+    icpp_cfi_free(cfi);
+    icpp_module_close(m);
+    return status;
+}

@@ -1,0 +1,277 @@
+/* arr.c -- activation record resizing on a path map: how paddings move heights, the padded binary's map and build-id. */
+#include "arr.h"
+
+#include "codec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void icpp_arr_func_pads(const icpp_pathmap *pm, const icpp_arr_pad *pads, size_t n, uint32_t *out)
+{
+    size_t nf = icpp_pathmap_nfuncs(pm);
+    uint32_t main = icpp_pathmap_main(pm);
+    memset(out, 0, nf * sizeof *out);
+    for (size_t i = 0; i < nf; i++) {
+        const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
+        if (f->module != main)
+            continue;
+        for (size_t k = 0; k < n; k++)
+            if (pads[k].addr == f->addr) {
+                out[i] = pads[k].pad;
+                break;
+            }
+    }
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+    const icpp_arr_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The owner of the range holding addr, or UINT64_MAX. */
+static uint64_t owner_of(const icpp_arr_range *r, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r[mid].lo <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* A return address may be one past the end of its function (a call to
+     * a function that does not return, last in its caller): addr - 1. */
+    if (lo > 0 && addr - 1 >= r[lo - 1].lo && addr - 1 < r[lo - 1].hi)
+        return r[lo - 1].owner;
+    return UINT64_MAX;
+}
+
+long icpp_arr_callers(const icpp_pathmap *pm, const icpp_arr_range *ranges, size_t nranges, uint32_t *caller,
+                      uint32_t *far)
+{
+    size_t nn = icpp_pathmap_nnodes(pm);
+    uint32_t main = icpp_pathmap_main(pm);
+    icpp_arr_range *r = nranges ? malloc(nranges * sizeof *r) : NULL;
+    if (nranges && !r)
+        return -ENOMEM;
+    if (nranges) {
+        memcpy(r, ranges, nranges * sizeof *r);
+        qsort(r, nranges, sizeof *r, range_cmp);
+    }
+    long moved = 0;
+    caller[0] = 0;
+    if (far)
+        far[0] = 0;
+    for (size_t i = 1; i < nn; i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(pm, (uint32_t)i);
+        uint32_t near = 0, farthest = 0;
+        for (uint32_t k = 0; k < n->nsites; k++) {
+            if (n->sites[k].module != main)
+                continue;
+            uint64_t own = owner_of(r, nranges, n->sites[k].addr);
+            if (own == UINT64_MAX)
+                continue;
+            /* The nearest ancestor running that function. */
+            for (uint32_t a = n->parent; a; a = icpp_pathmap_node(pm, a)->parent) {
+                const icpp_pm_func *f = icpp_pathmap_func(pm, icpp_pathmap_node(pm, a)->func);
+                if (f->module == main && f->addr == own) {
+                    if (!near || a > near)
+                        near = a;
+                    if (!farthest || a < farthest)
+                        farthest = a;
+                    break;
+                }
+            }
+        }
+        caller[i] = near ? near : n->parent;
+        moved += caller[i] != n->parent;
+        if (far)
+            far[i] = near && farthest != near ? farthest : 0;
+    }
+    free(r);
+    return moved;
+}
+
+void icpp_arr_shifts(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *func_pad, int64_t *shift)
+{
+    /* An ancestor always precedes its descendants, so one pass suffices. */
+    size_t nn = icpp_pathmap_nnodes(pm);
+    shift[0] = 0;
+    for (size_t i = 1; i < nn; i++) {
+        uint32_t c = caller ? caller[i] : icpp_pathmap_node(pm, (uint32_t)i)->parent;
+        shift[i] = c ? shift[c] + func_pad[icpp_pathmap_node(pm, c)->func] : 0;
+    }
+}
+
+static int pad_cmp(const void *a, const void *b)
+{
+    const icpp_arr_pad *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* splitmix64 finalizer: a good 64-bit mixer, enough for an identifier
+ * (build-ids are names, not signatures). */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void icpp_arr_build_id(const icpp_build_id *old, const icpp_arr_pad *pads, size_t n, icpp_build_id *out)
+{
+    icpp_arr_pad *s = n ? malloc(n * sizeof *s) : NULL;
+    size_t ns = 0;
+    for (size_t i = 0; s && i < n; i++)
+        if (pads[i].pad)
+            s[ns++] = pads[i];
+    if (ns)
+        qsort(s, ns, sizeof *s, pad_cmp);
+    /* Four independent lanes over: a tag, the old id, the sorted paddings. */
+    uint64_t lane[4] = {0x69637070u, 0x61727231u, 0x6275696cu, 0x642d6964u};
+    for (int l = 0; l < 4; l++) {
+        uint64_t h = mix(lane[l] ^ old->len);
+        for (uint8_t i = 0; i < old->len; i++)
+            h = mix(h ^ old->bytes[i] ^ ((uint64_t)i << 8));
+        for (size_t i = 0; i < ns; i++)
+            h = mix(mix(h ^ s[i].addr) ^ s[i].pad);
+        lane[l] = mix(h ^ (uint64_t)ns);
+    }
+    free(s);
+    memset(out, 0, sizeof *out);
+    out->len = old->len ? old->len : 20;
+    for (uint8_t i = 0; i < out->len; i++)
+        out->bytes[i] = (uint8_t)(mix(lane[i & 3] + i) >> 56);
+    if (out->len == old->len && !memcmp(out->bytes, old->bytes, old->len))
+        out->bytes[0] ^= 0xa5;  /* never the old id */
+}
+
+/* The metadata of a map, which the public API reads only by key: find it in
+ * the map's encoding (docs/pathmap-format.md) and set each pair on dst. */
+static int copy_meta(const icpp_pathmap *src, icpp_pathmap *dst, icpp_err *err)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (icpp_pathmap_encode(src, &buf, &len, err) < 0)
+        return -1;
+    icpp_rbuf r;
+    icpp_rbuf_init(&r, buf, len > 4 ? len - 4 : 0);   /* without the CRC */
+    icpp_rbuf_bytes(&r, 24);                          /* magic, version, flags, length */
+    icpp_rbuf_uv(&r);                                 /* definitions version */
+    icpp_rbuf_uv(&r);                                 /* main module */
+    for (uint64_t m = icpp_rbuf_uv(&r); m && !r.bad; m--) {
+        icpp_rbuf_uv(&r);
+        free(icpp_rbuf_str(&r, 1u << 16));
+        icpp_rbuf_bytes(&r, icpp_rbuf_uv(&r));
+    }
+    for (uint64_t f = icpp_rbuf_uv(&r); f && !r.bad; f--) {
+        icpp_rbuf_uv(&r);
+        icpp_rbuf_uv(&r);
+        free(icpp_rbuf_str(&r, 1u << 16));
+    }
+    for (uint64_t nn = icpp_rbuf_uv(&r); nn && !r.bad; nn--) {
+        icpp_rbuf_uv(&r);
+        icpp_rbuf_uv(&r);
+        icpp_rbuf_uv(&r);
+        for (uint64_t h = icpp_rbuf_uv(&r); h && !r.bad; h--) {
+            icpp_rbuf_sv(&r);
+            icpp_rbuf_uv(&r);
+        }
+        for (uint64_t s = icpp_rbuf_uv(&r); s && !r.bad; s--) {
+            icpp_rbuf_uv(&r);
+            icpp_rbuf_uv(&r);
+            icpp_rbuf_uv(&r);
+        }
+    }
+    int rc = 0;
+    for (uint64_t k = icpp_rbuf_uv(&r); k && !r.bad && rc == 0; k--) {
+        char *key = icpp_rbuf_str(&r, 1u << 16), *val = icpp_rbuf_str(&r, 1u << 16);
+        if (key && val && icpp_pathmap_set_meta(dst, key, val) < 0)
+            rc = icpp_err_set(err, ENOMEM, "out of memory copying the map's metadata");
+        free(key);
+        free(val);
+    }
+    if (rc == 0 && r.bad)
+        rc = icpp_err_set(err, ICPP_EFORMAT, "internal error: cannot re-read the map's own encoding");
+    free(buf);
+    return rc;
+}
+
+icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_pad *pads, size_t n,
+                             const char *new_path, const icpp_build_id *new_bid, icpp_err *err)
+{
+    size_t nm = icpp_pathmap_nmodules(pm), nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
+    uint32_t main = icpp_pathmap_main(pm);
+    icpp_pathmap *out = icpp_pathmap_new();
+    uint32_t *fpad = malloc((nf + 1) * sizeof *fpad);
+    int64_t *shift = malloc(nn * sizeof *shift);
+    uint32_t *modmap = malloc((nm + 1) * sizeof *modmap);
+    if (!out || !fpad || !shift || !modmap)
+        goto oom;
+    icpp_arr_func_pads(pm, pads, n, fpad);
+    icpp_arr_shifts(pm, caller, fpad, shift);
+    for (size_t i = 0; i < nm; i++) {
+        const icpp_pm_module *m = icpp_pathmap_module(pm, (uint32_t)i);
+        int is_main = i == main;
+        if (icpp_pathmap_add_module(out, is_main ? new_path : m->path, is_main ? new_bid : &m->build_id, m->kind,
+                                    &modmap[i]) < 0)
+            goto oom;
+        if (modmap[i] != i) {
+            icpp_err_set(err, ICPP_EFORMAT, "the map lists module %s twice", m->path);
+            goto fail;
+        }
+    }
+    if (nm)
+        icpp_pathmap_set_main(out, main);
+    for (size_t i = 0; i < nf; i++) {
+        const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
+        uint32_t idx;
+        if (icpp_pathmap_add_func(out, f->module, f->addr, f->name, &idx) < 0)
+            goto oom;
+    }
+    for (size_t i = 1; i < nn; i++) {
+        const icpp_pm_node *s = icpp_pathmap_node(pm, (uint32_t)i);
+        uint32_t d;
+        if (icpp_pathmap_child(out, s->parent, s->func, &d) < 0)
+            goto oom;
+        if (d != i) {               /* paths are unique: node i is copied to node i */
+            icpp_err_set(err, ICPP_EFORMAT, "the map stores path %zu twice", i);
+            goto fail;
+        }
+        icpp_pathmap_add_count(out, d, s->count);
+        for (uint32_t k = 0; k < s->nheights; k++)
+            if (icpp_pathmap_add_height(out, d, s->heights[k].height + shift[i], s->heights[k].count) < 0)
+                goto oom;
+        for (uint32_t k = 0; k < s->nsites; k++)
+            if (icpp_pathmap_add_site(out, d, s->sites[k].module, s->sites[k].addr, s->sites[k].count) < 0)
+                goto oom;
+    }
+    if (copy_meta(pm, out, err) < 0)
+        goto fail;
+    char hex[2 * ICPP_BUILD_ID_MAX + 1] = "", num[32];
+    if (nm)
+        icpp_hex(icpp_pathmap_module(pm, main)->build_id.bytes, icpp_pathmap_module(pm, main)->build_id.len, hex,
+                 sizeof hex);
+    size_t npadded = 0;
+    for (size_t k = 0; k < n; k++)
+        npadded += pads[k].pad != 0;
+    snprintf(num, sizeof num, "%zu", npadded);
+    if (icpp_pathmap_set_meta(out, "arr-source", hex) < 0 || icpp_pathmap_set_meta(out, "arr-paddings", num) < 0)
+        goto oom;
+    free(fpad);
+    free(shift);
+    free(modmap);
+    return out;
+oom:
+    icpp_err_set(err, ENOMEM, "out of memory building the padded binary's map");
+fail:
+    icpp_pathmap_free(out);
+    free(fpad);
+    free(shift);
+    free(modmap);
+    return NULL;
+}

@@ -1,0 +1,78 @@
+/* arr.h -- activation record resizing on a path map: how paddings move heights, the padded binary's map and build-id. */
+#ifndef ICPP_ARR_H
+#define ICPP_ARR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "defs.h"
+#include "err.h"
+#include "pathmap.h"
+
+/* Activation record resizing (ARR, docs/rewrite.md) enlarges the frames of
+ * chosen functions of a map's main module.  A function padded by P bytes
+ * enters every function it calls P bytes lower, so the height of a path grows
+ * by the padding of every function above its leaf whose frame was live when
+ * the leaf was entered (each occurrence counts: recursion multiplies); the
+ * leaf's own padding does not move its entry.
+ *
+ * "Live" matters because a training map can hold returned frames: the
+ * training agent has no exit hooks and pops a frame only when a later entry
+ * is at or above its entry SP, so when G calls P, P returns, and G then
+ * calls N with stack arguments pushed (a lower SP), the map records the path
+ * G;P;N although P's frame is gone.  N's call site (its return address, in
+ * the map) lies in G, not in P: the frame N was called from is G's.  These
+ * helpers find that frame for every node ("caller") and shift heights along
+ * callers, not parents.  They are shared by icpp-rewrite (which chooses the
+ * paddings) and any tool that wants to predict the heights of a padded
+ * binary. */
+
+/* One padding: the main-module function at link-time `addr` gets `pad` more
+ * bytes of frame (a multiple of 16, keeping the ABI's stack alignment). */
+typedef struct icpp_arr_pad {
+    uint64_t addr;                  /* link-time start address in the main module */
+    uint32_t pad;                   /* bytes, multiple of 16 */
+} icpp_arr_pad;
+
+/* A piece of the main module's code: [lo, hi) runs in the frame of the
+ * function starting at `owner` (itself, or for gcc's foo.cold parts foo). */
+typedef struct icpp_arr_range {
+    uint64_t lo, hi, owner;
+} icpp_arr_range;
+
+/* Per map function index (icpp_pathmap_nfuncs entries into out): the padding
+ * of that function, 0 for functions of other modules and unlisted ones. */
+void icpp_arr_func_pads(const icpp_pathmap *pm, const icpp_arr_pad *pads, size_t n, uint32_t *out);
+
+/* For every node (icpp_pathmap_nnodes entries into caller), the node whose
+ * frame it was called from: the nearest ancestor whose code (ranges of the
+ * main module) holds the node's call sites, else its parent (no site in the
+ * main module, or none in an ancestor: calls from other modules, signal
+ * handlers).  caller[0] = 0.  If far is not NULL, far[i] is set to the
+ * farthest such ancestor when the sites of node i lie in different ancestors
+ * (then the frames between are live on some of its entries and not on
+ * others), else 0.  Returns the number of nodes whose caller is not their
+ * parent, or -ENOMEM. */
+long icpp_arr_callers(const icpp_pathmap *pm, const icpp_arr_range *ranges, size_t nranges, uint32_t *caller,
+                      uint32_t *far);
+
+/* Height shift of every node (icpp_pathmap_nnodes entries into shift):
+ * shift[i] = shift[c] + func_pad[function of c] with c = caller[i] (NULL:
+ * parents), and shift[0] = 0 -- the paddings of the live frames above. */
+void icpp_arr_shifts(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *func_pad, int64_t *shift);
+
+/* The build-id of the padded binary: the same length as `old` (20 if old has
+ * none), a deterministic function of the old id and the paddings (sorted by
+ * address; zero paddings ignored), and never equal to `old`.  A map or sample
+ * file of one binary can therefore never be taken for the other's. */
+void icpp_arr_build_id(const icpp_build_id *old, const icpp_arr_pad *pads, size_t n, icpp_build_id *out);
+
+/* The map of the padded binary: a copy of `pm` whose heights are shifted by
+ * icpp_arr_shifts (with `caller`, NULL for parents) and whose main module has
+ * `new_path` and `new_bid`; all metadata is kept, and "arr-source" (the old
+ * build-id in hex) and "arr-paddings" (number of padded functions) are set.
+ * NULL on failure. */
+icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_pad *pads, size_t n,
+                             const char *new_path, const icpp_build_id *new_bid, icpp_err *err);
+
+#endif

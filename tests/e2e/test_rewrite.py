@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""test_rewrite.py -- icpp-rewrite end to end: on the corpus (frame-pointer builds) the
+rewritten program behaves identically and a fresh training of it measures exactly the
+heights its map predicts; orders.c's separable collision is separated and its inseparable
+one reported; a generated program with many collisions gains precision within the stack
+budget; only resized functions and the build-id note change; same seed, same result;
+bad input fails with one clear line."""
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from e2e import SOURCE, Checker, built, run, tool
+
+sys.path.insert(0, os.path.join(SOURCE, "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import callgraph  # noqa: E402
+import corpus  # noqa: E402
+
+c = Checker("e2e-rewrite")
+TRAIN = tool("icpp-train")
+REWRITE = tool("icpp-rewrite")
+tmp = tempfile.mkdtemp(prefix="icpp-rewrite-")
+only = sys.argv[1:]   # optional program names to restrict to
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def train(binary, mapfile, args=()):
+    return run([TRAIN, "-q", "--fresh", "-o", mapfile, "--", binary] + list(args))
+
+
+def paths_of(mapfile):
+    """{function ids (module@address;...): (names, {height: count})} of a map."""
+    r = run([TRAIN, "--paths", mapfile])
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    out = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("#"):
+            continue
+        _cnt, hs, names, ids = line.split("\t")
+        out[ids] = (names, {int(a): int(b) for a, b in (x.split(":") for x in hs.split(",") if x)})
+    return out
+
+
+def report(text):
+    """The figures of icpp-rewrite's report."""
+    f = {}
+    m = re.search(r"unique CIDs, by paths\s+([\d.]+)%\s+([\d.]+)%", text)
+    if m:
+        f["paths_before"], f["paths_after"] = float(m.group(1)), float(m.group(2))
+    m = re.search(r"unique CIDs, by call weight\s+([\d.]+)%\s+([\d.]+)%", text)
+    if m:
+        f["calls_before"], f["calls_after"] = float(m.group(1)), float(m.group(2))
+    m = re.search(r"max height:\s+(\d+) -> (\d+) bytes .*budget x([\d.]+) = (\d+)", text)
+    if m:
+        f["h_before"], f["h_after"], f["budget"] = int(m.group(1)), int(m.group(2)), int(m.group(4))
+    m = re.search(r"resized:\s+(\d+) functions", text)
+    if m:
+        f["nresized"] = int(m.group(1))
+    f["resized"] = [(int(a, 16), int(p), m) for a, p, m in
+                    re.findall(r"^\s+(0x[0-9a-f]+)\s+\+(\d+)\s+(sub|enter)\s+frame", text, re.M)]
+    m = re.search(r"verify: (\d+) stable paths: (\d+) exactly as PROG's training shifted by the paddings; "
+                  r"(\d+) of (\d+) in OUT's map exactly as it predicts", text)
+    if m:
+        f["stable"], f["stable_ok"], f["map_ok"], f["map_n"] = map(int, m.groups())
+    m = re.search(r"verify: (\d+) alignment-dependent paths .*: (\d+) within the predictions", text)
+    if m:
+        f["aligned"], f["aligned_ok"] = int(m.group(1)), int(m.group(2))
+    f["verify_ok"] = "verify: OK" in text
+    return f
+
+
+def rewrite(binary, mapfile, out, *extra, args=()):
+    return run([REWRITE, "-m", mapfile, "-o", out] + list(extra) + [binary] + list(args), timeout=600)
+
+
+def place_out(entry, d):
+    """OUT for a corpus binary: d/<its name> with its plugin beside it (dlopen.c
+    finds plugin.<config>.so next to /proc/self/exe)."""
+    os.makedirs(d, exist_ok=True)
+    plugin = os.path.join(os.path.dirname(entry.binary), "plugin.%s.so" % entry.config)
+    if os.path.exists(plugin) and not os.path.exists(os.path.join(d, os.path.basename(plugin))):
+        os.symlink(plugin, os.path.join(d, os.path.basename(plugin)))
+    return os.path.join(d, os.path.basename(entry.binary))
+
+
+def func_ranges(binary):
+    """{start: [(start, end), ...]} of the binary's sized functions (nm), each with
+    its split-off foo.cold parts, which run in foo's frame."""
+    r = run(["nm", "-S", "--defined-only", binary])
+    by_name, by_start = {}, {}
+    for line in r.stdout.splitlines():
+        p = line.split()
+        if len(p) == 4 and p[2] in "tTwW":
+            lo = int(p[0], 16)
+            by_name[p[3]] = (lo, lo + int(p[1], 16))
+    for name, (lo, hi) in by_name.items():
+        if ".cold" not in name:
+            by_start[lo] = [(lo, hi)] + [v for n, v in by_name.items() if n.startswith(name + ".cold")]
+    return by_start
+
+
+def file_offsets(binary):
+    """[(vaddr, offset, filesz)] of the PT_LOAD segments (readelf)."""
+    r = run(["readelf", "-lW", binary])
+    segs = []
+    for line in r.stdout.splitlines():
+        p = line.split()
+        if p and p[0] == "LOAD":
+            segs.append((int(p[2], 16), int(p[1], 16), int(p[4], 16)))
+    return segs
+
+
+def build_id(binary):
+    r = run(["readelf", "-n", binary])
+    m = re.search(r"Build ID: ([0-9a-f]+)", r.stdout)
+    return m.group(1) if m else None
+
+
+def changed_only_where_allowed(prog, out, resized, label):
+    """Every byte that differs between PROG and OUT lies in a resized function or
+    in the build-id note."""
+    a, b = open(prog, "rb").read(), open(out, "rb").read()
+    if not c.check(len(a) == len(b), f"{label}: OUT has another size ({len(a)} vs {len(b)})"):
+        return
+    diff = [i for i in range(len(a)) if a[i] != b[i]] if a != b else []
+    bid = bytes.fromhex(build_id(prog) or "")
+    bid_at = a.find(bid) if bid else -1
+    ranges = func_ranges(prog)
+    segs = file_offsets(prog)
+    allowed = []
+    for start in resized:
+        for lo, hi in ranges.get(start, []):
+            for va, off, sz in segs:
+                if va <= lo < va + sz:
+                    allowed.append((lo - va + off, hi - va + off))
+    bad = [i for i in diff if not (bid_at >= 0 and bid_at <= i < bid_at + len(bid))
+           and not any(lo <= i < hi for lo, hi in allowed)]
+    c.check(not bad, f"{label}: {len(bad)} bytes changed outside resized functions and the build-id, "
+                     f"first at file offset {bad[0] if bad else 0:#x}")
+    c.check(bid_at >= 0 and a[bid_at:bid_at + len(bid)] != b[bid_at:bid_at + len(bid)],
+            f"{label}: the build-id note did not change")
+
+
+figures = []   # (prog, config, report) for the summary
+
+# ---- 1. the corpus, frame-pointer builds: behaviour and heights --------------------
+
+entries = [e for e in corpus.load_list() if "fp" in e.tags and "static" not in e.tags]
+for e in entries:
+    if only and e.prog not in only:
+        continue
+    label = f"{e.prog}.{e.config}"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    mapfile = os.path.join(d, "prog.icppmap")
+    r = train(e.binary, mapfile)
+    if not c.check(os.path.exists(mapfile), f"{label}: training failed: {r.stderr.strip()}"):
+        continue
+    before = sha(e.binary)
+    out = place_out(e, os.path.join(d, "out"))
+    extra = ["--enter"] if e.config != "O2-fp-nopie" else []   # both ways of growing a frame
+    r = rewrite(e.binary, mapfile, out, "--verify", *extra)
+    f = report(r.stdout)
+    figures.append((e.prog, e.config, f))
+    c.check(r.returncode == 0, f"{label}: icpp-rewrite --verify exit {r.returncode}: "
+                               f"{r.stderr.strip()} {[x for x in r.stdout.splitlines() if 'FAIL' in x][:3]}")
+    c.check(sha(e.binary) == before, f"{label}: PROG was modified")
+    c.check(os.access(out, os.X_OK), f"{label}: OUT is not executable")
+    c.check(f.get("verify_ok"), f"{label}: --verify did not say OK")
+    # Every stable path exactly as predicted (paths the original training did
+    # not take -- thread timing -- are not in OUT's map: map_n counts the rest).
+    c.check(f.get("stable") is not None and f["stable"] == f["stable_ok"] and f["map_ok"] == f["map_n"]
+            and f["map_n"] > 0.9 * f["stable"],
+            f"{label}: stable paths not all as predicted: {f}")
+    c.check(f.get("aligned") == f.get("aligned_ok"), f"{label}: alignment-dependent paths outside predictions")
+    c.check(f.get("h_after", 0) <= f.get("budget", 0), f"{label}: stack budget exceeded")
+    c.check(f.get("paths_after", 0) >= f.get("paths_before", 101), f"{label}: precision went down")
+    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label)
+    c.check(build_id(out) and build_id(out) != build_id(e.binary), f"{label}: OUT has PROG's build-id")
+
+# ---- 2. orders.c: a separable and an inseparable collision ---------------------------
+
+for cfg, extra in (("O0-fp-pie", []), ("O2-fp-pie", ["--enter"])):
+    if only and "orders" not in only:
+        break
+    e = [x for x in entries if x.prog == "orders" and x.config == cfg]
+    if not c.check(e, f"orders.{cfg} is not in the corpus list"):
+        continue
+    e = e[0]
+    d = os.path.join(tmp, "orders-" + cfg)
+    os.makedirs(d, exist_ok=True)
+    m0 = os.path.join(d, "prog.icppmap")
+    train(e.binary, m0)
+    out = os.path.join(d, "orders.arr")
+    r = rewrite(e.binary, m0, out, *extra)
+    c.check(r.returncode == 0, f"orders.{cfg}: exit {r.returncode}: {r.stderr}")
+    before, after = paths_of(m0), paths_of(out + ".icppmap")
+
+    def leaf_height(paths, tail):
+        for ids, (names, hs) in paths.items():
+            if names.endswith(tail):
+                return set(hs)
+        return None
+    # main;b;a;d and main;b;e;d collide before; after, they do not.
+    ba, be = "main;b;a;d", "main;b;e;d"
+    c.check(leaf_height(before, ba) == leaf_height(before, be),
+            f"orders.{cfg}: {ba} and {be} do not collide in the training (nothing to test)")
+    c.check(leaf_height(after, ba) != leaf_height(after, be),
+            f"orders.{cfg}: {ba} and {be} still collide after rewriting:\n{r.stdout}")
+    # main;a;b;d and main;b;a;d: same callers in another order: inseparable, and said so.
+    c.check(leaf_height(after, "main;a;b;d") == leaf_height(after, ba),
+            f"orders.{cfg}: main;a;b;d and {ba} separated?")
+    c.check(re.search(r"\[inseparable\] d at height \d+, 2 paths", r.stdout) is not None
+            and "main;a;b;d" in r.stdout, f"orders.{cfg}: the inseparable pair is not listed:\n{r.stdout}")
+    f = report(r.stdout)
+    c.check(f.get("paths_after", 0) > f.get("paths_before", 100), f"orders.{cfg}: no gain: {f}")
+    # Independently of --verify: a fresh training of OUT, every path, every height.
+    m1 = os.path.join(d, "out.icppmap")
+    rr = train(out, m1)
+    c.check(rr.returncode == 0 and rr.stdout == run([e.binary]).stdout, f"orders.{cfg}: OUT behaves differently")
+    pred, got = paths_of(out + ".icppmap"), paths_of(m1)
+    c.check(set(pred) == set(got), f"orders.{cfg}: path sets differ: {set(pred) ^ set(got)}")
+    wrong = [(pred[k][0], sorted(pred[k][1]), sorted(got[k][1])) for k in set(pred) & set(got)
+             if set(pred[k][1]) != set(got[k][1])]
+    c.check(not wrong, f"orders.{cfg}: {len(wrong)} paths at other heights than predicted, e.g. {wrong[:2]}")
+
+# ---- 3. a generated program with many collisions --------------------------------------
+
+if not only:
+    d = os.path.join(tmp, "callgraph")
+    os.makedirs(d)
+    src = os.path.join(d, "cg.c")
+    children, total = callgraph.make_graph(3000, 7)
+    with open(src, "w") as fh:
+        callgraph.emit(children, 7, fh)
+    for flags, extra in ((["-O0"], []), (["-O2", "-fno-omit-frame-pointer"], ["--enter"])):
+        label = "callgraph " + " ".join(flags)
+        exe = os.path.join(d, "cg" + flags[0])
+        cc = run(["cc", "-g"] + flags + [src, "-o", exe])
+        if not c.check(cc.returncode == 0, f"{label}: cc failed: {cc.stderr[:500]}"):
+            continue
+        m0 = exe + ".icppmap"
+        train(exe, m0)
+        out = exe + ".arr"
+        r = rewrite(exe, m0, out, "--verify", "--max-stack-growth", "1.25", *extra)
+        f = report(r.stdout)
+        figures.append(("callgraph", " ".join(flags), f))
+        c.check(r.returncode == 0 and f.get("verify_ok"), f"{label}: --verify failed: {r.stdout[-2000:]}")
+        c.check(f.get("paths_after", 0) >= f.get("paths_before", 100) + 10,
+                f"{label}: precision gain under 10 points: {f}")
+        c.check(f.get("h_after", 1 << 62) <= f.get("budget", 0), f"{label}: stack budget exceeded: {f}")
+        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], label)
+        # Same seed, same result (the search ends long before its time limit here).
+        if flags == ["-O0"]:
+            os.makedirs(os.path.join(d, "again"))
+            out2 = os.path.join(d, "again", os.path.basename(out))
+            r2 = rewrite(exe, m0, out2)
+            c.check("time limit reached" in r.stdout or sha(out) == sha(out2),
+                    f"{label}: the same seed gave another binary")
+            c.check(paths_of(out + ".icppmap") == paths_of(out2 + ".icppmap") or "time limit reached" in r.stdout,
+                    f"{label}: the same seed gave another map")
+            r3 = rewrite(exe, m0, exe + ".seed2", "--seed", "2")
+            c.check(r3.returncode == 0, f"{label}: --seed 2 failed")
+            # A tighter budget is respected.
+            r4 = rewrite(exe, m0, exe + ".tight", "--max-stack-growth", "1.0")
+            f4 = report(r4.stdout)
+            c.check(r4.returncode == 0 and f4.get("h_after") == f4.get("h_before"),
+                    f"{label}: --max-stack-growth 1.0 let the maximum height grow: {f4}")
+
+# ---- 4. hand-written frames: each accepted or refused for its reason ------------------
+
+if not only:
+    d = os.path.join(tmp, "frames")
+    os.makedirs(d)
+    exe = os.path.join(d, "frames")
+    cc = run(["cc", "-O0", "-g", os.path.join(SOURCE, "tests", "e2e", "rewrite_frames.c"), "-o", exe])
+    if c.check(cc.returncode == 0, f"frames: cc failed: {cc.stderr[:500]}"):
+        m0 = exe + ".icppmap"
+        train(exe, m0)
+        out = exe + ".arr"
+        r = rewrite(exe, m0, out, "--enter", "--explain", "--verify")
+        verdict = {}
+        for line in r.stdout.splitlines():
+            p = line.split("\t")
+            if len(p) == 3:
+                verdict[p[0]] = p[2]
+        want = {
+            "ok_sub": "ok: sub, frame 32, up to +80 (2 patches)",
+            "ok_args": "ok: sub, frame 16",
+            "ok_same": "ok: sub, frame 32",
+            "ok_enter": "ok: enter",
+            "ok_enter2": "ok: enter",
+            "bad_above": "refused: an rsp-relative access above the frame",
+            "bad_mixed": "refused: the frame's locals are reached both through rsp and at fixed places",
+            "bad_shrink": "refused: calls a function outside the enlarged frame",
+            "bad_alloca": "refused: a dynamic stack adjustment",
+            "bad_nofp": "refused: no frame pointer",
+            "bad_pop": "refused: a pop crosses the frame boundary",
+        }
+        for name, text in want.items():
+            c.check(verdict.get(name, "").startswith(text), f"frames: {name}: {verdict.get(name)!r}, want {text!r}")
+        f = report(r.stdout)
+        c.check(r.returncode == 0 and f.get("verify_ok"), f"frames: --verify failed: {r.stdout[-1500:]}")
+        padded = {m for _a, _p, m in f["resized"]}
+        c.check("sub" in padded and "enter" in padded, f"frames: want both sub and enter paddings, got {f['resized']}")
+        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], "frames")
+
+# ---- 5. without frame pointers nothing is patched ---------------------------------------
+
+for e in corpus.load_list():
+    if only and e.prog not in only:
+        continue
+    if "nofp" not in e.tags or e.prog not in ("recurse", "exceptions") or "static" in e.tags:
+        continue
+    label = f"{e.prog}.{e.config}"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    m0 = os.path.join(d, "prog.icppmap")
+    train(e.binary, m0)
+    out = os.path.join(d, "out")
+    r = rewrite(e.binary, m0, out, "--enter", "--verify")
+    f = report(r.stdout)
+    c.check(r.returncode == 0 and f.get("verify_ok"), f"{label}: --verify failed: {r.stdout[-1500:]}")
+    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label)
+
+# ---- 6. bad input -----------------------------------------------------------------------
+
+if not only:
+    e = [x for x in entries if x.prog == "orders" and x.config == "O0-fp-pie"][0]
+    d = os.path.join(tmp, "bad")
+    os.makedirs(d)
+    m0 = os.path.join(d, "orders.icppmap")
+    train(e.binary, m0)
+    other = [x for x in entries if x.prog == "recurse" and x.config == "O0-fp-pie"][0]
+    notelf = os.path.join(d, "notelf")
+    with open(notelf, "w") as fh:
+        fh.write("#!/bin/sh\necho hi\n")
+    arm = os.path.join(d, "arm")
+    shutil.copy(e.binary, arm)
+    with open(arm, "r+b") as fh:      # e_machine = EM_AARCH64
+        fh.seek(18)
+        fh.write(bytes([183, 0]))
+    adir = os.path.join(d, "adir")
+    os.makedirs(adir)
+    prog_sum = sha(e.binary)
+    cases = [
+        ("non-ELF program", [REWRITE, "-m", m0, "-o", os.path.join(d, "o1"), notelf], "not an ELF"),
+        ("non-x86-64 program", [REWRITE, "-m", m0, "-o", os.path.join(d, "o2"), arm], "x86-64"),
+        ("map of another binary", [REWRITE, "-m", m0, "-o", os.path.join(d, "o3"), other.binary], "is a map of"),
+        ("not a map", [REWRITE, "-m", notelf, "-o", os.path.join(d, "o4"), e.binary], "not an ICPP path map"),
+        ("OUT in a missing directory", [REWRITE, "-m", m0, "-o", os.path.join(d, "nodir", "x"), e.binary],
+         "cannot write"),
+        ("OUT is a directory", [REWRITE, "-m", m0, "-o", adir, e.binary], "not a regular file"),
+        ("OUT is PROG", [REWRITE, "-m", m0, "-o", e.binary, e.binary], "never modifies"),
+        ("no map", [REWRITE, e.binary], "-m MAP"),
+        ("bad budget", [REWRITE, "-m", m0, "--max-stack-growth", "0.5", e.binary], "max-stack-growth"),
+    ]
+    for what, cmd, needle in cases:
+        r = run(cmd)
+        lines = r.stderr.strip().splitlines()
+        c.check(r.returncode in (1, 2) and len(lines) == 1 and lines[0].startswith("icpp-rewrite: ")
+                and needle in lines[0], f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
+    c.check(sha(e.binary) == prog_sum, "a failed run modified PROG")
+    c.check(not any(os.path.exists(os.path.join(d, n)) for n in ("o1", "o2", "o3", "o4")),
+            "a failed run left an output file")
+
+# ---- summary: the figures for bench/RESULTS.md --------------------------------------------
+
+print("%-12s %-28s %8s %8s %8s %8s %6s %8s" % ("program", "config", "paths<", "paths>", "calls<", "calls>",
+                                               "sized", "height"))
+for prog, cfg, f in figures:
+    print("%-12s %-28s %7.1f%% %7.1f%% %7.1f%% %7.1f%% %6d %8s" % (
+        prog, cfg, f.get("paths_before", 0), f.get("paths_after", 0), f.get("calls_before", 0),
+        f.get("calls_after", 0), f.get("nresized", 0), "%d->%d" % (f.get("h_before", 0), f.get("h_after", 0))))
+
+if c.failed == 0:
+    shutil.rmtree(tmp, ignore_errors=True)
+else:
+    print(f"kept {tmp} for inspection", file=sys.stderr)
+c.done()

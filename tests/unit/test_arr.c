@@ -1,0 +1,162 @@
+/* test_arr.c -- activation record resizing on a path map: callers, shifts, the padded map and its build-id. */
+#include "arr.h"
+#include "check.h"
+#include "pathmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static icpp_build_id bid(uint8_t seed)
+{
+    icpp_build_id b = {20, {0}};
+    for (int i = 0; i < 20; i++)
+        b.bytes[i] = (uint8_t)(seed + i);
+    return b;
+}
+
+/* Functions of the main module: main 0x1000, g 0x2000, p 0x3000, n 0x4000,
+ * r 0x5000 (recursive); q in libc.  Paths:
+ *   1 main            264
+ *   2 main;g          296        site in main
+ *   3 main;g;p        328        site in g
+ *   4 main;g;p;n      344        site in g: p had returned (stack arguments)
+ *   5 main;g;n        328        site in g
+ *   6 main;r          296, 312   site in main (two heights)
+ *   7 main;r;r        344        site in r
+ *   8 main;r;r;q      400        site in r
+ *   9 main;g;p;x      360        sites in g and in p: p live on some entries only */
+static icpp_pathmap *sample(uint32_t node[10])
+{
+    icpp_pathmap *pm = icpp_pathmap_new();
+    icpp_build_id b0 = bid(1), b1 = bid(50);
+    uint32_t m0, m1, fmain, fg, fp, fn, fr, fq, fx;
+    icpp_pathmap_add_module(pm, "/bin/prog", &b0, 2, &m0);
+    icpp_pathmap_add_module(pm, "/lib/libc.so.6", &b1, 3, &m1);
+    icpp_pathmap_set_main(pm, m0);
+    icpp_pathmap_add_func(pm, m0, 0x1000, "main", &fmain);
+    icpp_pathmap_add_func(pm, m0, 0x2000, "g", &fg);
+    icpp_pathmap_add_func(pm, m0, 0x3000, "p", &fp);
+    icpp_pathmap_add_func(pm, m0, 0x4000, "n", &fn);
+    icpp_pathmap_add_func(pm, m0, 0x5000, "r", &fr);
+    icpp_pathmap_add_func(pm, m1, 0x9000, "q", &fq);
+    icpp_pathmap_add_func(pm, m0, 0x6000, "x", &fx);
+    icpp_pathmap_child(pm, 0, fmain, &node[1]);
+    icpp_pathmap_child(pm, node[1], fg, &node[2]);
+    icpp_pathmap_child(pm, node[2], fp, &node[3]);
+    icpp_pathmap_child(pm, node[3], fn, &node[4]);
+    icpp_pathmap_child(pm, node[2], fn, &node[5]);
+    icpp_pathmap_child(pm, node[1], fr, &node[6]);
+    icpp_pathmap_child(pm, node[6], fr, &node[7]);
+    icpp_pathmap_child(pm, node[7], fq, &node[8]);
+    icpp_pathmap_child(pm, node[3], fx, &node[9]);
+    static const int64_t h[10] = {0, 264, 296, 328, 344, 328, 296, 344, 400, 360};
+    for (int i = 1; i < 10; i++) {
+        icpp_pathmap_add_count(pm, node[i], (uint64_t)i);
+        icpp_pathmap_add_height(pm, node[i], h[i], (uint64_t)i);
+    }
+    icpp_pathmap_add_height(pm, node[6], 312, 1);
+    icpp_pathmap_add_site(pm, node[2], m0, 0x1010, 1);
+    icpp_pathmap_add_site(pm, node[3], m0, 0x2010, 1);
+    icpp_pathmap_add_site(pm, node[4], m0, 0x2020, 1);
+    icpp_pathmap_add_site(pm, node[5], m0, 0x2030, 1);
+    icpp_pathmap_add_site(pm, node[6], m0, 0x1020, 1);
+    icpp_pathmap_add_site(pm, node[7], m0, 0x5010, 1);
+    icpp_pathmap_add_site(pm, node[8], m0, 0x5020, 1);
+    icpp_pathmap_add_site(pm, node[9], m0, 0x2040, 1);
+    icpp_pathmap_add_site(pm, node[9], m0, 0x3010, 1);
+    icpp_pathmap_set_meta(pm, "program", "/bin/prog");
+    icpp_pathmap_set_meta(pm, "runs", "2");
+    return pm;
+}
+
+int main(void)
+{
+    uint32_t nd[10];
+    icpp_pathmap *pm = sample(nd);
+    size_t nn = icpp_pathmap_nnodes(pm), nf = icpp_pathmap_nfuncs(pm);
+    const icpp_arr_range ranges[] = {
+        {0x1000, 0x1100, 0x1000}, {0x2000, 0x2100, 0x2000}, {0x3000, 0x3100, 0x3000},
+        {0x4000, 0x4100, 0x4000}, {0x5000, 0x5100, 0x5000}, {0x6000, 0x6100, 0x6000},
+    };
+    uint32_t *caller = malloc(nn * sizeof *caller), *far = malloc(nn * sizeof *far);
+    uint32_t *fpad = malloc(nf * sizeof *fpad);
+    int64_t *shift = malloc(nn * sizeof *shift);
+
+    /* Callers: the frame each node was called from. */
+    long moved = icpp_arr_callers(pm, ranges, sizeof ranges / sizeof *ranges, caller, far);
+    CHECK(moved == 1, "one node below a returned frame, got %ld", moved);
+    CHECK(caller[nd[4]] == nd[2], "main;g;p;n was called from g (p had returned)");
+    CHECK(caller[nd[3]] == nd[2] && caller[nd[5]] == nd[2] && caller[nd[2]] == nd[1], "plain calls: the parent");
+    CHECK(caller[nd[8]] == nd[7], "a libc callee of r: its caller is the nearest r");
+    CHECK(caller[nd[9]] == nd[3] && far[nd[9]] == nd[2], "sites in p and g: nearest p, farthest g");
+    CHECK(far[nd[4]] == 0 && far[nd[3]] == 0, "no conflict where the sites agree");
+
+    /* Shifts: paddings g 16, p 32, r 48, main 64; q is in libc. */
+    icpp_arr_pad pads[] = {{0x2000, 16}, {0x3000, 32}, {0x5000, 48}, {0x1000, 64}, {0x9000, 80}};
+    icpp_arr_func_pads(pm, pads, sizeof pads / sizeof *pads, fpad);
+    icpp_arr_shifts(pm, caller, fpad, shift);
+    CHECK(shift[nd[1]] == 0, "main: nothing above it");
+    CHECK(shift[nd[2]] == 64, "main;g: main's padding (%lld)", (long long)shift[nd[2]]);
+    CHECK(shift[nd[3]] == 80, "main;g;p: main + g");
+    CHECK(shift[nd[4]] == 80, "main;g;p;n: p returned, so main + g only (%lld)", (long long)shift[nd[4]]);
+    CHECK(shift[nd[5]] == 80, "main;g;n: main + g");
+    CHECK(shift[nd[7]] == 64 + 48, "main;r;r: main + r");
+    CHECK(shift[nd[8]] == 64 + 48 + 48, "recursion multiplies: main + r + r (%lld)", (long long)shift[nd[8]]);
+    icpp_arr_shifts(pm, NULL, fpad, shift);
+    CHECK(shift[nd[4]] == 112, "along parents p counts (%lld)", (long long)shift[nd[4]]);
+
+    /* The padded map. */
+    icpp_build_id nb;
+    const icpp_build_id *ob = &icpp_pathmap_module(pm, icpp_pathmap_main(pm))->build_id;
+    icpp_arr_build_id(ob, pads, sizeof pads / sizeof *pads, &nb);
+    CHECK(nb.len == 20 && memcmp(nb.bytes, ob->bytes, 20) != 0, "a new build-id of the same length");
+    icpp_build_id nb2;
+    icpp_arr_pad rev[] = {pads[4], pads[3], pads[2], pads[1], pads[0], {0x7000, 0}};
+    icpp_arr_build_id(ob, rev, sizeof rev / sizeof *rev, &nb2);
+    CHECK(!memcmp(nb.bytes, nb2.bytes, 20), "the build-id ignores order and zero paddings");
+    icpp_arr_pad other[] = {{0x2000, 32}};
+    icpp_arr_build_id(ob, other, 1, &nb2);
+    CHECK(memcmp(nb.bytes, nb2.bytes, 20) != 0, "other paddings, another build-id");
+    icpp_build_id none = {0, {0}};
+    icpp_arr_build_id(&none, NULL, 0, &nb2);
+    CHECK(nb2.len == 20, "no old build-id: 20 bytes");
+
+    icpp_err err;
+    icpp_pathmap *out = icpp_arr_apply(pm, caller, pads, sizeof pads / sizeof *pads, "/bin/prog.arr", &nb, &err);
+    CHECK(out != NULL, "apply: %s", out ? "" : err.msg);
+    if (out) {
+        CHECK(icpp_pathmap_nnodes(out) == nn, "same paths");
+        const icpp_pm_module *mm = icpp_pathmap_module(out, icpp_pathmap_main(out));
+        CHECK(!strcmp(mm->path, "/bin/prog.arr") && !memcmp(mm->build_id.bytes, nb.bytes, 20), "main module renamed");
+        CHECK(!memcmp(icpp_pathmap_module(out, 1)->build_id.bytes, icpp_pathmap_module(pm, 1)->build_id.bytes, 20),
+              "libc unchanged");
+        const icpp_pm_node *n4 = icpp_pathmap_node(out, nd[4]), *n6 = icpp_pathmap_node(out, nd[6]);
+        CHECK(n4->nheights == 1 && n4->heights[0].height == 344 + 80, "heights shifted");
+        CHECK(n4->nsites == 1 && n4->sites[0].addr == 0x2020 && n4->count == 4, "sites and counts kept");
+        int found296 = 0, found312 = 0;
+        for (uint32_t k = 0; k < n6->nheights; k++) {
+            found296 |= n6->heights[k].height == 296 + 64;
+            found312 |= n6->heights[k].height == 312 + 64;
+        }
+        CHECK(n6->nheights == 2 && found296 && found312, "every height of a node moves");
+        CHECK(icpp_pathmap_meta(out, "program") && !strcmp(icpp_pathmap_meta(out, "program"), "/bin/prog"),
+              "metadata kept");
+        CHECK(icpp_pathmap_meta(out, "runs") && !strcmp(icpp_pathmap_meta(out, "runs"), "2"), "all metadata kept");
+        CHECK(icpp_pathmap_meta(out, "arr-paddings") && !strcmp(icpp_pathmap_meta(out, "arr-paddings"), "5"),
+              "arr-paddings");
+        CHECK(icpp_pathmap_meta(out, "arr-source") && strlen(icpp_pathmap_meta(out, "arr-source")) == 40,
+              "arr-source");
+        /* The old map and the new one are of different binaries. */
+        icpp_pathmap *copy = icpp_pathmap_new();
+        CHECK(icpp_pathmap_merge(copy, pm, &err) == 0, "merge into empty");
+        CHECK(icpp_pathmap_merge(copy, out, &err) < 0 && err.code == ICPP_EMISMATCH, "maps of PROG and OUT do not mix");
+        icpp_pathmap_free(copy);
+        icpp_pathmap_free(out);
+    }
+    free(caller);
+    free(far);
+    free(fpad);
+    free(shift);
+    icpp_pathmap_free(pm);
+    return check_done("test_arr");
+}
