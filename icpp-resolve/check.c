@@ -69,24 +69,26 @@ static int truth_path(icpp_cidx *x, const icpp_replay *rp, const icpp_uframe *fr
     return k;
 }
 
-/* Is candidate node's path the truth?  Complete truth: equal once the
- * untrained frames at the root end (ld.so's entry code, say) are dropped.
- * Truncated truth (the stack copy ended): the truth is a suffix of it. */
+/* Is candidate node's path the truth?  Paths hold only functions the map
+ * knows (trained modules): the truth is compared with its untrained frames
+ * (ld.so's, say) elided, as training never saw them.  Complete truth: the
+ * whole projection must equal the path; truncated truth (the stack copy
+ * ended): it must be a suffix of the path. */
 static int matches(const icpp_pathmap *pm, uint32_t node, const int64_t *t, int nt, int complete)
 {
     uint32_t p[MAXF];
     uint32_t d = icpp_pathmap_path(pm, node, p, MAXF);
     if (d > MAXF)
         return 0;
-    int start = 0;
-    if (complete)
-        while (start < nt && t[start] < 0)
-            start++;
-    int len = nt - start;
+    int64_t q[MAXF];
+    int len = 0;
+    for (int i = 0; i < nt; i++)
+        if (t[i] >= 0)
+            q[len++] = t[i];
     if (complete ? (uint32_t)len != d : (uint32_t)len > d)
         return 0;
     for (int i = 0; i < len; i++)
-        if (t[start + i] < 0 || (int64_t)p[d - len + i] != t[start + i])
+        if ((int64_t)p[d - len + i] != q[i])
             return 0;
     return 1;
 }

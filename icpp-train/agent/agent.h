@@ -206,6 +206,17 @@ ICPP_AGENT_API size_t icpp_agent_node_heights(const icpp_agent_node *n, icpp_age
 ICPP_AGENT_API size_t icpp_agent_node_sites(const icpp_agent_node *n, icpp_agent_pair *out, size_t max,
                              uint64_t *overflow);
 
+/* The hooked functions' runtime ranges, sorted by lo, non-overlapping; the
+ * array must stay valid until replaced.  Entries whose return address lies
+ * in a hooked function other than the top frame's drop the returned frames
+ * above the caller's. */
+typedef struct icpp_agent_frange {
+    uint64_t lo, hi;
+    uint32_t index;
+    uint32_t pad;
+} icpp_agent_frange;
+ICPP_AGENT_API void icpp_agent_set_ranges(const icpp_agent_frange *v, size_t n);
+
 /* Declare [lo, hi) (runtime) signal-return trampoline code: functions whose
  * return address lies there are signal handlers, and frames entered below
  * the interrupted SP are dropped when they are entered. */

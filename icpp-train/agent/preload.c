@@ -122,6 +122,37 @@ static int add_module(const char *path, uint64_t bias, uint64_t lo, uint64_t hi,
     return m->path ? (int)nmods++ : -1;
 }
 
+/* Ranges of every hooked function, republished after each module. */
+static icpp_agent_frange *ranges;
+static size_t nranges;
+
+static int frange_cmp(const void *a, const void *b)
+{
+    const icpp_agent_frange *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void add_ranges(const icpp_agent_func *af, size_t k)
+{
+    icpp_agent_frange *v = malloc((nranges + k + 1) * sizeof *v);
+    if (!v)
+        return;
+    memcpy(v, ranges, nranges * sizeof *v);
+    size_t n = nranges;
+    for (size_t i = 0; i < k; i++)
+        if (af[i].how != ICPP_AGENT_HOW_NONE)
+            v[n++] = (icpp_agent_frange){af[i].addr, af[i].addr + (af[i].size ? af[i].size : 1), af[i].index, 0};
+    qsort(v, n, sizeof *v, frange_cmp);
+    /* Unsized functions run up to the next one; clip overlaps. */
+    for (size_t i = 0; i + 1 < n; i++)
+        if (v[i].hi > v[i + 1].lo || (v[i].hi == v[i].lo + 1 && v[i + 1].lo > v[i].hi))
+            v[i].hi = v[i + 1].lo;
+    /* The old array stays allocated: a thread may still be reading it. */
+    icpp_agent_set_ranges(v, n);
+    ranges = v;
+    nranges = n;
+}
+
 /* Read, list and patch one loaded object. */
 static void patch_object(const char *path, const struct dl_phdr_info *info, int is_exe, int live)
 {
@@ -201,6 +232,7 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
         msg("icpp-train: agent: %s: %s: not trained\n", path, err.msg);
     else
         mods[mi].patched = 1;
+    add_ranges(af, k);
     free(af);
 }
 

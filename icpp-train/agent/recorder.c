@@ -303,6 +303,36 @@ static inline uint64_t interrupted_sp(uint64_t ra, uint64_t s)
     return 0;
 }
 
+/* Hooked functions' runtime ranges, sorted (published whole by the front
+ * end; a dlopen publishes a new array).  A return address inside a hooked
+ * function names the caller: if the top shadow frame is another function,
+ * it returned -- its return-address slot can survive when the caller then
+ * reserves stack for arguments without writing that slot. */
+static const icpp_agent_frange *volatile franges;
+static volatile size_t nfranges;
+
+void icpp_agent_set_ranges(const icpp_agent_frange *v, size_t n)
+{
+    __atomic_store_n(&nfranges, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&franges, v, __ATOMIC_RELEASE);
+    __atomic_store_n(&nfranges, n, __ATOMIC_RELEASE);
+}
+
+static inline int64_t hooked_at(uint64_t a)
+{
+    size_t n = __atomic_load_n(&nfranges, __ATOMIC_ACQUIRE);
+    const icpp_agent_frange *v = __atomic_load_n(&franges, __ATOMIC_ACQUIRE);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].lo <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (lo && a < v[lo - 1].hi) ? (int64_t)v[lo - 1].index : -1;
+}
+
 static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
 {
     uint64_t ra = *(const uint64_t *)s;
@@ -313,6 +343,17 @@ static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
             (f->sp - s >= RA_CHECK_SPAN || *(const uint64_t *)f->sp == f->ra))
             break;
         f--;
+    }
+    if (f != t->frames) {
+        int64_t caller = hooked_at(ra);
+        if (caller >= 0 && (uint32_t)caller != f->node->func) {
+            /* Drop the returned frames above the caller's, if it is on the stack. */
+            icpp_agent_frame *g = f;
+            for (int k = 0; g != t->frames && g->node->func != (uint32_t)caller && k < 64; k++)
+                g--;
+            if (g != t->frames && g->node->func == (uint32_t)caller)
+                f = g;
+        }
     }
     t->entries++;
     if (__builtin_expect(f + 1 == t->limit, 0)) {
