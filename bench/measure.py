@@ -1,0 +1,575 @@
+#!/usr/bin/env python3
+"""measure.py -- run the bench experiments and write their results as JSON.
+
+Called by bench/run, which builds the programs, generates their inputs and
+writes the manifest.  report.py turns the JSON into bench/RESULTS.md.
+
+Manifest (tab-separated, one record a line):
+  P  NAME  SOURCE-PACKAGE  VERSION  BINARY-FP  BINARY-NOFP
+  I  NAME  SET  ID  FILE  STDIN(0|1)  ARG...       SET: main | ovh
+ARGS already have the input file substituted; STDIN 1 means FILE is fed on
+standard input.  SET 'ovh' is the (smaller) copy of the first input set that
+the training-overhead figure runs, since training runs are the slow ones.
+
+Figures (--figures, comma list; default all):
+  maps       train every input set (fp and nofp builds): map statistics and
+             training time; record each input with icpp-sample --validate
+  precision  resolve every recording with every map of the same build:
+             CID resolution shares, and accuracy against the true stacks
+             with icpp-resolve --check where that works
+  sample     sampling overhead: icpp-sample vs perf record (flat, -g,
+             --call-graph dwarf), equal period, over randomized setups
+  train      training overhead: icpp-train vs uftrace record, over setups
+  cfi        build/bench/cfi_lookup on libc and the bench binaries
+  resolve    icpp-resolve throughput on a recording repeated to N samples
+  rewrite    icpp-rewrite figures (pending until the tool exists)
+
+A randomized setup = an environment variable ICPP_BENCH_PAD of random size
+(0-4095 bytes, which moves the initial stack and everything below it) and a
+random order of the variants; every variant of a program runs once per
+setup, and ratios are taken within the setup.  See stats.py.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import samplefile  # noqa: E402
+import stats  # noqa: E402
+
+PAD_MAX = 4096
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+def run(cmd, stdin=None, env=None, timeout=600, cwd=None):
+    """Run cmd, stdout to /dev/null; return dict(wall, rc, err) (wall in s)."""
+    fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=env, cwd=cwd, start_new_session=True)
+    except OSError as e:
+        return {"wall": None, "rc": None, "err": "%s: %s" % (cmd[0], e)}
+    finally:
+        if stdin:
+            fin.close()
+    try:
+        _, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        return {"wall": None, "rc": None, "err": "timed out after %d s" % timeout}
+    wall = time.perf_counter() - t0
+    return {"wall": wall, "rc": p.returncode, "err": err.decode(errors="replace")}
+
+
+def shq(words):
+    out = []
+    for w in words:
+        w = str(w)
+        out.append(w if re.fullmatch(r"[-\w./:=@%+,]+", w) else "'" + w.replace("'", "'\\''") + "'")
+    return " ".join(out)
+
+
+def rm(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        for p in (path, path + ".old"):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+def tail(text, n=6):
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return "\n".join(lines[-n:])
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.rng = random.Random(a.seed)
+        t = a.tools
+        self.train = os.path.join(t, "icpp-train", "icpp-train")
+        self.sample = os.path.join(t, "icpp-sample", "icpp-sample")
+        self.resolve = os.path.join(t, "icpp-resolve", "icpp-resolve")
+        self.rewrite = os.path.join(t, "icpp-rewrite", "icpp-rewrite")
+        self.cfi = os.path.join(t, "bench", "cfi_lookup")
+        self.perf = shutil.which("perf")
+        self.uftrace = shutil.which("uftrace")
+        self.work = a.work
+        os.makedirs(self.work, exist_ok=True)
+        self.env = dict(os.environ)
+        self.env.pop("ICPP_BENCH_PAD", None)
+        self.env["LC_ALL"] = "C"
+        self.programs = {}
+        self.order = []
+        self.read_manifest(a.manifest)
+        self.res = {"meta": {"argv": sys.argv[1:], "period_ns": a.period, "setups_train": a.setups_train,
+                             "setups_sample": a.setups_sample, "seed": a.seed, "pad_max": PAD_MAX,
+                             "loadavg_start": os.getloadavg(), "start": time.time(),
+                             "tools": {"perf": self.perf, "uftrace": self.uftrace}},
+                    "programs": self.programs, "order": self.order, "errors": []}
+
+    # ------------------------------------------------------------ plumbing
+    def read_manifest(self, path):
+        with open(path) as f:
+            for line in f:
+                w = line.rstrip("\n").split("\t")
+                if w[0] == "P":
+                    self.programs[w[1]] = {"pkg": w[2], "version": w[3], "bins": {"fp": w[4], "nofp": w[5]},
+                                           "inputs": [], "ovh": None}
+                    self.order.append(w[1])
+                elif w[0] == "I":
+                    inp = {"id": w[3], "file": w[4], "stdin": w[5] == "1", "args": w[6:],
+                           "size": os.path.getsize(w[4])}
+                    if w[2] == "ovh":
+                        self.programs[w[1]]["ovh"] = inp
+                    else:
+                        self.programs[w[1]]["inputs"].append(inp)
+        for p in self.programs.values():
+            if p["ovh"] is None and p["inputs"]:
+                p["ovh"] = p["inputs"][0]
+
+    def error(self, where, cmd, r):
+        msg = r.get("err") if r.get("rc") is None else "exit status %s" % r["rc"]
+        e = {"where": where, "cmd": shq(cmd), "what": msg, "stderr": tail(r.get("err"))}
+        self.res["errors"].append(e)
+        log("FAILED %s: %s\n  %s\n  %s" % (where, msg, e["cmd"], e["stderr"].replace("\n", "\n  ")))
+
+    def prog_cmd(self, name, build, inp):
+        return [self.programs[name]["bins"][build]] + inp["args"]
+
+    def env_pad(self, pad):
+        e = dict(self.env)
+        e["ICPP_BENCH_PAD"] = "x" * pad
+        return e
+
+    def save(self):
+        self.res["meta"]["end"] = time.time()
+        self.res["meta"]["loadavg_end"] = os.getloadavg()
+        tmp = self.a.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.res, f, indent=1, default=str)
+        os.replace(tmp, self.a.out)
+
+    # ------------------------------------------------------------ maps and precision
+    @staticmethod
+    def parse_stats(text):
+        s = {}
+        pats = {"functions": r"functions:\s+(\d+)", "paths": r"call paths:\s+(\d+)",
+                "deepest": r"deepest (\d+)", "contexts": r"contexts:\s+(\d+)",
+                "cids": r"(\d+) distinct CIDs", "unique_paths": r"unique CIDs:\s+([\d.]+)% of paths",
+                "unique_contexts": r"([\d.]+)% of contexts", "unique_calls": r"([\d.]+)% of calls",
+                "patched_jmp": r"patched-jmp\s+(\d+)", "patched_int3": r"patched-int3\s+(\d+)",
+                "patched_none": r"patched-none\s+(\d+)", "dropped_depth": r"dropped-depth\s+(\d+)",
+                "modules": r"modules:\s+(\d+)"}
+        for k, p in pats.items():
+            m = re.search(p, text)
+            if m:
+                s[k] = float(m.group(1)) if "." in m.group(1) else int(m.group(1))
+        return s
+
+    def fig_maps(self):
+        out = self.res.setdefault("maps", {})
+        os.makedirs(os.path.join(self.work, "maps"), exist_ok=True)
+        os.makedirs(os.path.join(self.work, "rec"), exist_ok=True)
+        for name in self.order:
+            prog = self.programs[name]
+            for build in self.builds():
+                inputs = prog["inputs"] if build == "fp" else prog["inputs"][:1]
+                for inp in inputs:
+                    key = "%s-%s-%s" % (name, build, inp["id"])
+                    ent = out.setdefault(name, {}).setdefault(build, {}).setdefault(inp["id"], {})
+                    cmd = self.prog_cmd(name, build, inp)
+                    stdin = inp["file"] if inp["stdin"] else None
+                    r = run(cmd, stdin, self.env, self.a.timeout)
+                    if r["rc"] != 0:
+                        self.error("plain run " + key, cmd, r)
+                        continue
+                    ent["plain_s"] = r["wall"]
+                    mp = os.path.join(self.work, "maps", key + ".icppmap")
+                    rm(mp)
+                    tcmd = [self.train, "--fresh", "-o", mp, "--"] + cmd
+                    log("training %s: %s" % (key, shq(tcmd)))
+                    r = run(tcmd, stdin, self.env, self.a.timeout)
+                    ent["train_cmd"] = shq(tcmd)
+                    if r["rc"] != 0 or not os.path.exists(mp):
+                        self.error("icpp-train " + key, tcmd, r)
+                        continue
+                    ent["train_s"] = r["wall"]
+                    ent["map"] = mp
+                    ent["map_bytes"] = os.path.getsize(mp)
+                    p = subprocess.run([self.train, "--stats", mp], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, env=self.env)
+                    if p.returncode != 0:
+                        self.error("icpp-train --stats " + key, [self.train, "--stats", mp],
+                                   {"rc": p.returncode, "err": p.stderr.decode(errors="replace")})
+                    else:
+                        ent["stats"] = self.parse_stats(p.stdout.decode(errors="replace"))
+                    rec = os.path.join(self.work, "rec", key + ".samples")
+                    rm(rec)
+                    scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(self.a.period), "-o", rec,
+                            "--"] + cmd
+                    log("recording %s (--validate)" % key)
+                    r = run(scmd, stdin, self.env, self.a.timeout)
+                    ent["record_cmd"] = shq(scmd)
+                    if r["rc"] != 0 or not os.path.exists(rec):
+                        self.error("icpp-sample --validate " + key, scmd, r)
+                        continue
+                    ent["recording"] = rec
+            self.save()
+
+    def builds(self):
+        return ["fp", "nofp"] if self.a.nofp else ["fp"]
+
+    def fig_precision(self):
+        maps = self.res.get("maps", {})
+        out = self.res.setdefault("precision", {})
+        for name in self.order:
+            rows = out.setdefault(name, [])
+            for build in self.builds():
+                ents = maps.get(name, {}).get(build, {})
+                for tid, t in ents.items():
+                    for mid, m in ents.items():
+                        if "map" not in t or "recording" not in m:
+                            continue
+                        row = {"build": build, "train": tid, "measure": mid,
+                               "kind": "offline" if tid == mid else "online"}
+                        rcmd = [self.resolve, "-m", t["map"], "--format", "json", m["recording"]]
+                        p = subprocess.run(rcmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
+                        if p.returncode == 0:
+                            try:
+                                j = json.loads(p.stdout)
+                                row["resolve"] = {"samples": j.get("samples"), "shares": j.get("shares")}
+                            except ValueError as e:
+                                row["resolve"] = {"error": "unreadable JSON: %s" % e}
+                        else:
+                            self.error("icpp-resolve %s %s<-%s" % (name, mid, tid), rcmd,
+                                       {"rc": p.returncode, "err": p.stderr.decode(errors="replace")})
+                            row["resolve"] = {"error": tail(p.stderr.decode(errors="replace"), 2)}
+                        row["check"] = self.check(t["map"], m["recording"])
+                        rows.append(row)
+            self.save()
+
+    def check(self, mp, rec):
+        ccmd = [self.resolve, "-m", mp, "--check", "--format", "json", rec]
+        p = subprocess.run(ccmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
+        err = p.stderr.decode(errors="replace")
+        if p.returncode != 0:
+            if "not implemented" in err or "unrecognized option" in err or "invalid option" in err:
+                return {"pending": tail(err, 1)}
+            return {"error": tail(err, 3), "cmd": shq(ccmd)}
+        try:
+            j = json.loads(p.stdout)
+        except ValueError as e:
+            return {"error": "unreadable --check JSON: %s" % e, "cmd": shq(ccmd)}
+        c = {k: j.get(k) for k in ("samples", "with_truth", "truncated_truth", "distinct_paths",
+                                   "by_samples", "by_paths", "call_sites", "no_truth")}
+        ex = []
+        for s in j.get("incorrect_samples") or []:
+            pair = (s.get("truth"), s.get("candidates"))
+            if pair not in ex:
+                ex.append(pair)
+            if len(ex) >= 3:
+                break
+        c["incorrect_examples"] = ex
+        c["cmd"] = shq(ccmd[:-1] + ["RECORDING"])
+        return c
+
+    # ------------------------------------------------------------ overhead figures
+    def setups(self, n, variants_of, figure):
+        """Run n setups; variants_of(name) -> {variant: callable(pad) -> dict(wall, ...)}.
+        The pseudo-program "(true)" runs every variant on /bin/true: each tool's fixed cost."""
+        out = self.res.setdefault(figure, {})
+        for s in range(n):
+            for name in self.order + ["(true)"]:
+                vs = variants_of(name)
+                if not vs:
+                    continue
+                pad = self.rng.randrange(PAD_MAX)
+                order = list(vs)
+                self.rng.shuffle(order)
+                ent = out.setdefault(name, {"runs": []})
+                res = {"setup": s, "pad": pad, "order": order}
+                for v in order:
+                    res[v] = vs[v](pad)
+                ent["runs"].append(res)
+            log("%s: setup %d/%d done" % (figure, s + 1, n))
+            self.save()
+
+    def variant(self, name, build, inp, tool, figure, v):
+        """A callable(pad) running one variant of one program (inp None: /bin/true), with cleanup."""
+        cmd = self.prog_cmd(name, build, inp) if inp else [shutil.which("true") or "/bin/true"]
+        stdin = inp["file"] if inp and inp["stdin"] else None
+        scratch = os.path.join(self.work, "scratch")
+        os.makedirs(scratch, exist_ok=True)
+        outf = os.path.join(scratch, "%s-%s.out" % (re.sub(r"\W", "", name), v))
+        full = tool(outf) + cmd
+        self.res.setdefault("commands", {}).setdefault(figure, {})[v] = shq(tool("OUT") + ["PROG", "ARGS..."])
+        failed = {"n": 0}
+
+        def go(pad):
+            rm(outf)
+            r = run(full, stdin, self.env_pad(pad), self.a.timeout)
+            d = {"wall": r["wall"] if r["rc"] == 0 else None}
+            if r["rc"] != 0:
+                failed["n"] += 1
+                if failed["n"] == 1:
+                    self.error("%s %s %s" % (figure, name, v), full, r)
+                d["err"] = "exit %s" % r["rc"] if r["rc"] is not None else r["err"]
+            elif os.path.exists(outf):
+                d["bytes"] = (sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(outf) for f in fs)
+                              if os.path.isdir(outf) else os.path.getsize(outf))
+            m = re.search(r"(\d+) samples of", r["err"] or "") or re.search(r"\((\d+) samples\)", r["err"] or "")
+            if m and r["rc"] == 0:
+                d["samples"] = int(m.group(1))
+            rm(outf)
+            return d
+        return go
+
+    def fig_sample(self):
+        P = str(self.a.period)
+        tools = {"plain": lambda o: [],
+                 "icpp-sample": lambda o: [self.sample, "-e", "cpu-clock", "-c", P, "-o", o, "--"]}
+        if self.perf:
+            # --no-bpf-event: perf 6.1 otherwise waits out a 1 s poll of its side-band
+            # thread at exit, which would count as sampling overhead
+            base = lambda o: [self.perf, "record", "--no-bpf-event", "-e", "cpu-clock:u", "-c", P,  # noqa: E731
+                              "-o", o]
+            tools["perf-flat"] = lambda o: base(o) + ["--"]
+            tools["perf-g"] = lambda o: base(o) + ["-g", "--"]
+            tools["perf-dwarf"] = lambda o: base(o) + ["--call-graph", "dwarf", "--"]
+        cache = {}
+
+        def variants(name):
+            if name not in cache:
+                inp = self.programs[name]["inputs"][0] if name in self.programs else None
+                cache[name] = {v: self.variant(name, "fp", inp, t, "sample", v) for v, t in tools.items()}
+                self.res.setdefault("sample", {}).setdefault(name, {"runs": []})["input"] = \
+                    inp["id"] if inp else None
+            return cache[name]
+        self.setups(self.a.setups_sample, variants, "sample")
+
+    def fig_train(self):
+        tools = {"plain": lambda o: [],
+                 "icpp-train": lambda o: [self.train, "-q", "--fresh", "-o", o, "--"],
+                 "icpp-train-main": lambda o: [self.train, "-q", "--modules", "main", "--fresh", "-o", o, "--"]}
+        if self.uftrace:
+            tools["uftrace"] = lambda o: [self.uftrace, "record", "-d", o, "-P", "."]
+        cache = {}
+
+        def variants(name):
+            if name not in cache:
+                inp = self.programs[name]["ovh"] if name in self.programs else None
+                vs = {v: self.variant(name, "fp", inp, t, "train", v) for v, t in tools.items()}
+                ent = self.res.setdefault("train", {}).setdefault(name, {"runs": []})
+                ent["input"] = inp["id"] if inp else None
+                ent["input_bytes"] = inp["size"] if inp else 0
+                if "uftrace" in vs and inp:
+                    # uftrace's default (return hooks) can crash programs that longjmp
+                    # (lua's error handling): try once, fall back to --estimate-return.
+                    r = vs["uftrace"](0)
+                    if r.get("wall") is None:
+                        self.res["errors"][-1]["what"] += " (retrying with uftrace --estimate-return)"
+                        est = lambda o: [self.uftrace, "record", "--estimate-return", "-d", o, "-P", "."]  # noqa
+                        vs["uftrace"] = self.variant(name, "fp", inp, est, "train", "uftrace")
+                        ent["uftrace_mode"] = "--estimate-return"
+                        self.res["commands"]["train"]["uftrace"] = \
+                            shq([self.uftrace, "record", "-d", "OUT", "-P", ".", "PROG", "ARGS..."])
+                        self.res["commands"]["train"]["uftrace-estimate-return"] = \
+                            shq(est("OUT") + ["PROG", "ARGS..."])
+                cache[name] = vs
+            return cache[name]
+        self.setups(self.a.setups_train, variants, "train")
+
+    # ------------------------------------------------------------ cfi, resolve, rewrite
+    def fig_cfi(self):
+        libc = "/lib/x86_64-linux-gnu/libc.so.6"
+        bins = [libc] + [self.programs[n]["bins"][b] for n in self.order for b in self.builds()]
+        cmd = [self.cfi] + bins
+        log("cfi_lookup: " + shq(cmd))
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
+        ent = {"cmd": shq(cmd), "table": p.stdout.decode(errors="replace")}
+        if p.returncode != 0:
+            ent["error"] = tail(p.stderr.decode(errors="replace"), 3)
+            self.error("cfi_lookup", cmd, {"rc": p.returncode, "err": p.stderr.decode(errors="replace")})
+        self.res["cfi"] = ent
+        self.save()
+
+    def fig_resolve(self):
+        out = self.res.setdefault("resolve", {})
+        maps = self.res.get("maps", {})
+        N = self.a.resolve_samples
+        for name in self.order:
+            m = maps.get(name, {}).get("fp", {})
+            inp = self.programs[name]["inputs"][0]
+            ent = m.get(inp["id"], {})
+            if "map" not in ent:
+                continue
+            rec = os.path.join(self.work, "rec", name + "-plain.samples")
+            big = os.path.join(self.work, "rec", name + "-big.samples")
+            rm(rec)
+            cmd = [self.sample, "-q", "-e", "cpu-clock", "-c", str(self.a.period), "-o", rec, "--"] \
+                + self.prog_cmd(name, "fp", inp)
+            r = run(cmd, inp["file"] if inp["stdin"] else None, self.env, self.a.timeout)
+            if r["rc"] != 0:
+                self.error("icpp-sample (resolve figure) " + name, cmd, r)
+                continue
+            try:
+                n, n0 = samplefile.repeat(rec, big, N)
+            except (samplefile.FormatError, OSError) as e:
+                self.error("repeat samples " + name, ["samplefile.repeat", rec, big], {"rc": 1, "err": str(e)})
+                continue
+            res = {"samples": n, "recorded_samples": n0, "big_bytes": os.path.getsize(big),
+                   "cmd": shq([self.resolve, "-m", "MAP", "-o", "/dev/null", "RECORDING"])}
+            for label, f in (("small", rec), ("big", big)):
+                ts = []
+                for _ in range(3):
+                    rcmd = [self.resolve, "-m", ent["map"], "-o", "/dev/null", f]
+                    r = run(rcmd, None, self.env, self.a.timeout)
+                    if r["rc"] != 0:
+                        self.error("icpp-resolve (throughput) " + name, rcmd, r)
+                        break
+                    ts.append(r["wall"])
+                if ts:
+                    res[label + "_s"] = sorted(ts)[len(ts) // 2]
+            rate = os.path.join(self.a.tools, "bench", "resolve_rate")
+            if os.path.exists(rate):
+                # bench/resolve_rate.c: replay + resolve, and the CID lookup alone, best of 5
+                p = subprocess.run([rate, ent["map"], big], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=self.env)
+                m = re.search(r"\|\s*(\d+)\s*\|\s*([\d.]+) M\s*\|\s*([\d.]+) M\s*\|", p.stdout.decode())
+                if p.returncode == 0 and m:
+                    res["rate"] = {"samples": int(m.group(1)), "replay_per_s": float(m.group(2)) * 1e6,
+                                   "cid_per_s": float(m.group(3)) * 1e6,
+                                   "cmd": shq([rate, "MAP", "RECORDING"])}
+                else:
+                    self.error("resolve_rate " + name, [rate, ent["map"], big],
+                               {"rc": p.returncode, "err": p.stderr.decode(errors="replace")})
+            if "big_s" in res:
+                res["per_s"] = n / res["big_s"]
+                if "small_s" in res and res["big_s"] > res["small_s"]:
+                    res["marginal_per_s"] = (n - n0) / (res["big_s"] - res["small_s"])
+            out[name] = res
+            rm(big)
+            self.save()
+
+    @staticmethod
+    def parse_rewrite(text):
+        """The summary icpp-rewrite prints (before/after uniqueness, stack growth)."""
+        s = {}
+        m = re.search(r"unique CIDs, by paths\s+([\d.]+)%\s+([\d.]+)%", text)
+        if m:
+            s["unique_paths"] = [float(m.group(1)), float(m.group(2))]
+        m = re.search(r"unique CIDs, by call weight\s+([\d.]+)%\s+([\d.]+)%", text)
+        if m:
+            s["unique_calls"] = [float(m.group(1)), float(m.group(2))]
+        m = re.search(r"max height:\s+(\d+) -> (\d+) bytes \(x([\d.]+)", text)
+        if m:
+            s["max_height"] = [int(m.group(1)), int(m.group(2))]
+            s["growth"] = float(m.group(3))
+        m = re.search(r"resized:\s+(\d+) functions", text)
+        if m:
+            s["resized"] = int(m.group(1))
+        return s
+
+    def fig_rewrite(self):
+        ent = {"present": os.path.exists(self.rewrite), "programs": {}}
+        self.res["rewrite"] = ent
+        if not ent["present"]:
+            self.save()
+            return
+        os.makedirs(os.path.join(self.work, "rewrite"), exist_ok=True)
+        maps = self.res.get("maps", {})
+        for name in self.order:
+            prog = self.programs[name]
+            a = prog["inputs"][0]
+            m = maps.get(name, {}).get("fp", {}).get(a["id"], {})
+            if "map" not in m:
+                continue
+            out = os.path.join(self.work, "rewrite", name + ".arr")
+            rm(out)
+            cmd = [self.rewrite, "-m", m["map"], "-o", out, prog["bins"]["fp"]]
+            log("rewriting %s: %s" % (name, shq(cmd)))
+            t0 = time.perf_counter()
+            try:
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
+                                   timeout=self.a.timeout)
+            except subprocess.TimeoutExpired:
+                self.error("icpp-rewrite " + name, cmd, {"rc": None, "err": "timed out"})
+                continue
+            wall = time.perf_counter() - t0
+            text = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+            e = {"cmd": shq([self.rewrite, "-m", "MAP", "-o", "OUT", "PROG"]), "map_input": a["id"]}
+            ent["programs"][name] = e
+            if p.returncode != 0 or not os.path.exists(out):
+                self.error("icpp-rewrite " + name, cmd, {"rc": p.returncode, "err": text})
+                e["error"] = tail(text, 3)
+                continue
+            e["rewrite_s"] = wall
+            e.update(self.parse_rewrite(text))
+            rows = e["precision"] = []
+            for inp in prog["inputs"]:
+                rec = os.path.join(self.work, "rewrite", "%s-%s.samples" % (name, inp["id"]))
+                rm(rec)
+                scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(self.a.period), "-o", rec,
+                        "--", out] + inp["args"]
+                r = run(scmd, inp["file"] if inp["stdin"] else None, self.env, self.a.timeout)
+                if r["rc"] != 0:
+                    self.error("icpp-sample --validate (rewritten) %s %s" % (name, inp["id"]), scmd, r)
+                    continue
+                rows.append({"train": a["id"], "measure": inp["id"],
+                             "kind": "offline" if inp is a else "online",
+                             "check": self.check(out + ".icppmap", rec)})
+            self.save()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--manifest", required=True)
+    ap.add_argument("--tools", required=True, help="meson build directory holding the icpp tools")
+    ap.add_argument("--work", required=True, help="scratch directory (maps, recordings)")
+    ap.add_argument("--out", required=True, help="results JSON")
+    ap.add_argument("--figures", default="maps,precision,cfi,resolve,sample,train,rewrite")
+    ap.add_argument("--setups-train", type=int, default=8)
+    ap.add_argument("--setups-sample", type=int, default=10)
+    ap.add_argument("--period", type=int, default=250000, help="sample period, ns of cpu-clock")
+    ap.add_argument("--resolve-samples", type=int, default=2000000)
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
+    ap.add_argument("--seed", type=int, default=20091025)
+    ap.add_argument("--no-nofp", dest="nofp", action="store_false", help="skip the no-frame-pointer build")
+    a = ap.parse_args()
+    b = Bench(a)
+    figs = a.figures.split(",")
+    b.res["meta"]["figures"] = figs
+    t0 = time.time()
+    for f in ("maps", "precision", "cfi", "resolve", "sample", "train", "rewrite"):
+        if f in figs:
+            t = time.time()
+            log("figure %s" % f)
+            getattr(b, "fig_" + f)()
+            b.res["meta"].setdefault("figure_s", {})[f] = time.time() - t
+    b.res["meta"]["measure_s"] = time.time() - t0
+    b.save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

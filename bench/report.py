@@ -1,0 +1,743 @@
+#!/usr/bin/env python3
+"""report.py -- write bench/RESULTS.md from a measure.py results JSON.
+
+Usage: report.py --results JSON --out FILE --command CMD --mode MODE
+                 --started EPOCH --repo DIR --cache DIR [--check]
+--check (bench/run --smoke): also verify that every figure came out as
+well-formed numbers; exit 1 naming what is not.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stats import fmt_ratio, geomean, ratio_summary  # noqa: E402
+
+PAPER = {"offline": 88.0, "online": 74.0, "raw": 68.0}
+TRAIN_VARIANTS = [("icpp-train", "icpp-train"), ("icpp-train-main", "icpp-train --modules main"),
+                  ("uftrace", "uftrace record -P .")]
+SAMPLE_VARIANTS = [("icpp-sample", "icpp-sample"), ("perf-flat", "perf flat"), ("perf-g", "perf -g"),
+                   ("perf-dwarf", "perf --call-graph dwarf")]
+
+# Kept from earlier versions of this file: CFI measurements not repeated by bench/run.
+CFI_HISTORY = """Earlier runs of the same benchmark (2026-11-22, before bench/run existed), command
+`build/bench/cfi_lookup /lib/x86_64-linux-gnu/libc.so.6 /usr/bin/python3 build/tests/unit/cfi_fp_subject`:
+
+| machine state | binary | rows | table KiB | build ms | table lookups/s | libdw lookups/s | speedup |
+|---|---|---|---|---|---|---|---|
+| shared with five concurrent builds | libc.so.6 | 28190 | 221 | 34.7 | 31.5 M | 1.53 M | 21x |
+| shared with five concurrent builds | /usr/bin/python3 | 63665 | 500 | 93.8 | 39.8 M | 1.96 M | 20x |
+| shared with five concurrent builds | cfi_fp_subject | 812 | 6 | 0.3 | 26.6 M | 2.61 M | 10x |
+| idle | libc.so.6 | 28190 | 221 | 10.0 | 82.0 M | 5.33 M | 15x |
+| idle | /usr/bin/python3 | 63665 | 500 | 25.4 | 69.6 M | 3.24 M | 22x |
+
+The branch-free search inside a page is what makes the difference: the first, branchy
+version measured 21.4 M (libc) and 20.8 M (python3) lookups/s on the idle machine."""
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, shell=True,
+                              timeout=20).stdout.decode(errors="replace").strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine(repo):
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"model name\s*:\s*(.*)", f.read())
+            cpu = m.group(1) if m else ""
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            m = re.search(r"MemTotal:\s*(\d+)", f.read())
+            mem = "%.1f GiB" % (int(m.group(1)) / 2**20) if m else ""
+    except OSError:
+        pass
+    osr = ""
+    try:
+        with open("/etc/os-release") as f:
+            m = re.search(r'PRETTY_NAME="?([^"\n]*)', f.read())
+            osr = m.group(1) if m else ""
+    except OSError:
+        pass
+    pmu = os.path.exists("/sys/bus/event_source/devices/cpu") or \
+        os.path.exists("/sys/bus/event_source/devices/cpu_core")
+    head = sh("git -C '%s' rev-parse --short HEAD" % repo)
+    dirty = sh("git -C '%s' status --porcelain --untracked-files=no" % repo)
+    return {"cpu": cpu, "cores": os.cpu_count(), "mem": mem, "kernel": platform.release(),
+            "os": osr, "host": platform.node(), "gcc": sh("gcc --version | head -1"),
+            "perf": sh("perf --version"), "uftrace": sh("uftrace --version | head -1"),
+            "pmu": pmu, "commit": head + (" with uncommitted changes" if dirty else "")}
+
+
+def pct(x, digits=1):
+    return "n/a" if x is None else ("%%.%df%%%%" % digits) % x
+
+
+def num(x, fmt="%.3g"):
+    return "n/a" if x is None else fmt % x
+
+
+def si(x):
+    if x is None:
+        return "n/a"
+    for div, suf in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if x >= div:
+            return "%.2f%s" % (x / div, suf)
+    return "%.0f" % x
+
+
+def walls(runs, v):
+    return [r[v]["wall"] for r in runs if v in r and r[v].get("wall")]
+
+
+def ratios(runs, v, base="plain"):
+    out = []
+    for r in runs:
+        a, b = r.get(v, {}).get("wall"), r.get(base, {}).get("wall")
+        if a and b:
+            out.append(a / b)
+    return out
+
+
+class Report:
+    def __init__(self, res, a):
+        self.r = res
+        self.a = a
+        self.lines = []
+        self.problems = []
+        self.order = res.get("order", [])
+
+    def w(self, s=""):
+        self.lines.append(s)
+
+    def bad(self, what):
+        self.problems.append(what)
+
+    # -------------------------------------------------------------- header
+    def header(self, m):
+        meta = self.r["meta"]
+        took = int(time.time() - self.a.started)
+        self.w("# ICPP benchmark results")
+        self.w()
+        self.w("Written by `%s` (mode %s) on %s in %d min %d s; commit %s." % (
+            self.a.command, self.a.mode, time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(meta["start"])),
+            took // 60, took % 60, m["commit"]))
+        self.w("Regenerate with the same command from the repository root; it installs what it needs, keeps")
+        self.w("sources, builds and inputs in `%s`, and rewrites this file." %
+               self.a.cache.replace(os.path.expanduser("~"), "~"))
+        self.w("Figures move between machines and with load: compare only within one run (every ratio")
+        self.w("here was measured side by side in the same run).")
+        self.w()
+        self.w("## Machine")
+        self.w()
+        self.w("| | |")
+        self.w("|---|---|")
+        self.w("| CPU | %s, %s cores, %s |" % (m["cpu"], m["cores"], m["mem"]))
+        self.w("| kernel | Linux %s (%s) |" % (m["kernel"], m["os"]))
+        self.w("| hardware PMU | %s |" % ("exposed" if m["pmu"] else
+                                          "none exposed: every sampler uses the `cpu-clock` software event"))
+        self.w("| compiler | %s |" % m["gcc"])
+        self.w("| tools | %s; %s |" % (m["perf"] or "perf missing", m["uftrace"] or "uftrace missing"))
+        la0, la1 = meta.get("loadavg_start", [0] * 3), meta.get("loadavg_end", [0] * 3)
+        self.w("| load average (1 min) | %.2f at the start, %.2f at the end of the measurements |" % (la0[0], la1[0]))
+        self.w()
+        if la0[0] > 1.5 or la1[0] > 1.5:
+            self.w("The machine was shared with other work during this run (load above 1.5 on 2 cores): absolute")
+            self.w("times are inflated and noisy; ratios taken within a setup are the figures to read.")
+            self.w()
+
+    def programs(self):
+        self.w("## Programs and input sets")
+        self.w()
+        self.w("Built from Debian source packages (`apt-get source`) by `bench/programs.sh`, each twice:")
+        self.w("`-O2 -g -fno-omit-frame-pointer` (fp, used by every figure) and `-O2 -g -fomit-frame-pointer`")
+        self.w("(nofp: map statistics, offline precision, CFI). Inputs are generated deterministically by")
+        self.w("`bench/gen_inputs.py` (fixed seeds). The first input set of each program is its \"A\" set: the")
+        self.w("overhead figures run it (training overhead on a smaller copy, see there).")
+        self.w()
+        self.w("| program | source package | input set | bytes | command |")
+        self.w("|---|---|---|---|---|")
+        for n in self.order:
+            p = self.r["programs"][n]
+            for i, inp in enumerate(p["inputs"]):
+                args = " ".join(os.path.basename(x) if x == inp["file"] else x for x in inp["args"])
+                if inp["stdin"]:
+                    args += " < " + os.path.basename(inp["file"])
+                self.w("| %s | %s | %s | %s | `%s %s` |" % (
+                    n if i == 0 else "", ("%s %s" % (p["pkg"], p["version"])) if i == 0 else "",
+                    inp["id"], si(inp["size"]).strip(), n, args))
+        self.w()
+
+    def method(self):
+        meta = self.r["meta"]
+        self.w("## How the overhead figures are measured")
+        self.w()
+        self.w("Each figure runs several randomized setups (DESIGN-NOTES section 7): a setup sets an")
+        self.w("environment variable of random size (0-%d bytes, which moves the initial stack and" % meta["pad_max"])
+        self.w("everything below it) and runs every variant of a program once, in random order. A ratio is a")
+        self.w("variant's wall time over the uninstrumented run's in the same setup. Tables give the median")
+        self.w("ratio and a 95% interval (t-interval of the mean log ratio, i.e. of the geometric mean, over")
+        self.w("the setups); \"no significant difference\" means the interval contains 1.0. Wall time is the")
+        self.w("whole command as a user runs it (tool start-up, the program, writing the output).")
+        self.w("Setups: %d for training, %d for sampling; seed %d." % (
+            meta["setups_train"], meta["setups_sample"], meta["seed"]))
+        self.w()
+
+    # -------------------------------------------------------------- figure 1
+    def train(self):
+        self.w("## 1. Training overhead")
+        self.w()
+        cmds = self.r.get("commands", {}).get("train", {})
+        self.w("Commands (OUT is a fresh file or directory each run):")
+        self.w()
+        for v, label in [("plain", "uninstrumented")] + TRAIN_VARIANTS + [("uftrace-estimate-return", "")]:
+            if v in cmds:
+                self.w("- %s: `%s`" % (v, self.rel(cmds[v])))
+        self.w()
+        self.w("icpp-train hooks every function entry of the program and of every library it loads, in the")
+        self.w("unmodified binary; `--modules main` hooks only the program's own functions. uftrace uses its")
+        self.w("dynamic patching (`-P .`, no recompilation) of the same binary: every function of the")
+        self.w("program, entry and exit, plus its library calls through the PLT (uftrace's default).")
+        self.w()
+        data = self.r.get("train", {})
+        if not data:
+            self.w("Not measured in this run.")
+            self.w()
+            return
+        self.w("Training runs the A input set at 1/4 of its size (bytes below; the whole command runs 8 setups")
+        self.w("of four variants of four programs, and training is the slow part), so tool start-up weighs")
+        self.w("more here: the last row is each command on /bin/true.")
+        self.w()
+        self.w("| program | input (bytes) | uninstrumented s | %s |" % " | ".join(l for _, l in TRAIN_VARIANTS))
+        self.w("|---|---|---|%s" % ("---|" * len(TRAIN_VARIANTS)))
+        med = {v: [] for v, _ in TRAIN_VARIANTS}
+        for n in self.order:
+            d = data.get(n)
+            if not d:
+                continue
+            runs = d["runs"]
+            pw = walls(runs, "plain")
+            cells = []
+            for v, _ in TRAIN_VARIANTS:
+                s = ratio_summary(ratios(runs, v))
+                if s.get("n"):
+                    med[v].append(s["median"])
+                cell = fmt_ratio(s)
+                if v == "uftrace" and d.get("uftrace_mode"):
+                    cell += " (%s)" % d["uftrace_mode"]
+                fails = sum(1 for r in runs if v in r and r[v].get("wall") is None)
+                if fails:
+                    cell += " (%d of %d runs failed)" % (fails, len(runs))
+                cells.append(cell)
+                if v == "icpp-train" and self.a.check and not s.get("n"):
+                    self.bad("training overhead of %s: no icpp-train ratio" % n)
+            if self.a.check and not pw:
+                self.bad("training overhead of %s: no uninstrumented time" % n)
+            self.w("| %s | %s (%s) | %s | %s |" % (n, d.get("input"), si(d.get("input_bytes")).strip(),
+                                                   num(statistics.median(pw) if pw else None, "%.3f"),
+                                                   " | ".join(cells)))
+        gm = {v: geomean(med[v]) for v, _ in TRAIN_VARIANTS}
+        self.w("| **geomean of medians** | | | %s |" % " | ".join(
+            ("%.2fx" % gm[v]) if gm[v] else "n/a" for v, _ in TRAIN_VARIANTS))
+        self.fixed_cost(data, TRAIN_VARIANTS)
+        self.w()
+        g = gm.get("icpp-train")
+        if g:
+            self.w("Issue target: icpp-train <= 2x geomean. Measured %.2fx: %s. (The paper's training, a" % (
+                g, "met" if g <= 2 else "**not met**"))
+            self.w("-finstrument-functions rebuild, was 2.9x geomean on SPEC CPU2006.)")
+            self.w()
+
+    # -------------------------------------------------------------- figure 2
+    def sample(self):
+        meta = self.r["meta"]
+        self.w("## 2. Sampling overhead and sample size")
+        self.w()
+        cmds = self.r.get("commands", {}).get("sample", {})
+        self.w("Every sampler at the same period: `cpu-clock` every %d ns (%d Hz of CPU time), user space" % (
+            meta["period_ns"], round(1e9 / meta["period_ns"])))
+        self.w("only (icpp-sample always excludes the kernel; perf gets `cpu-clock:u` to match). Commands:")
+        self.w()
+        for v in ["plain"] + [v for v, _ in SAMPLE_VARIANTS]:
+            if v in cmds:
+                self.w("- %s: `%s`" % (v, self.rel(cmds[v])))
+        self.w()
+        self.w("(`--no-bpf-event`: perf 6.1 otherwise waits out a 1 s poll of its side-band thread when")
+        self.w("the program exits, a cost of perf's packaging rather than of sampling.)")
+        self.w()
+        data = self.r.get("sample", {})
+        if not data:
+            self.w("Not measured in this run.")
+            self.w()
+            return
+        present = [(v, l) for v, l in SAMPLE_VARIANTS if v in cmds]
+        self.w("Wall time over the unprofiled run:")
+        self.w()
+        self.w("| program | input | unprofiled s | %s |" % " | ".join(l for _, l in present))
+        self.w("|---|---|---|%s" % ("---|" * len(present)))
+        for n in self.order:
+            d = data.get(n)
+            if not d:
+                continue
+            runs = d["runs"]
+            pw = walls(runs, "plain")
+            cells = []
+            for v, _ in present:
+                s = ratio_summary(ratios(runs, v))
+                cells.append(fmt_ratio(s, 3))
+                if self.a.check and v == "icpp-sample" and not s.get("n"):
+                    self.bad("sampling overhead of %s: no icpp-sample ratio" % n)
+            self.w("| %s | %s | %s | %s |" % (n, d.get("input"), num(statistics.median(pw) if pw else None, "%.3f"),
+                                              " | ".join(cells)))
+        self.fixed_cost(data, present)
+        self.w()
+        others = [(v, l) for v, l in present if v != "icpp-sample"]
+        if others:
+            self.w("icpp-sample's wall time over each perf mode's, same setup (below 1.0 = icpp-sample faster):")
+            self.w()
+            self.w("| program | %s |" % " | ".join("vs " + l for _, l in others))
+            self.w("|---|%s" % ("---|" * len(others)))
+            verdict = {v: [] for v, _ in others}
+            for n in self.order:
+                d = data.get(n)
+                if not d:
+                    continue
+                cells = []
+                for v, _ in others:
+                    s = ratio_summary(ratios(d["runs"], "icpp-sample", base=v))
+                    verdict[v].append(s)
+                    cells.append(fmt_ratio(s, 3))
+                self.w("| %s | %s |" % (n, " | ".join(cells)))
+            self.w()
+            self.w("Issue target: icpp-sample within 2% of flat perf, and below both callchain modes.")
+            for v, l in others:
+                ss = [s for s in verdict[v] if s.get("n")]
+                if not ss:
+                    continue
+                if v == "perf-flat":
+                    ok = sum(1 for s in ss if s.get("hi", s["median"]) <= 1.02)
+                    med_ok = sum(1 for s in ss if s["median"] <= 1.02)
+                    self.w("- vs %s: median within +2%% for %d of %d programs; whole interval within +2%% for %d." % (
+                        l, med_ok, len(ss), ok))
+                else:
+                    below = sum(1 for s in ss if s["median"] < 1)
+                    sig = sum(1 for s in ss if s.get("hi", 2) < 1)
+                    self.w("- vs %s: median below for %d of %d programs, significantly below for %d." % (
+                        l, below, len(ss), sig))
+            self.w()
+        self.w("Bytes per sample (output file size / samples, median over setups) and samples per run:")
+        self.w()
+        self.w("| program | %s |" % " | ".join(l for _, l in present))
+        self.w("|---|%s" % ("---|" * len(present)))
+        for n in self.order:
+            d = data.get(n)
+            if not d:
+                continue
+            cells = []
+            for v, _ in present:
+                bps = [r[v]["bytes"] / r[v]["samples"] for r in d["runs"]
+                       if r.get(v, {}).get("samples") and r[v].get("bytes")]
+                ns = [r[v]["samples"] for r in d["runs"] if r.get(v, {}).get("samples")]
+                if bps:
+                    cells.append("%s B (%d samples)" % (si(statistics.median(bps)).strip(), statistics.median(ns)))
+                else:
+                    cells.append("n/a")
+                if self.a.check and v == "icpp-sample" and not bps:
+                    self.bad("bytes per sample of %s: no icpp-sample figure" % n)
+            self.w("| %s | %s |" % (n, " | ".join(cells)))
+        self.w()
+
+    # -------------------------------------------------------------- figure 3
+    def precision(self):
+        self.w("## 3. Precision against the true stacks")
+        self.w()
+        self.w("Each input set is trained (`icpp-train`) and recorded with `icpp-sample --validate` (which also")
+        self.w("copies each sample's user stack); `icpp-resolve -m MAP --check --format json RECORDING` then")
+        self.w("unwinds every sample with DWARF CFI and compares the true call path with what the map resolves")
+        self.w("it to. Offline: trained and measured on the same input set; online: trained on one, measured on")
+        self.w("another. *precise*: exactly one candidate path and it is the true one; *correct*: the true path")
+        self.w("is among the candidates; by distinct paths, a path counts as precise if all its samples were.")
+        self.w("Percentages are of the samples that have a true stack.")
+        self.w()
+        data = self.r.get("precision", {})
+        if not data:
+            self.w("Not measured in this run.")
+            self.w()
+            return
+        self.w("| program | build | trained on -> measured | kind | samples | precise (samples) | correct (samples) "
+               "| precise (distinct paths) | incorrect (samples) | missing from map |")
+        self.w("|---|---|---|---|---|---|---|---|---|---|")
+        agg = {"offline": [], "online": [], "offline_paths": [], "online_paths": [],
+               "offline_known": [], "online_known": []}
+        pending = None
+        examples = []
+        for n in self.order:
+            for row in data.get(n, []):
+                c = row.get("check", {})
+                lab = "%s -> %s" % (row["train"], row["measure"])
+                if "pending" in c:
+                    pending = c["pending"]
+                    self.w("| %s | %s | %s | %s | pending `--check` | | | | | |" % (n, row["build"], lab, row["kind"]))
+                    continue
+                if "error" in c:
+                    self.w("| %s | %s | %s | %s | --check failed: %s | | | | | |" % (
+                        n, row["build"], lab, row["kind"], c["error"].replace("\n", " ").replace("|", "/")[:150]))
+                    if self.a.check:
+                        self.bad("--check failed for %s %s" % (n, lab))
+                    continue
+                bs, bp = c.get("by_samples") or {}, c.get("by_paths") or {}
+                judged = c.get("with_truth") or 0
+                npaths = c.get("distinct_paths") or 0
+                if not judged:
+                    self.w("| %s | %s | %s | %s | 0 with a true stack | | | | | |" % (n, row["build"], lab, row["kind"]))
+                    continue
+                prec = 100.0 * bs.get("precise", 0) / judged
+                corr = 100.0 * (bs.get("precise", 0) + bs.get("ambiguous-containing-truth", 0)) / judged
+                pp = 100.0 * bp.get("precise", 0) / npaths if npaths else None
+                inc = 100.0 * bs.get("incorrect", 0) / judged
+                mis = 100.0 * bs.get("missing", 0) / judged
+                if row["build"] == "fp":
+                    agg[row["kind"]].append((n, prec))
+                    known = judged - bs.get("missing", 0)
+                    if known:
+                        agg[row["kind"] + "_known"].append((n, 100.0 * bs.get("precise", 0) / known))
+                    if pp is not None:
+                        agg[row["kind"] + "_paths"].append((n, pp))
+                self.w("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |" % (
+                    n, row["build"], lab, row["kind"], judged, pct(prec), pct(corr), pct(pp), pct(inc), pct(mis)))
+                for ex in c.get("incorrect_examples", [])[:1]:
+                    if not any(e[0] == n for e in examples):     # one per program
+                        examples.append((n, row["build"], lab, ex))
+                if self.a.check and not (0 <= prec <= 100):
+                    self.bad("precision of %s %s out of range" % (n, lab))
+        self.w()
+        def mean(xs):   # mean over programs of each program's mean over its rows
+            per = {}
+            for n, x in xs:
+                per.setdefault(n, []).append(x)
+            return statistics.fmean(statistics.fmean(v) for v in per.values()) if per else None
+        self.w("| summary (fp build; mean over programs of each program's mean) | ICPP here "
+               "| paper (SPEC CPU2006, after ARR) |")
+        self.w("|---|---|---|")
+        self.w("| offline, precise by samples | %s | |" % pct(mean(agg["offline"])))
+        self.w("| offline, precise by distinct paths | %s | %.0f%% |" % (pct(mean(agg["offline_paths"])),
+                                                                       PAPER["offline"]))
+        self.w("| online, precise by samples | %s | |" % pct(mean(agg["online"])))
+        self.w("| online, precise by distinct paths | %s | %.0f%% |" % (pct(mean(agg["online_paths"])),
+                                                                      PAPER["online"]))
+        self.w("| online, precise by samples, of the samples whose context the training input ran | %s | |" %
+               pct(mean(agg["online_known"])))
+        raw = [(n, e["stats"]["unique_paths"]) for n in self.order
+               for e in self.r.get("maps", {}).get(n, {}).get("fp", {}).values()
+               if "stats" in e and "unique_paths" in e["stats"]]
+        self.w("| raw CID uniqueness (share of a map's paths whose CID is unique; section 4) | %s | %.0f%% |" % (
+            pct(mean(raw)), PAPER["raw"]))
+        self.w()
+        self.w("These figures are before rewriting (section 6 has them after ARR); the paper's 88%/74% are")
+        self.w("after ARR. The input sets of a program differ on purpose (compress vs decompress, flat vs nested")
+        self.w("C, objects vs strings, OLTP vs analytics), so online losses are mostly samples whose context the")
+        self.w("training input never ran (\"missing from map\"), not wrong answers.")
+        if pending:
+            self.w()
+            self.w("**Pending `--check`**: `%s`. The harness runs it as soon as icpp-resolve has it." % pending)
+        if examples:
+            self.w()
+            self.w("An incorrect resolution per row, if any (true path / what the map resolved it to):")
+            self.w()
+            for n, b, lab, (truth, cand) in examples[:8]:
+                cands = (cand or "").split(" | ")
+                more = " (and %d more candidates)" % (len(cands) - 1) if len(cands) > 1 else ""
+                self.w("- %s %s %s:<br>true `%s`<br>resolved `%s`%s" % (
+                    n, b, lab, self.short(truth), self.short(cands[0]), more))
+        self.w()
+        self.w("Without ground truth, how the samples resolved (`icpp-resolve --format json`, shares of all")
+        self.w("samples: one candidate / several / CID not in the map / no CID could be formed):")
+        self.w()
+        self.w("| program | build | trained on -> measured | samples | precise | ambiguous | missing | unresolved |")
+        self.w("|---|---|---|---|---|---|---|---|")
+        for n in self.order:
+            for row in data.get(n, []):
+                rs = row.get("resolve", {})
+                sh_ = rs.get("shares") or {}
+                lab = "%s -> %s" % (row["train"], row["measure"])
+                if "error" in rs or not sh_:
+                    self.w("| %s | %s | %s | failed: %s | | | | |" % (n, row["build"], lab,
+                                                                      str(rs.get("error", "?"))[:120]))
+                    if self.a.check:
+                        self.bad("icpp-resolve failed for %s %s" % (n, lab))
+                    continue
+                self.w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    n, row["build"], lab, rs.get("samples"),
+                    *(pct(100 * (sh_.get(k) or 0)) for k in ("precise", "ambiguous", "missing", "unresolved"))))
+                if self.a.check and not all(0 <= (sh_.get(k) or 0) <= 1 for k in sh_):
+                    self.bad("resolve shares of %s %s out of range" % (n, lab))
+        self.w()
+
+    # -------------------------------------------------------------- figure 4
+    def maps(self):
+        self.w("## 4. Path maps")
+        self.w()
+        self.w("`icpp-train --fresh -o MAP -- PROG ARGS`, one run per input set, then `icpp-train --stats MAP`.")
+        self.w("Unique: share of the map's call paths (and of the calls made) whose CID (function, height) no")
+        self.w("other path shares. Training time is that single run's wall time (section 1 has the overhead")
+        self.w("over randomized setups).")
+        self.w()
+        data = self.r.get("maps", {})
+        self.w("| program | build | input | functions | call paths (deepest) | CIDs | unique: paths | unique: calls "
+               "| hooked jmp / int3 | uninstrumented s | training s | map KiB |")
+        self.w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for n in self.order:
+            for b in ("fp", "nofp"):
+                for iid, e in data.get(n, {}).get(b, {}).items():
+                    st = e.get("stats")
+                    if not st:
+                        self.w("| %s | %s | %s | training failed | | | | | | %s | | |" % (
+                            n, b, iid, num(e.get("plain_s"), "%.3f")))
+                        if self.a.check:
+                            self.bad("no map statistics for %s %s %s" % (n, b, iid))
+                        continue
+                    self.w("| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s / %s | %s | %s | %s |" % (
+                        n, b, iid, st.get("functions"), st.get("paths"), st.get("deepest"), st.get("cids"),
+                        pct(st.get("unique_paths")), pct(st.get("unique_calls")), st.get("patched_jmp"),
+                        st.get("patched_int3"), num(e.get("plain_s"), "%.3f"), num(e.get("train_s"), "%.2f"),
+                        num(e.get("map_bytes", 0) / 1024, "%.0f")))
+                    if self.a.check and not st.get("paths"):
+                        self.bad("map of %s %s %s has no paths" % (n, b, iid))
+        self.w()
+
+    # -------------------------------------------------------------- figure 5
+    def cfi(self):
+        self.w("## 5. CFI lookups and resolve throughput")
+        self.w()
+        c = self.r.get("cfi")
+        self.w("### CFI table lookups (issue #2: target >= 20 M lookups/s on one core)")
+        self.w()
+        if c:
+            self.w("Command: `%s`" % self.rel(c["cmd"]))
+            self.w("(`icpp_cfi_entry_sp` on PCs drawn uniformly over each module's functions, then uniformly")
+            self.w("inside the function; 7 rounds of 4 Mi lookups, median; libdw = `dwarf_cfi_addrframe` +")
+            self.w("`dwarf_frame_cfa` on a 1/32 subset.)")
+            self.w()
+            for line in c.get("table", "").splitlines():
+                if line.startswith("|"):
+                    self.w(self.rel(line))
+            if c.get("error"):
+                self.w()
+                self.w("cfi_lookup failed: %s" % c["error"])
+            if self.a.check and len([x for x in c.get("table", "").splitlines() if x.startswith("|")]) < 3:
+                self.bad("cfi_lookup produced no table rows")
+        else:
+            self.w("Not measured in this run.")
+        self.w()
+        self.w(CFI_HISTORY)
+        self.w()
+        self.w("### icpp-resolve throughput (issue goal: >= 5 M samples/s for the CID lookup)")
+        self.w()
+        rs = self.r.get("resolve", {})
+        if not rs:
+            self.w("Not measured in this run.")
+            self.w()
+            return
+        any_cmd = self.rel(next(iter(rs.values())).get("cmd", ""))
+        self.w("A real recording of the A input set (`icpp-sample -e cpu-clock -c %d`) is repeated by" %
+               self.r["meta"]["period_ns"])
+        self.w("`bench/samplefile.py` until it holds N samples; `%s` is timed on both (median of 3)." % any_cmd)
+        self.w("Overall = N / time on the big file (includes loading the map and building CFI tables);")
+        self.w("marginal = extra samples / extra time between the two files (the per-sample cost alone).")
+        self.w()
+        rate_cmd = next((e["rate"]["cmd"] for e in rs.values() if "rate" in e), None)
+        if rate_cmd:
+            self.w("`%s` (bench/resolve_rate.c) times the same big file in-process, best of 5: the replay" %
+                   self.rel(rate_cmd))
+            self.w("and resolution of every sample, and the CID lookup alone on the replayed samples.")
+            self.w()
+        self.w("| program | recorded samples | N | big file MB | icpp-resolve on recording s | on N s "
+               "| icpp-resolve overall samples/s | marginal samples/s | replay + resolve samples/s "
+               "| CID lookup alone samples/s |")
+        self.w("|---|---|---|---|---|---|---|---|---|---|")
+        for n in self.order:
+            e = rs.get(n)
+            if not e:
+                continue
+            rt = e.get("rate", {})
+            self.w("| %s | %d | %d | %.1f | %s | %s | %s | %s | %s | %s |" % (
+                n, e["recorded_samples"], e["samples"], e["big_bytes"] / 1e6, num(e.get("small_s"), "%.3f"),
+                num(e.get("big_s"), "%.3f"), si(e.get("per_s")), si(e.get("marginal_per_s")),
+                si(rt.get("replay_per_s")), si(rt.get("cid_per_s"))))
+            if self.a.check and not e.get("per_s"):
+                self.bad("no resolve throughput for %s" % n)
+        self.w()
+
+    def rewrite(self):
+        self.w("## 6. Rewriting (ARR)")
+        self.w()
+        rw = self.r.get("rewrite", {})
+        if rw.get("present"):
+            progs = rw.get("programs", {})
+            cmd = next((e["cmd"] for e in progs.values() if "cmd" in e), "icpp-rewrite -m MAP -o OUT PROG")
+            self.w("`%s` with MAP the fp build's map of the A input set (section 4), defaults otherwise;" %
+                   self.rel(cmd))
+            self.w("uniqueness before/after and the stack growth (largest height after / before) are what")
+            self.w("icpp-rewrite reports. Then OUT runs every input set under `icpp-sample --validate` and")
+            self.w("`icpp-resolve -m OUT.icppmap --check` judges it as in section 3 (offline: the A set;")
+            self.w("online: the others, with the map trained on A).")
+            self.w()
+            self.w("| program | rewrite s | unique paths before -> after | unique call weight before -> after "
+                   "| stack growth | functions resized | offline precise (samples / paths) "
+                   "| online precise (samples / paths) |")
+            self.w("|---|---|---|---|---|---|---|---|")
+            off_all, on_all = [], []
+            for n in self.order:
+                e = progs.get(n)
+                if not e:
+                    continue
+                if "error" in e:
+                    self.w("| %s | failed: %s | | | | | | |" % (n, e["error"].replace("\n", " ")[:200]))
+                    continue
+                cells = {}
+                for kind in ("offline", "online"):
+                    ps, pp = [], []
+                    for row in e.get("precision", []):
+                        c = row.get("check", {})
+                        if row["kind"] != kind or not c.get("with_truth"):
+                            continue
+                        ps.append(100.0 * (c.get("by_samples") or {}).get("precise", 0) / c["with_truth"])
+                        if c.get("distinct_paths"):
+                            pp.append(100.0 * (c.get("by_paths") or {}).get("precise", 0) / c["distinct_paths"])
+                    cells[kind] = "%s / %s" % (pct(statistics.fmean(ps)) if ps else "n/a",
+                                               pct(statistics.fmean(pp)) if pp else "n/a")
+                    if pp:
+                        (off_all if kind == "offline" else on_all).append(statistics.fmean(pp))
+                up, uc = e.get("unique_paths"), e.get("unique_calls")
+                self.w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    n, num(e.get("rewrite_s"), "%.1f"),
+                    ("%.1f%% -> %.1f%%" % tuple(up)) if up else "n/a",
+                    ("%.1f%% -> %.1f%%" % tuple(uc)) if uc else "n/a",
+                    ("x%.2f" % e["growth"]) if "growth" in e else "n/a", e.get("resized", "n/a"),
+                    cells["offline"], cells["online"]))
+            self.w()
+            if off_all or on_all:
+                self.w("Mean over programs, precise by distinct paths after ARR: offline %s (paper 88%%), "
+                       "online %s (paper 74%%)." % (pct(statistics.fmean(off_all)) if off_all else "n/a",
+                                                    pct(statistics.fmean(on_all)) if on_all else "n/a"))
+            self.w("Not measured yet: run-time overhead of the rewritten binaries.")
+        else:
+            self.w("Pending: `icpp-rewrite` does not exist yet (issue #6). When it does, this section gets CID")
+            self.w("uniqueness after ARR (paper: 88% offline, 74% online), search time and stack growth")
+            self.w("(paper: 1.13x geomean, 2.54x max).")
+        self.w()
+
+    def errors(self):
+        errs = self.r.get("errors", [])
+        if not errs:
+            return
+        self.w("## Failures during this run")
+        self.w()
+        self.w("Every command that failed, with the end of its standard error (a failed run has no ratio):")
+        self.w()
+        for e in errs[:25]:
+            self.w("- %s: %s<br>`%s`" % (e["where"], e["what"], self.rel(e["cmd"])[:400]))
+            if e.get("stderr"):
+                self.w("  ```")
+                for line in e["stderr"].splitlines()[-4:]:
+                    self.w("  " + line[:300])
+                self.w("  ```")
+        if len(errs) > 25:
+            self.w("- ... and %d more (see the run's results.json)" % (len(errs) - 25))
+        self.w()
+
+    def fixed_cost(self, data, variants):
+        """A last row: each command on /bin/true (the tool's fixed cost per run, median seconds)."""
+        d = data.get("(true)")
+        if not d:
+            return
+        pw = walls(d["runs"], "plain")
+        cells = []
+        for v, _ in variants:
+            ws = walls(d["runs"], v)
+            cells.append("%.3f s" % statistics.median(ws) if ws else "n/a")
+        self.w("| *fixed cost: on /bin/true* | | %s | %s |" % (
+            "%.3f" % statistics.median(pw) if pw else "n/a", " | ".join(cells)))
+
+    @staticmethod
+    def short(path, keep=4):
+        """root;...;leaf with only the last `keep` frames: examples stay readable."""
+        fs = (path or "").split(";")
+        return path if len(fs) <= keep + 1 else "%s;...(%d frames);%s" % (fs[0], len(fs) - keep - 1,
+                                                                         ";".join(fs[-keep:]))
+
+    def rel(self, s):
+        s = re.sub(r"(^|[ `])/usr/bin/(perf|uftrace) ", r"\1\2 ", s)
+        s = s.replace(self.a.repo + "/", "")
+        return s.replace(self.a.cache, "$CACHE")
+
+    def render(self):
+        m = machine(self.a.repo)
+        self.header(m)
+        self.programs()
+        self.method()
+        self.train()
+        self.sample()
+        self.precision()
+        self.maps()
+        self.cfi()
+        self.rewrite()
+        self.errors()
+        meta = self.r["meta"]
+        fs = meta.get("figure_s", {})
+        self.w("## Time taken")
+        self.w()
+        self.w("Measurements %d s (%s); the whole command %d s including installs, source fetches, builds and" % (
+            meta.get("measure_s", 0), ", ".join("%s %d s" % (k, v) for k, v in fs.items()),
+            time.time() - self.a.started))
+        self.w("input generation (cached after the first run). `$CACHE` = `%s`." %
+               self.a.cache.replace(os.path.expanduser("~"), "~"))
+        return "\n".join(self.lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--command", default="bench/run")
+    ap.add_argument("--mode", default="full")
+    ap.add_argument("--started", type=float, default=time.time())
+    ap.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--cache", default="")
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    with open(a.results) as f:
+        res = json.load(f)
+    rep = Report(res, a)
+    text = rep.render()
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, a.out)
+    if a.check:
+        for k in ("train", "sample", "maps", "precision", "resolve", "cfi"):
+            if not res.get(k):
+                rep.bad("figure '%s' missing from the results" % k)
+        if re.search(r"\bnan\b|\binf\b", text):
+            rep.bad("NaN or inf in the report")
+        for p in rep.problems:
+            print("bench: malformed: " + p, file=sys.stderr)
+        return 1 if rep.problems else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

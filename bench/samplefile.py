@@ -1,0 +1,230 @@
+"""samplefile.py -- read an icpp-sample file and write a longer copy of it.
+
+Used by the resolve-throughput figure: a real recording's samples repeated
+until the file holds N samples, so icpp-resolve's per-sample cost can be
+timed on millions of samples of a real program's mix of contexts.
+Format: docs/samples-format.md (version 1).  Python stdlib only.
+"""
+import struct
+import zlib
+
+MAGIC = b"ICPPSMP\n"
+INFO, EVENT, PROC, MMAP, THREAD, SAMPLE, LOST, EXIT, VSAMPLE, END = range(1, 11)
+
+
+class FormatError(Exception):
+    pass
+
+
+def _uv(b, p):
+    v = s = 0
+    while True:
+        if p >= len(b):
+            raise FormatError("varint runs past the block")
+        c = b[p]
+        p += 1
+        v |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return v, p
+
+
+def _sv(b, p):
+    v, p = _uv(b, p)
+    return (v >> 1) ^ -(v & 1), p
+
+
+def _str(b, p):
+    n, p = _uv(b, p)
+    return b[p:p + n], p + n
+
+
+def _put_uv(out, v):
+    while True:
+        c = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(c | 0x80)
+        else:
+            out.append(c)
+            return
+
+
+def _put_sv(out, v):
+    _put_uv(out, (v << 1) ^ (v >> 63) if v < 0 else v << 1)
+
+
+def records(data):
+    """Yield (type, raw record bytes, decoded sample or None) for every record."""
+    if data[:8] != MAGIC:
+        raise FormatError("not an ICPP sample file")
+    ver, = struct.unpack_from("<I", data, 8)
+    if ver != 1:
+        raise FormatError("sample file version %d, this script reads 1" % ver)
+    pos = 16
+    nth = 0
+    while pos + 8 <= len(data):
+        plen, crc = struct.unpack_from("<II", data, pos)
+        blk = data[pos + 8:pos + 8 + plen]
+        if len(blk) < plen:
+            break                           # truncated tail
+        if zlib.crc32(blk) != crc:
+            raise FormatError("checksum mismatch in block at %d" % pos)
+        pos += 8 + plen
+        p = 0
+        while p < len(blk):
+            start = p
+            t = blk[p]
+            p += 1
+            smp = None
+            if t == INFO:
+                _, p = _str(blk, p)
+                _, p = _str(blk, p)
+            elif t == EVENT:
+                _, p = _uv(blk, p)
+                _, p = _str(blk, p)
+                for _ in range(5):
+                    _, p = _uv(blk, p)
+            elif t == PROC:
+                for _ in range(3):
+                    _, p = _uv(blk, p)
+                _, p = _str(blk, p)
+                _, p = _uv(blk, p)
+            elif t == MMAP:
+                for _ in range(5):
+                    _, p = _uv(blk, p)
+                _, p = _str(blk, p)
+                _, p = _str(blk, p)         # build-id: length + bytes
+            elif t == THREAD:
+                _, p = _uv(blk, p)
+                _, p = _uv(blk, p)
+                nth += 1
+            elif t in (SAMPLE, VSAMPLE):
+                th, p = _uv(blk, p)
+                ev, p = _uv(blk, p)
+                dt, p = _sv(blk, p)
+                di, p = _sv(blk, p)
+                ds, p = _sv(blk, p)
+                db, p = _sv(blk, p)
+                if t == VSAMPLE:
+                    n, p = _uv(blk, p)
+                    for _ in range(n):
+                        _, p = _sv(blk, p)
+                    _, p = _uv(blk, p)
+                    n, p = _uv(blk, p)
+                    for _ in range(n):
+                        _, p = _uv(blk, p)
+                    n, p = _uv(blk, p)
+                    p += n
+                smp = (th, ev, dt, di, ds, db)
+            elif t == LOST:
+                _, p = _uv(blk, p)
+            elif t == EXIT:
+                _, p = _uv(blk, p)
+                _, p = _uv(blk, p)
+            elif t == END:
+                _, p = _uv(blk, p)
+                _, p = _uv(blk, p)
+            else:
+                raise FormatError("unknown record type %d" % t)
+            yield t, bytes(blk[start:p]), smp
+
+
+def count_samples(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return sum(1 for t, _, _ in records(data) if t in (SAMPLE, VSAMPLE))
+
+
+def repeat(src, dst, n_samples):
+    """Write dst: src's records (stack copies dropped), then its samples again
+    and again until dst holds n_samples samples; EXIT and END at the end.
+    Returns (samples written, samples in src)."""
+    with open(src, "rb") as f:
+        data = f.read()
+    head, tail, samples = [], [], []
+    lost = 0
+    time = 0
+    for t, raw, smp in records(data):
+        if smp is not None:
+            th, ev, dt, di, ds, db = smp
+            time += dt
+            samples.append((th, ev, time, di, ds, db))
+            head.append(("S", len(samples) - 1))
+        elif t == EXIT:
+            tail.append(raw)
+        elif t == LOST:
+            r = bytearray(raw)
+            lost += _uv(r, 1)[0]
+        elif t == END:
+            pass
+        else:
+            head.append(("R", raw))
+    if not samples:
+        raise FormatError("%s has no samples" % src)
+    # absolute ip/sp/bp per sample, from the per-thread deltas
+    regs, absval = {}, []
+    for th, ev, tm, di, ds, db in samples:
+        ip, sp, bp = regs.get(th, (0, 0, 0))
+        ip, sp, bp = (ip + di) & (2**64 - 1), (sp + ds) & (2**64 - 1), (bp + db) & (2**64 - 1)
+        regs[th] = (ip, sp, bp)
+        absval.append((th, ev, tm, ip, sp, bp))
+    span = absval[-1][2] - absval[0][2] + 1
+
+    out = open(dst, "wb")
+    out.write(MAGIC + struct.pack("<II", 1, 0))
+    blk = bytearray()
+
+    def flush():
+        if blk:
+            out.write(struct.pack("<II", len(blk), zlib.crc32(blk)))
+            out.write(blk)
+            blk.clear()
+
+    state = {"time": 0, "regs": {}}
+
+    def put_sample(th, ev, tm, ip, sp, bp):
+        r = blk
+        r.append(SAMPLE)
+        _put_uv(r, th)
+        _put_uv(r, ev)
+        _put_sv(r, tm - state["time"])
+        state["time"] = tm
+        lip, lsp, lbp = state["regs"].get(th, (0, 0, 0))
+
+        def d(a, b):
+            x = (a - b) & (2**64 - 1)
+            return x - 2**64 if x >= 2**63 else x
+        _put_sv(r, d(ip, lip))
+        _put_sv(r, d(sp, lsp))
+        _put_sv(r, d(bp, lbp))
+        state["regs"][th] = (ip, sp, bp)
+        if len(blk) >= 60000:
+            flush()
+
+    written = 0
+    for kind, x in head:
+        if kind == "R":
+            blk.extend(x)
+            if len(blk) >= 60000:
+                flush()
+        else:
+            put_sample(*absval[x])
+            written += 1
+    k = 1
+    while written < n_samples:
+        for th, ev, tm, ip, sp, bp in absval:
+            if written >= n_samples:
+                break
+            put_sample(th, ev, tm + k * span, ip, sp, bp)
+            written += 1
+        k += 1
+    for raw in tail:
+        blk.extend(raw)
+    end = bytearray([END])
+    _put_uv(end, written)
+    _put_uv(end, lost)
+    blk.extend(end)
+    flush()
+    out.close()
+    return written, len(samples)
