@@ -37,6 +37,9 @@ static const char *usage_text =
     "                    svg: interactive flame graph (one file, for a browser).\n"
     "  -n N              rows in the text list (default 20, 0 = all).\n"
     "  --full-paths      do not fold long paths in the middle.\n"
+    "  --call-sites      text: show where each function was called from\n"
+    "                    (file:line from DWARF where the binary has it; json\n"
+    "                    always has them).\n"
     "  --sort EVENT      rank by this event when several were recorded.\n"
     "  --min PCT         tree: hide nodes below PCT%% inclusive (default 0.5).\n"
     "  -o, --output OUT  write there instead of standard output.\n"
@@ -114,12 +117,13 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 
 int main(int argc, char **argv)
 {
-    enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK };
+    enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"format", required_argument, 0, OPT_FORMAT},
                                        {"output", required_argument, 0, 'o'},
                                        {"full-paths", no_argument, 0, OPT_FULL},
+                                       {"call-sites", no_argument, 0, OPT_SITES},
                                        {"sort", required_argument, 0, OPT_SORT},
                                        {"min", required_argument, 0, OPT_MIN},
                                        {"check", no_argument, 0, OPT_CHECK},
@@ -128,7 +132,7 @@ int main(int argc, char **argv)
     int c, do_script = 0, check = 0;
     const char *map_path = NULL, *out_path = NULL, *sort_name = NULL;
     fmt_t fmt = F_TEXT;
-    out_opts oo = {20, 0, 0, 0.5};
+    out_opts oo = {20, 0, 0, 0.5, 0};
     while ((c = getopt_long(argc, argv, "m:o:n:h", lo, NULL)) != -1) {
         switch (c) {
         case OPT_SCRIPT: do_script = 1; break;
@@ -159,6 +163,7 @@ int main(int argc, char **argv)
             }
             break;
         case OPT_FULL: oo.full = 1; break;
+        case OPT_SITES: oo.sites = 1; break;
         case OPT_SORT: sort_name = optarg; break;
         case OPT_MIN: oo.min_pct = atof(optarg); break;
         case OPT_CHECK: check = 1; break;

@@ -100,6 +100,18 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
             fprintf(f, "%s", e ? ", " : "");
             num(f, in[e]);
         }
+        fprintf(f, "], \"call_sites\": [");
+        {
+            /* where each function on the path was called from (root first; "" for the root) */
+            uint32_t chain[4096], k = 0;
+            for (uint32_t nd = i; nd && k < 4096; nd = icpp_pathmap_node(p->pm, nd)->parent)
+                chain[k++] = nd;
+            for (uint32_t j = 0; j < k; j++) {
+                char site[1024];
+                fprintf(f, "%s", j ? ", " : "");
+                json_str(f, prof_site((profile *)p, chain[k - 1 - j], site, sizeof site));
+            }
+        }
         fprintf(f, "], \"ambiguous\": [");
         for (uint32_t e = 0; e < p->nev; e++) {
             fprintf(f, "%s", e ? ", " : "");

@@ -26,13 +26,17 @@ static double wsum(const double *v, uint32_t nev)
     return s;
 }
 
-/* A long path folded in the middle: first 3, "... N more ...", last 4. */
-static void print_path(const profile *p, FILE *f, uint32_t node, int full)
+/* A long path folded in the middle: first 3, "... N more ...", last 4.
+ * With sites, each function after the root shows where it was called. */
+static void print_path(const profile *p, FILE *f, uint32_t node, int full, int sites)
 {
-    uint32_t fs[4096];
+    uint32_t fs[4096], nodes[4096];
     uint32_t d = icpp_pathmap_path(p->pm, node, fs, 4096);
     if (d > 4096)
         d = 4096;
+    uint32_t k = d;
+    for (uint32_t nd = node; nd && k; nd = icpp_pathmap_node(p->pm, nd)->parent)
+        nodes[--k] = nd;
     for (uint32_t i = 0; i < d; i++) {
         if (!full && d > 9 && i == 3) {
             fprintf(f, " -> ... %u more ...", d - 7);
@@ -40,6 +44,9 @@ static void print_path(const profile *p, FILE *f, uint32_t node, int full)
             continue;
         }
         fprintf(f, "%s%s", i ? " -> " : "", prof_func_name(p, fs[i]));
+        char site[1024];
+        if (sites && i && *prof_site((profile *)p, nodes[i], site, sizeof site))
+            fprintf(f, " (%s)", site);
     }
 }
 
@@ -74,7 +81,7 @@ void out_text(const profile *p, FILE *f, const out_opts *o)
             const double *a = &p->self_amb[(size_t)rows[r].node * PROF_MAX_EVENTS];
             double ws = wsum(w, p->nev);
             fprintf(f, " %4.0f%%  ", ws > 0 ? 100.0 * wsum(a, p->nev) / ws : 0.0);
-            print_path(p, f, rows[r].node, o->full);
+            print_path(p, f, rows[r].node, o->full, o->sites);
         } else {
             fprintf(f, " %5s  %s", "-", p->extra[rows[r].extra].label);
         }

@@ -11,6 +11,7 @@ typedef struct out_opts {
     int      full;       /* do not fold long paths */
     uint32_t sort_ev;    /* event to rank by */
     double   min_pct;    /* tree: hide nodes below this inclusive share */
+    int      sites;      /* text: show where each function was called from */
 } out_opts;
 
 void out_text(const profile *p, FILE *f, const out_opts *o);     /* hot path list */

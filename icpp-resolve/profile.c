@@ -1,6 +1,8 @@
 /* profile.c -- icpp-resolve's profile: resolved sample weights per path-map node and event, plus what did not resolve. */
 #include "profile.h"
 
+#include "module.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -25,8 +27,55 @@ int prof_init(profile *p, const icpp_pathmap *pm, const char *map_path)
     return 0;
 }
 
+const char *prof_site(profile *p, uint32_t node, char *buf, size_t bufsz)
+{
+    const icpp_pm_node *n = icpp_pathmap_node(p->pm, node);
+    buf[0] = 0;
+    if (!n || !n->nsites)
+        return buf;
+    const icpp_pm_site *best = &n->sites[0];
+    for (uint32_t k = 1; k < n->nsites; k++)
+        if (n->sites[k].count > best->count)
+            best = &n->sites[k];
+    size_t nm = icpp_pathmap_nmodules(p->pm);
+    if (!p->mods) {
+        p->mods = calloc(nm + 1, sizeof *p->mods);
+        p->mods_tried = calloc(nm + 1, 1);
+        if (!p->mods || !p->mods_tried)
+            return buf;
+    }
+    const icpp_pm_module *pmm = icpp_pathmap_module(p->pm, best->module);
+    if (!pmm)
+        return buf;
+    if (!p->mods_tried[best->module]) {
+        p->mods_tried[best->module] = 1;
+        icpp_module *m = icpp_module_open(pmm->path, NULL);
+        const icpp_build_id *b = m ? icpp_module_build_id(m) : NULL;
+        if (b && (b->len != pmm->build_id.len || memcmp(b->bytes, pmm->build_id.bytes, b->len))) {
+            icpp_module_close(m);           /* another file now: no lines from it */
+            m = NULL;
+        }
+        p->mods[best->module] = m;
+    }
+    int line = 0;
+    /* A call site is a return address: the call instruction ends there. */
+    const char *file = p->mods[best->module] ? icpp_module_srcline(p->mods[best->module], best->addr - 1, &line) : NULL;
+    if (file) {
+        const char *b = strrchr(file, '/');
+        snprintf(buf, bufsz, "%s:%d", b ? b + 1 : file, line);
+    } else {
+        const char *b = strrchr(pmm->path, '/');
+        snprintf(buf, bufsz, "%s+%#" PRIx64, b ? b + 1 : pmm->path, best->addr);
+    }
+    return buf;
+}
+
 void prof_free(profile *p)
 {
+    for (size_t i = 0; p->mods && i < icpp_pathmap_nmodules(p->pm); i++)
+        icpp_module_close(p->mods[i]);
+    free(p->mods);
+    free(p->mods_tried);
     free(p->self);
     free(p->self_amb);
     free(p->incl);

@@ -39,6 +39,8 @@ typedef struct profile {
     char         command[1024];
     char         binary[1024];          /* main module of the map */
     char         map_build_id[2 * ICPP_BUILD_ID_MAX + 1];
+    struct icpp_module **mods;          /* the map's modules, opened for source lines */
+    uint8_t     *mods_tried;
 } profile;
 
 int  prof_init(profile *p, const icpp_pathmap *pm, const char *map_path);
@@ -54,5 +56,8 @@ double prof_total(const profile *p, uint32_t ev);
 /* Path of node n as "a;b;c" with names, into buf. */
 const char *prof_path_str(const profile *p, uint32_t node, const char *sep, char *buf, size_t bufsz);
 const char *prof_func_name(const profile *p, uint32_t func);
+/* Where node's function was called from (its most frequent call site): the
+ * caller's "file:line" from DWARF, else "module+0xaddr"; "" for none. */
+const char *prof_site(profile *p, uint32_t node, char *buf, size_t bufsz);
 
 #endif

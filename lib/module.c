@@ -4,6 +4,7 @@
 #include "codec.h"
 
 #include <bfd.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,8 @@ struct icpp_module {
     size_t           nfuncs;
     char           **strings;   /* names we own */
     size_t           nstrings, capstrings;
+    Dwarf           *dw;        /* DWARF for source lines, opened on first use */
+    int              dw_tried;
 };
 
 static int once_elf_version(void)
@@ -237,6 +240,8 @@ void icpp_module_close(icpp_module *m)
         free(m->strings[i]);
     free(m->strings);
     free(m->funcs);
+    if (m->dw)
+        dwarf_end(m->dw);
     if (m->elf)
         elf_end(m->elf);
     if (m->fd >= 0)
@@ -308,6 +313,22 @@ int icpp_module_is_sigreturn(const icpp_module *m, uint64_t addr)
     static const uint8_t restore_rt[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
     uint8_t b[9];
     return icpp_module_read(m, addr, b, sizeof b) == 0 && !memcmp(b, restore_rt, sizeof b);
+}
+
+const char *icpp_module_srcline(icpp_module *m, uint64_t addr, int *line)
+{
+    if (!m->dw_tried) {
+        m->dw_tried = 1;
+        m->dw = dwarf_begin_elf(m->elf, DWARF_C_READ, NULL);
+    }
+    Dwarf_Die cu;
+    if (!m->dw || !dwarf_addrdie(m->dw, addr, &cu))
+        return NULL;
+    Dwarf_Line *l = dwarf_getsrc_die(&cu, addr);
+    const char *file = l ? dwarf_linesrc(l, NULL, NULL) : NULL;
+    if (!file || dwarf_lineno(l, line) != 0)
+        return NULL;
+    return file;
 }
 
 static size_t upper_bound(const icpp_func *f, size_t n, uint64_t addr)

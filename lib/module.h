@@ -58,6 +58,11 @@ const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr);
 /* The function that starts exactly at `addr`, or NULL. */
 const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr);
 
+/* Source file and line of link-time address addr from the module's DWARF
+ * (.debug_line), or NULL where there is none.  The string lives as long as
+ * the module. */
+const char *icpp_module_srcline(icpp_module *m, uint64_t addr, int *line);
+
 /* Copy n bytes at link-time address addr from the file image; -1 if the
  * range is not in a loaded, file-backed part of a segment. */
 int icpp_module_read(const icpp_module *m, uint64_t addr, void *buf, size_t n);

@@ -72,5 +72,27 @@ for magic in (b"ICPPSMP\n\x01\x00\x00\x00\x00\x00\x00\x00", b"ICPPMAP\n\x01\x00\
         r = run([RESOLVE] + args, timeout=60)
         c.check(0 <= r.returncode <= 2 and (r.returncode == 0 or len(r.stderr.strip().splitlines()) == 1),
                 f"garbage {magic[:8]!r} as {args}: rc={r.returncode} {r.stderr[-200:]!r}")
+# Call sites: where each function on a path was called from, as file:line from DWARF;
+# the line must hold a call of that function in the source.
+import json  # noqa: E402
+import re  # noqa: E402
+from e2e import SOURCE  # noqa: E402
+src = open(os.path.join(SOURCE, "tests", "programs", "orders.c")).read().splitlines()
+d = json.loads(good.stdout)
+checked = 0
+for p in d["paths"]:
+    names, sites = p["path"], p["call_sites"]
+    c.check(len(names) == len(sites), f"call_sites not one per function: {names} {sites}")
+    for name, site in zip(names, sites):
+        m = re.fullmatch(r"orders\.c:(\d+)", site)
+        if not m or name not in ("a", "b", "c", "d", "e"):
+            continue
+        line = src[int(m.group(1)) - 1]
+        checked += 1
+        c.check(re.search(r"\b" + name + r"\(", line) is not None, f"{name} called at orders.c:{m.group(1)}: {line!r}")
+c.check(checked >= 6, f"only {checked} call sites resolved to orders.c lines")
+r = run([RESOLVE, "-m", omap, "--call-sites", samples])
+c.check(r.returncode == 0 and re.search(r"-> d \(orders\.c:\d+\)", r.stdout) is not None,
+        f"--call-sites text output: {r.stdout[-400:]!r}")
 shutil.rmtree(tmp, ignore_errors=True)
 c.done()
