@@ -553,12 +553,13 @@ int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err
     int rc = -ENOMEM;
     if (!modmap || !funcmap || !nodemap)
         goto out;
+    int dst_was_empty = dst->nmods == 0;    /* then src decides which module is main */
     for (size_t i = 0; i < src->nmods; i++)
         if (icpp_pathmap_add_module(dst, src->mods[i].path, &src->mods[i].build_id, src->mods[i].kind,
                                     &modmap[i]) < 0)
             goto out;
-    if (!dst->nmods || dst->nmods == src->nmods)
-        dst->main_module = src->nmods ? modmap[src->main_module] : 0;
+    if (dst_was_empty && src->nmods)
+        dst->main_module = modmap[src->main_module];
     for (size_t i = 0; i < src->nfuncs; i++)
         if (icpp_pathmap_add_func(dst, modmap[src->funcs[i].module], src->funcs[i].addr, src->funcs[i].name,
                                   &funcmap[i]) < 0)
