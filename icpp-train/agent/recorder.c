@@ -345,7 +345,9 @@ static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
         f--;
     }
     if (f != t->frames) {
-        int64_t caller = hooked_at(ra);
+        /* ra - 1: a call to a noreturn function can be its caller's last
+         * instruction, so ra is the next function's first byte. */
+        int64_t caller = hooked_at(ra - 1);
         if (caller >= 0 && (uint32_t)caller != f->node->func) {
             /* Drop the returned frames above the caller's, if it is on the stack. */
             icpp_agent_frame *g = f;
