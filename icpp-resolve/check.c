@@ -151,7 +151,7 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
     int rc, any_regs = 0;
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
         t.total++;
-        if (s.nregs)
+        if (s.x.nregs)
             any_regs = 1;
         int nf = 0;
         int st = icpp_unwind(u, &s, fr, MAXF, &nf);

@@ -1,6 +1,7 @@
 /* main.c -- icpp-sample: record PC, SP and BP per sample through perf_event_open, nothing else. */
 #include "defs.h"
 #include "events.h"
+#include "hmap.h"
 #include "module.h"
 #include "perfring.h"
 #include "procmaps.h"
@@ -62,18 +63,14 @@ static const char *usage_text =
     "Exit status: PROG's own (128+N if a signal N killed it); 1 on icpp-sample's\n"
     "own errors; 2 on bad usage.\n";
 
-typedef struct opened {
-    int      fd;
-    uint32_t event;     /* index into events */
-    uint64_t id;        /* kernel sample id */
-} opened;
 
 typedef struct session {
     icpp_event       ev[MAX_EVENTS];
     int              nev;
     icpp_sample_opts so;
-    opened          *fds;
+    int             *fds;       /* every event fd, to close */
     size_t           nfds, capfds;
+    icpp_hmap        ids;       /* kernel sample id -> event index (one lookup per sample) */
     icpp_ring       *rings;     /* one per CPU */
     int             *cpus;
     int              ncpus;
@@ -241,12 +238,8 @@ static int on_record(void *ctx, const struct perf_event_header *h)
         TAKE(pid);
         TAKE(tid);
         TAKE(time);
-        uint32_t ev = 0;
-        for (size_t i = 0; i < s->nfds; i++)
-            if (s->fds[i].id == id) {
-                ev = s->fds[i].event;
-                break;
-            }
+        const uint64_t *evp = icpp_hmap_get(&s->ids, id, 0);
+        uint32_t ev = evp ? (uint32_t)*evp : 0;
         const struct perf_event_attr *a = &s->ev[ev].attr;
         uint64_t chain[512];
         uint32_t nchain = 0;
@@ -495,16 +488,16 @@ static int add_fd(session *s, int fd, uint32_t ev)
 {
     if (s->nfds == s->capfds) {
         size_t nc = s->capfds ? 2 * s->capfds : 16;
-        opened *n = realloc(s->fds, nc * sizeof *n);
+        int *n = realloc(s->fds, nc * sizeof *n);
         if (!n)
             return -1;
         s->fds = n;
         s->capfds = nc;
     }
-    uint64_t id = 0;
-    if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
-        id = 0;
-    s->fds[s->nfds++] = (opened){fd, ev, id};
+    uint64_t id;
+    if (ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 && icpp_hmap_put(&s->ids, id, 0, ev) < 0)
+        return -1;
+    s->fds[s->nfds++] = fd;
     return 0;
 }
 
@@ -577,7 +570,7 @@ static void close_all(session *s)
     for (int c = 0; s->rings && c < s->ncpus; c++)
         icpp_ring_unmap(&s->rings[c]);
     for (size_t i = 0; i < s->nfds; i++)
-        close(s->fds[i].fd);
+        close(s->fds[i]);
     s->nfds = 0;
 }
 
@@ -859,7 +852,7 @@ int main(int argc, char **argv)
         if (icpp_swriter_error(s.w, &err) < 0 && !attach && !stop_requested) {
             fprintf(stderr, "icpp-sample: %s; %s keeps running, unsampled\n", err.msg, argv[optind]);
             for (size_t i = 0; i < s.nfds; i++)
-                ioctl(s.fds[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+                ioctl(s.fds[i], PERF_EVENT_IOC_DISABLE, 0);
             stop_requested = 1;
         }
     }
@@ -882,6 +875,7 @@ int main(int argc, char **argv)
     free(ring_owner);
     free(s.cpus);
     free(s.fds);
+    icpp_hmap_free(&s.ids);
     free(s.rings);
     free(s.procs);
     if (werr < 0 && status == 0)

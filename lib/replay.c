@@ -300,14 +300,7 @@ int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
             out->bp = r.u.sample.bp;
             rp->info.samples++;
             resolve(rp, out);
-            const icpp_sample_extra *x = &r.u.sample.x;
-            out->nchain = x->nchain;
-            out->chain = x->chain;
-            out->nregs = x->nregs;
-            out->regs = x->regs;
-            out->regs_mask = x->regs_mask;
-            out->stack_size = x->stack_size;
-            out->stack = x->stack;
+            out->x = r.u.sample.x;
             return 1;
         }
         default:

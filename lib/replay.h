@@ -47,13 +47,7 @@ typedef struct icpp_rsample {
     uint64_t base;
     int      base_kind;         /* icpp_base_kind */
     int64_t  height;
-    /* --validate recordings: what came with the sample (else n = 0) */
-    uint32_t nchain;
-    const uint64_t *chain;
-    uint32_t nregs, stack_size;
-    uint64_t regs_mask;         /* which perf registers regs[] holds, in bit order */
-    const uint64_t *regs;
-    const uint8_t  *stack;
+    icpp_sample_extra x;        /* --validate recordings: callchain, registers, stack (else zero) */
 } icpp_rsample;
 
 typedef struct icpp_replay icpp_replay;

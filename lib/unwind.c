@@ -209,15 +209,15 @@ static int dwarf_of_perf(int bit)
 int icpp_unwind(icpp_unwinder *u, const icpp_rsample *s, icpp_uframe *out, int max, int *n)
 {
     *n = 0;
-    if (!s->nregs || !s->regs)
+    if (!s->x.nregs || !s->x.regs)
         return ICPP_UW_NOREGS;
     state st = {{0}, 0};
-    for (int bit = 0, k = 0; bit < 64 && (uint32_t)k < s->nregs; bit++) {
-        if (!(s->regs_mask & (1ull << bit)))
+    for (int bit = 0, k = 0; bit < 64 && (uint32_t)k < s->x.nregs; bit++) {
+        if (!(s->x.regs_mask & (1ull << bit)))
             continue;
         int d = dwarf_of_perf(bit);
         if (d >= 0) {
-            st.r[d] = s->regs[k];
+            st.r[d] = s->x.regs[k];
             st.valid |= 1u << d;
         }
         k++;
@@ -226,7 +226,7 @@ int icpp_unwind(icpp_unwinder *u, const icpp_rsample *s, icpp_uframe *out, int m
     st.valid |= 1u << RIP;
     if (!(st.valid & (1u << RSP)))
         return ICPP_UW_NOREGS;
-    mem m = {st.r[RSP], s->stack_size, s->stack};
+    mem m = {st.r[RSP], s->x.stack_size, s->x.stack};
     int exact = 1;
     for (;;) {
         if (*n == max)

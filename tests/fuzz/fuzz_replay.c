@@ -165,9 +165,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(s.pid == x->pid && s.tid == x->tid && s.event == x->event && s.time == x->time && s.ip == x->ip &&
                        s.sp == x->sp && s.bp == x->bp,
                    "sample %zu differs from the one written", n);
-        FUZZ_CHECK(s.nchain == x->nchain && s.nregs == x->nregs && s.stack_size == x->stack_size &&
-                       s.regs_mask == x->regs_mask &&
-                       extra_crc(s.chain, s.nchain, s.regs, s.nregs, s.stack, s.stack_size) == x->crc,
+        FUZZ_CHECK(s.x.nchain == x->nchain && s.x.nregs == x->nregs && s.x.stack_size == x->stack_size &&
+                       s.x.regs_mask == x->regs_mask &&
+                       extra_crc(s.x.chain, s.x.nchain, s.x.regs, s.x.nregs, s.x.stack, s.x.stack_size) == x->crc,
                    "sample %zu: --validate extras differ from the ones written", n);
         FUZZ_CHECK(s.status >= 0 && s.status < ICPP_RS_MAX, "sample %zu: status %d", n, s.status);
         FUZZ_CHECK(s.module == -1 || (s.module >= 0 && (size_t)s.module < icpp_replay_nmodules(rp)),
