@@ -31,11 +31,12 @@ struct icpp_pathmap {
     icpp_hmap       child_ix;       /* (parent, func) -> node */
 };
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
+/* Per-node arrays start small: most nodes have one height and one site. */
+static int grow_from(void **v, size_t *cap, size_t need, size_t elem, size_t first)
 {
     if (need <= *cap)
         return 0;
-    size_t nc = *cap ? *cap : 16;
+    size_t nc = *cap ? *cap : first;
     while (nc < need)
         nc *= 2;
     void *nv = realloc(*v, nc * elem);
@@ -45,6 +46,11 @@ static int grow(void **v, size_t *cap, size_t need, size_t elem)
     *v = nv;
     *cap = nc;
     return 0;
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+    return grow_from(v, cap, need, elem, 16);
 }
 
 icpp_pathmap *icpp_pathmap_new(void)
@@ -166,7 +172,7 @@ int icpp_pathmap_add_height(icpp_pathmap *pm, uint32_t node, int64_t height, uin
             return 0;
         }
     size_t cap = n->capheights;
-    if (grow((void **)&n->heights, &cap, (size_t)n->nheights + 1, sizeof *n->heights) < 0)
+    if (grow_from((void **)&n->heights, &cap, (size_t)n->nheights + 1, sizeof *n->heights, 1) < 0)
         return -ENOMEM;
     n->capheights = (uint32_t)cap;
     n->heights[n->nheights++] = (icpp_pm_height){height, count};
@@ -184,7 +190,7 @@ int icpp_pathmap_add_site(icpp_pathmap *pm, uint32_t node, uint32_t module, uint
             return 0;
         }
     size_t cap = n->capsites;
-    if (grow((void **)&n->sites, &cap, (size_t)n->nsites + 1, sizeof *n->sites) < 0)
+    if (grow_from((void **)&n->sites, &cap, (size_t)n->nsites + 1, sizeof *n->sites, 1) < 0)
         return -ENOMEM;
     n->capsites = (uint32_t)cap;
     n->sites[n->nsites++] = (icpp_pm_site){module, addr, count};
