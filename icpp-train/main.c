@@ -39,6 +39,9 @@ static const char *usage_text =
     "                     context ids and how unique they are.\n"
     "      --paths MAP    list every call path: count, heights, names, and\n"
     "                     module@address of each function.\n"
+    "  -v, --verbose      list every function that did not get the jmp hook (the\n"
+    "                     slower int3, or none) with the reason, as the agent\n"
+    "                     patches it.\n"
     "  -q, --quiet        no summary.\n"
     "  -h, --help         this text.\n"
     "\n"
@@ -90,12 +93,12 @@ static int print_stats(const char *path)
         printf("  %-8s %12zu %7.1f%% %16" PRIu64 " %7.1f%%\n", icpp_pathmap_bucket_name(b), st.hist_paths[b],
                st.contexts ? 100.0 * (double)st.hist_paths[b] / (double)st.contexts : 0.0, st.hist_calls[b],
                st.calls ? 100.0 * (double)st.hist_calls[b] / (double)st.calls : 0.0);
-    static const char *keys[] = {"patched-jmp", "patched-int3", "patched-none", "dropped-depth", "node-overflow",
+    static const char *keys[] = {"entries", "entries-slow", "patched-jmp", "patched-short-jmp", "patched-int3", "patched-none", "dropped-depth", "node-overflow",
                                  "pair-overflow", "threads", "processes"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const char *v = icpp_pathmap_meta(pm, keys[i]);
         if (v)
-            printf("%-14s%s\n", keys[i], v);
+            printf("%-18s%s\n", keys[i], v);
     }
     icpp_pathmap_free(pm);
     return 0;
@@ -187,8 +190,9 @@ static void forward(int sig)
 }
 
 /* Merge the part files of `dir` into a map per main binary; the one of
- * `want` (build-id) goes to *mine, the others are reported. */
-static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap *mine, size_t *nparts,
+ * `want` (build-id) goes to *mine (the first part itself, when *mine is
+ * NULL), the others are reported. */
+static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap **mine, size_t *nparts,
                        size_t *nthreads, size_t *nprocs, int quiet)
 {
     DIR *d = opendir(dir);
@@ -217,7 +221,7 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
             icpp_pathmap_free(part);
             continue;
         }
-        if (icpp_pathmap_merge(mine, part, &err) < 0)
+        if (*mine && icpp_pathmap_merge(*mine, part, &err) < 0)
             fprintf(stderr, "icpp-train: %s: %s\n", de->d_name, err.msg);
         const char *pid = icpp_pathmap_meta(part, "pid");
         uint32_t p = pid ? (uint32_t)strtoul(pid, NULL, 10) : 0;
@@ -228,7 +232,10 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
             pids[npids++] = p;
         (*nparts)++;
         (*nthreads)++;
-        icpp_pathmap_free(part);
+        if (!*mine)
+            *mine = part;
+        else
+            icpp_pathmap_free(part);
     }
     closedir(d);
     *nprocs = npids;
@@ -270,11 +277,12 @@ int main(int argc, char **argv)
                                        {"paths", required_argument, 0, OPT_PATHS},
                                        {"max-depth", required_argument, 0, OPT_DEPTH},
                                        {"quiet", no_argument, 0, 'q'},
+                                       {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *out = NULL, *modules = "all", *depth = NULL;
-    int fresh = 0, quiet = 0, c;
-    while ((c = getopt_long(argc, argv, "+o:qh", lo, NULL)) != -1) {
+    int fresh = 0, quiet = 0, verbose = 0, c;
+    while ((c = getopt_long(argc, argv, "+o:qvh", lo, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case OPT_MODULES:
@@ -294,6 +302,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'q': quiet = 1; break;
+        case 'v': verbose = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -364,6 +373,8 @@ int main(int argc, char **argv)
     setenv("ICPP_TRAIN_MODULES", modules, 1);
     if (depth)
         setenv("ICPP_TRAIN_MAX_DEPTH", depth, 1);
+    if (verbose)
+        setenv("ICPP_TRAIN_VERBOSE", "1", 1);
 
     /* Like system(): the terminal's ^C and ^\ reach the program, which
      * decides; termination requests sent to us are passed on. */
@@ -394,9 +405,9 @@ int main(int argc, char **argv)
                 WTERMSIG(wst) == SIGKILL ? ": SIGKILL cannot be caught, its training is lost" : "");
 
     /* Merge: the parts, then the previous map. */
-    icpp_pathmap *pm = icpp_pathmap_new();
+    icpp_pathmap *pm = NULL;
     size_t nparts = 0, nthreads = 0, nprocs = 0;
-    if (!pm || merge_parts(tdir, &want, pm, &nparts, &nthreads, &nprocs, quiet) < 0)
+    if (merge_parts(tdir, &want, &pm, &nparts, &nthreads, &nprocs, quiet) < 0)
         die(1, "cannot read the training data in %s", tdir);
     rm_dir(tdir);
     if (nparts == 0) {
