@@ -74,6 +74,7 @@ typedef struct icpp_agent_func {
     uint32_t index;    /* recorded in the CCT; < ICPP_AGENT_FUNC_MAX */
     uint8_t  how;      /* out: icpp_agent_how */
     uint8_t  reason;   /* out: icpp_agent_reason (why not JMP) */
+    uint8_t  short_jmp; /* out: JMP as a 2-byte jmp to a 5-byte one in nearby padding */
 } icpp_agent_func;
 
 /* Counts for one patch_module call (or summed over all of them). */
@@ -84,6 +85,9 @@ typedef struct icpp_agent_patch_stats {
     uint32_t jmp_padded;                    /* jmp: shorter than 5 bytes, completed by the
                                                alignment padding that follows it */
     uint32_t jmp_size_inferred;             /* jmp: size 0, taken up to the next function */
+    uint32_t jmp_short;                     /* jmp: a 2-byte jmp to a 5-byte one in dead
+                                               padding nearby (bytes 2..4 could not be
+                                               overwritten) */
     uint32_t live;                          /* 1 if the int3-bracketed live protocol was used */
     int32_t  evac_unacked;                  /* live: threads that did not answer the
                                                evacuation signal (<0: -errno, not done) */
@@ -173,6 +177,7 @@ typedef struct icpp_agent_thread_info {
     int      base_kind;       /* icpp_agent_base_kind */
     uint64_t base;            /* thread base */
     uint64_t entries;         /* entries recorded */
+    uint64_t entries_slow;    /* of which the C recorder handled (not in the hit cache) */
     uint64_t nodes;           /* CCT nodes */
     uint64_t cct_bytes;       /* CCT memory in use */
     uint32_t max_depth_seen;  /* deepest shadow stack */

@@ -13,6 +13,13 @@
 #define ICPP_T_BASE       24
 #define ICPP_T_ENTRIES    32
 #define ICPP_T_MAX_TOP    40
+#define ICPP_T_HITS       48     /* the thread's hit table */
+#define ICPP_T_HIT_MASK   56
+
+#define ICPP_T2_PARENT     0     /* icpp_agent_hit2 */
+#define ICPP_T2_HIT        8
+#define ICPP_T2_SIZE_LOG2  6
+#define ICPP_HIT_SHIFT    40     /* slot = (hash >> 40) & hit_mask */
 
 #define ICPP_F_SP          0     /* icpp_agent_frame */
 #define ICPP_F_RA          8
@@ -22,10 +29,17 @@
 #define ICPP_N_FUNC        0     /* icpp_agent_node */
 #define ICPP_N_COUNT       8
 #define ICPP_N_LAST_HIT   40
-#define ICPP_N_H0_KEY     48     /* heights.in[0] */
-#define ICPP_N_H0_COUNT   56
-#define ICPP_N_S0_KEY     96     /* sites.in[0] */
-#define ICPP_N_S0_COUNT  104
+#define ICPP_N_HITS      144     /* hits[0] */
+
+#define ICPP_H_RA          0     /* icpp_agent_hit */
+#define ICPP_H_KEY         8
+#define ICPP_H_CHILD      16
+#define ICPP_H_HCOUNT     24
+#define ICPP_H_SCOUNT     32
+#define ICPP_H_SIZE       40
+#define ICPP_N_HITS_COUNT  8     /* ICPP_AGENT_NODE_HITS */
+#define ICPP_N_HITS_LOG2   3
+#define ICPP_HIT_MUL      0x9e3779b97f4a7c15
 
 #define ICPP_IN_RECORDER  0x80000000   /* tls.busy bit set while recording */
 #define ICPP_RA_CHECK_SPAN (1 << 30)   /* frames farther above the SP: another stack */

@@ -29,6 +29,31 @@ typedef struct icpp_agent_pairset {
     uint64_t            overflow;                /* adds that found no memory */
 } icpp_agent_pairset;
 
+/* A call recorded before, cached in its caller's node: the key is what
+ * the recorder's result depends on besides the caller node; the value is
+ * the child and where the counts it incremented live.  The trampoline's
+ * fast path commits a hit without the C recorder (tramp.S). */
+typedef struct icpp_agent_hit {
+    uint64_t                 ra;      /* key: return address (0: empty) */
+    uint64_t                 key;     /* key: (uint32_t)height << 32 | function index */
+    struct icpp_agent_node  *child;
+    uint64_t                *hcount;  /* child's count for this height */
+    uint64_t                *scount;  /* child's count for this call site */
+} icpp_agent_hit;
+
+/* The thread's table behind the nodes' slots (a node calling more than a
+ * few places often: an interpreter's loop), keyed by the node too. */
+typedef struct icpp_agent_hit2 {
+    struct icpp_agent_node *parent;
+    icpp_agent_hit          hit;
+    uint64_t                pad[2];
+} icpp_agent_hit2;
+
+#define ICPP_AGENT_HIT2_MIN_BITS 12   /* 4096 slots (256 KiB) at the start */
+#define ICPP_AGENT_HIT2_MAX_BITS 16   /* 4 MiB: doubled while more than 1/16 of entries miss */
+
+#define ICPP_AGENT_NODE_HITS 8         /* each call has two slots to be in: hit_put */
+
 struct icpp_agent_node {
     uint32_t           func;          /* function index */
     uint32_t           pad;
@@ -39,6 +64,7 @@ struct icpp_agent_node {
     icpp_agent_node   *last_hit;      /* child found by the last lookup (cache) */
     icpp_agent_pairset heights;       /* key: height as uint64 */
     icpp_agent_pairset sites;         /* key: return address */
+    icpp_agent_hit     hits[ICPP_AGENT_NODE_HITS];   /* calls made from this node */
 };
 
 /* One shadow-stack frame: a live (as far as we know) activation. */
@@ -64,6 +90,8 @@ struct icpp_agent_thread {
     uint64_t           base;          /* thread base */
     uint64_t           entries;
     icpp_agent_frame  *max_top;       /* deepest frame ever used */
+    icpp_agent_hit2   *hits;          /* hit_mask + 1 entries */
+    uint64_t           hit_mask;
     /* cold */
     icpp_agent_thread *next;          /* older thread (global list) */
     int                tid, pid;
@@ -76,6 +104,8 @@ struct icpp_agent_thread {
     uint64_t           hash_used;
     icpp_agent_arena   arena;
     uint64_t           nodes;
+    uint64_t           slow;          /* entries through icpp_agent_record */
+    uint64_t           hit_entries_seen, hit_slow_seen;   /* at the last hit2_maybe_grow */
     uint64_t           dropped_critical, dropped_reentrant, dropped_depth, node_overflow;
 };
 
@@ -121,6 +151,7 @@ typedef struct icpp_agent_site {
     uint64_t addr;         /* function start */
     uint64_t stub;         /* stub entry: records via the trampoline */
     uint64_t resume;       /* relocated code (after the recording prefix) */
+    uint64_t island;       /* short jmp: where its 5-byte jmp to the stub lies; else 0 */
     uint32_t index;        /* function index */
     uint8_t  state;        /* ICPP_AGENT_SITE_* */
     uint8_t  len;          /* bytes relocated (jmp) or first instruction (int3) */

@@ -70,6 +70,11 @@ typedef struct work {
     uint8_t           how, reason;
     uint8_t           padded;         /* jmp took alignment padding after the function */
     uint8_t           inferred;       /* size 0: extent taken up to the next function */
+    uint8_t           min_in;         /* lowest offset in 1..4 that another function starts
+                                         at or a branch targets; 0 = none */
+    uint8_t           ends_flow;      /* its last instruction ends at `size` and never
+                                         falls through (ret, jmp, ud2, hlt, int3) */
+    uint64_t          island;         /* short jmp: its 5-byte jmp's address */
     uint32_t          stub_size;
     uint64_t          stub;
     icpp_agent_reloc  rel;
@@ -308,6 +313,95 @@ static void classify(work *w, const rows *rs, uint64_t next)
     w->how = ICPP_AGENT_HOW_JMP;
 }
 
+/* Whether the instruction p[0..len) never falls through: ret, jmp, ud2,
+ * hlt, int3 (after legacy and REX prefixes).  Calls do not count: a call to
+ * a function that returns would run what follows. */
+static int no_fallthrough(const uint8_t *p, size_t len)
+{
+    size_t i = 0;
+    while (i < len && (p[i] == 0x66 || p[i] == 0x67 || p[i] == 0xf2 || p[i] == 0xf3 ||
+                       p[i] == 0x2e || p[i] == 0x3e || p[i] == 0x26 || p[i] == 0x36 ||
+                       p[i] == 0x64 || p[i] == 0x65))
+        i++;
+    if (i < len && (p[i] & 0xf0) == 0x40)
+        i++;
+    if (i >= len)
+        return 0;
+    switch (p[i]) {
+    case 0xc3: case 0xc2: case 0xcb: case 0xca:     /* ret */
+    case 0xe9: case 0xeb:                            /* jmp rel */
+    case 0xf4: case 0xcc:                            /* hlt, int3 */
+        return 1;
+    case 0xff:                                       /* jmp r/m (/4, /5) */
+        return i + 1 < len && (((p[i + 1] >> 3) & 7) == 4 || ((p[i + 1] >> 3) & 7) == 5);
+    case 0x0f:
+        return i + 1 < len && (p[i + 1] == 0x0b || p[i + 1] == 0xb9);   /* ud2, ud1 */
+    default:
+        return 0;
+    }
+}
+
+/* Dead padding between two functions, where a short-jmp site can place the
+ * 5-byte jmp to its stub: only nop/int3 bytes, after a function whose last
+ * instruction never falls through, outside every listed function's extent,
+ * and no branch lands in it. */
+typedef struct gap {
+    uint64_t lo, hi;          /* [lo, hi) */
+    uint64_t up, down;        /* free part: [up, down) */
+    work    *prev;            /* the function ending at lo */
+    uint8_t  bad;             /* a branch targets it, or prev may fall through */
+} gap;
+
+typedef struct gaps {
+    gap   *v;
+    size_t n;
+} gaps;
+
+/* Candidate gaps from the functions' extents (ws sorted by address). */
+static void find_gaps(work **ws, size_t n, const rows *rs, gaps *g)
+{
+    g->v = malloc((n ? n : 1) * sizeof *g->v);
+    g->n = 0;
+    if (!g->v)
+        return;
+    uint64_t end = 0;
+    work *last = NULL;
+    for (size_t i = 0; i + 1 < n; i++) {
+        work *w = ws[i];
+        if (w->how == ICPP_AGENT_HOW_NONE && w->reason == ICPP_AGENT_R_NOT_EXEC)
+            continue;
+        uint64_t e = w->size && !w->inferred ? w->addr + w->size : ws[i + 1]->addr;
+        if (w->how == ICPP_AGENT_HOW_JMP && w->addr + w->rel.src_len > e)
+            e = w->addr + w->rel.src_len;      /* its jmp covers padding after it */
+        if (e >= end) {
+            end = e;
+            last = w;
+        }
+        uint64_t next = ws[i + 1]->addr;
+        if (end >= next || next - end < 5 || !last || !last->size || last->inferred)
+            continue;
+        const icpp_agent_maprow *r = rows_find(rs, end);
+        if (!r || r->end < next || (r->prot & (PROT_EXEC | PROT_READ)) != (PROT_EXEC | PROT_READ))
+            continue;
+        if (icpp_agent_padding((const uint8_t *)(uintptr_t)end, next - end) != next - end)
+            continue;
+        g->v[g->n++] = (gap){ end, next, end, next, last, 0 };
+    }
+}
+
+static gap *gap_holding(gaps *g, uint64_t t)
+{
+    size_t lo = 0, hi = g->n;
+    while (lo < hi) {          /* first gap with lo > t */
+        size_t mid = (lo + hi) / 2;
+        if (g->v[mid].lo <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo && t < g->v[lo - 1].hi ? &g->v[lo - 1] : NULL;
+}
+
 /* The jmp candidate whose bytes 1..4 hold t, or NULL.  cand: sorted. */
 static work *cand_holding(work **cand, size_t n, uint64_t t)
 {
@@ -325,8 +419,17 @@ static work *cand_holding(work **cand, size_t n, uint64_t t)
     return t > c->addr && t < c->addr + 5 ? c : NULL;
 }
 
-/* Step 2: branches and function starts landing in bytes 1..4. */
-static void scan_conflicts(work **ws, size_t n)
+static void note_in(work *c, uint64_t t)
+{
+    uint8_t off = (uint8_t)(t - c->addr);
+    if (!c->min_in || off < c->min_in)
+        c->min_in = off;
+}
+
+/* Step 2: branches and function starts landing in bytes 1..4 (of jmp
+ * candidates and of functions too short for the jmp: min_in, for the short
+ * jmp); which functions end without falling through; branches into gaps. */
+static void scan_conflicts(work **ws, size_t n, gaps *g)
 {
     work **cand = malloc(n * sizeof *cand);
     if (!cand) {
@@ -337,13 +440,17 @@ static void scan_conflicts(work **ws, size_t n)
     }
     size_t nc = 0;
     for (size_t i = 0; i < n; i++)
-        if (ws[i]->how == ICPP_AGENT_HOW_JMP)
+        if (ws[i]->how == ICPP_AGENT_HOW_JMP ||
+            (ws[i]->how == ICPP_AGENT_HOW_INT3 && ws[i]->reason == ICPP_AGENT_R_TOO_SHORT))
             cand[nc++] = ws[i];
     for (size_t i = 0; i < n; i++) {
         work *w = ws[i];
         work *c = cand_holding(cand, nc, w->addr);
-        if (c)
-            refuse(c, ICPP_AGENT_R_OVERLAP);
+        if (c) {
+            note_in(c, w->addr);
+            if (c->how == ICPP_AGENT_HOW_JMP)
+                refuse(c, ICPP_AGENT_R_OVERLAP);
+        }
     }
     for (size_t i = 0; i < n; i++) {
         work *w = ws[i];
@@ -360,13 +467,96 @@ static void scan_conflicts(work **ws, size_t n)
             if (t) {
                 work *c = cand_holding(cand, nc, t);
                 uint64_t at = w->addr + off;
-                if (c && !(at >= c->addr && at < c->addr + c->rel.src_len))
-                    refuse(c, ICPP_AGENT_R_BRANCH_IN);
+                if (c) {
+                    note_in(c, t);   /* from anywhere: the short jmp relocates less */
+                    if (c->how == ICPP_AGENT_HOW_JMP &&
+                        !(at >= c->addr && at < c->addr + c->rel.src_len))
+                        refuse(c, ICPP_AGENT_R_BRANCH_IN);
+                }
+                gap *gp = gap_holding(g, t);
+                if (gp)
+                    gp->bad = 1;
             }
+            if (w->size && !w->inferred && off + len == w->size)
+                w->ends_flow = (uint8_t)no_fallthrough(p + off, len);
             off += len;
         }
     }
     free(cand);
+    for (size_t i = 0; i < g->n; i++)
+        if (!g->v[i].prev->ends_flow)
+            g->v[i].bad = 1;
+}
+
+/* A 5-byte slot in a good gap within reach of a jmp rel8 at `at` (its end
+ * is at + 2); 0 if none.  Takes the slot nearest to `at`. */
+static uint64_t island_near(gaps *g, uint64_t at)
+{
+    uint64_t from = at + 2 - 128, to = at + 2 + 127;    /* slot start range */
+    size_t lo = 0, hi = g->n;
+    while (lo < hi) {          /* first gap ending after `from` */
+        size_t mid = (lo + hi) / 2;
+        if (g->v[mid].hi <= from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t best = 0, best_d = ~0ull;
+    gap *bg = NULL;
+    for (size_t i = lo; i < g->n && g->v[i].lo <= to; i++) {
+        gap *x = &g->v[i];
+        if (x->bad || x->down - x->up < 5)
+            continue;
+        uint64_t s = x->hi <= at ? x->down - 5 : x->up;   /* the end nearer to `at` */
+        if (s < from || s > to)
+            continue;
+        uint64_t d = s < at ? at - s : s - at;
+        if (d < best_d) {
+            best = s;
+            best_d = d;
+            bg = x;
+        }
+    }
+    if (bg) {
+        if (best == bg->up)
+            bg->up += 5;
+        else
+            bg->down -= 5;
+    }
+    return best;
+}
+
+/* Functions refused the jmp because of bytes 2..4 (a branch or another
+ * function lands there, or the function is shorter than 5 bytes) can take
+ * a 2-byte jmp to an island when their first instructions end at or
+ * before that offset.  Returns how many. */
+static size_t short_jmps(work **ws, size_t n, gaps *g)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
+        if (w->how != ICPP_AGENT_HOW_INT3 || !w->size || w->inferred ||
+            (w->reason != ICPP_AGENT_R_BRANCH_IN && w->reason != ICPP_AGENT_R_OVERLAP &&
+             w->reason != ICPP_AGENT_R_TOO_SHORT))
+            continue;
+        uint64_t limit = w->min_in ? w->min_in : 5;
+        if (w->size < limit)
+            limit = w->size;
+        if (limit < 2)
+            continue;
+        icpp_agent_reloc r;
+        if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, limit, w->addr, 2, w->addr,
+                                &r, NULL))
+            continue;
+        uint64_t isl = island_near(g, w->addr);
+        if (!isl)
+            continue;
+        w->rel = r;
+        w->island = isl;
+        w->how = ICPP_AGENT_HOW_JMP;
+        k++;
+    }
+    return k;
 }
 
 /* ---- writing ---------------------------------------------------------------- */
@@ -394,13 +584,21 @@ typedef struct run {
     int      prot;           /* original */
 } run;
 
-/* Page runs covering the sites' patched bytes, split by original protection. */
+/* Page runs covering the sites' patched bytes (and islands), split by
+ * original protection. */
 static size_t page_runs(const icpp_agent_site *s, size_t n, const rows *rs, run *out)
 {
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t len = s[i].state == ICPP_AGENT_SITE_INT3 ? 1 : 5;
-        for (uint64_t pg = s[i].addr & ~4095ull; pg < s[i].addr + len; pg += 4096) {
+    for (size_t j = 0; j < 2 * n; j++) {
+        const icpp_agent_site *x = &s[j / 2];
+        uint64_t a = x->addr, len = x->state == ICPP_AGENT_SITE_INT3 ? 1 : x->island ? 2 : 5;
+        if (j % 2) {
+            if (!x->island)
+                continue;
+            a = x->island;
+            len = 5;
+        }
+        for (uint64_t pg = a & ~4095ull; pg < a + len; pg += 4096) {
             const icpp_agent_maprow *r = rows_find(rs, pg);
             int prot = r ? r->prot : PROT_READ | PROT_EXEC;
             if (k && out[k - 1].end >= pg && out[k - 1].prot == prot) {
@@ -424,6 +622,22 @@ typedef struct evac {
     int unacked, moved;     /* out */
 } evac;
 
+/* The jmp at a site: E9 rel32 to the stub, or EB rel8 to the island. */
+static void site_jmp(const icpp_agent_site *s, uint8_t b[5])
+{
+    if (s->island) {
+        b[0] = 0xeb;
+        b[1] = (uint8_t)(int8_t)(int64_t)(s->island - (s->addr + 2));
+        return;
+    }
+    int32_t rel = (int32_t)(int64_t)(s->stub - (s->addr + 5));
+    b[0] = 0xe9;
+    b[1] = (uint8_t)rel;
+    b[2] = (uint8_t)(rel >> 8);
+    b[3] = (uint8_t)(rel >> 16);
+    b[4] = (uint8_t)(rel >> 24);
+}
+
 static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int live, evac *ev)
 {
     int rwx = PROT_READ | PROT_WRITE | PROT_EXEC;
@@ -439,19 +653,25 @@ static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int l
     int rc = 0;
     if (done < nr) {
         rc = -EACCES;
-    } else if (!live) {
+        goto restore;
+    }
+    /* Islands first: dead bytes nobody runs. */
+    for (size_t i = 0; i < n; i++)
+        if (s[i].island && s[i].state != ICPP_AGENT_SITE_INT3) {
+            int32_t rel = (int32_t)(int64_t)(s[i].stub - (s[i].island + 5));
+            uint8_t b[5] = { 0xe9, (uint8_t)rel, (uint8_t)(rel >> 8), (uint8_t)(rel >> 16),
+                             (uint8_t)(rel >> 24) };
+            store_bytes(s[i].island, b, 5);
+        }
+    if (!live) {
         for (size_t i = 0; i < n; i++) {
             if (s[i].state == ICPP_AGENT_SITE_INT3) {
                 store_bytes(s[i].addr, (const uint8_t *)"\xcc", 1);
                 continue;
             }
-            uint8_t b[5] = { 0xe9 };
-            int32_t rel = (int32_t)(int64_t)(s[i].stub - (s[i].addr + 5));
-            b[1] = (uint8_t)rel;
-            b[2] = (uint8_t)(rel >> 8);
-            b[3] = (uint8_t)(rel >> 16);
-            b[4] = (uint8_t)(rel >> 24);
-            store_bytes(s[i].addr + 1, b + 1, 4);
+            uint8_t b[5];
+            site_jmp(&s[i], b);
+            store_bytes(s[i].addr + 1, b + 1, s[i].island ? 1 : 4);
             store_bytes(s[i].addr, b, 1);
         }
     } else {
@@ -465,20 +685,23 @@ static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int l
         for (size_t i = 0; i < n; i++) {
             if (s[i].state == ICPP_AGENT_SITE_INT3)
                 continue;
-            int32_t rel = (int32_t)(int64_t)(s[i].stub - (s[i].addr + 5));
-            uint8_t b[4] = { (uint8_t)rel, (uint8_t)(rel >> 8), (uint8_t)(rel >> 16),
-                             (uint8_t)(rel >> 24) };
-            store_bytes(s[i].addr + 1, b, 4);
+            uint8_t b[5];
+            site_jmp(&s[i], b);
+            store_bytes(s[i].addr + 1, b + 1, s[i].island ? 1 : 4);
         }
         sync_cores();
         for (size_t i = 0; i < n; i++)
-            if (s[i].state != ICPP_AGENT_SITE_INT3)
-                store_bytes(s[i].addr, (const uint8_t *)"\xe9", 1);
+            if (s[i].state != ICPP_AGENT_SITE_INT3) {
+                uint8_t b[5];
+                site_jmp(&s[i], b);
+                store_bytes(s[i].addr, b, 1);
+            }
         sync_cores();
         for (size_t i = 0; i < n; i++)
             if (s[i].state != ICPP_AGENT_SITE_INT3)
                 __atomic_store_n(&s[i].state, ICPP_AGENT_SITE_JMP, __ATOMIC_RELEASE);
     }
+restore:
     for (size_t i = 0; i < done; i++)
         icpp_sys_mprotect(runs[i].start, runs[i].end - runs[i].start, runs[i].prot);
     return rc;
@@ -533,8 +756,12 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 next = ws[j]->addr;
         classify(ws[i], &rs, next);
     }
-    /* 2. conflicts */
-    scan_conflicts(ws, n);
+    /* 2. conflicts, then the short jmp where the jmp did not fit */
+    gaps gp = { 0 };
+    find_gaps(ws, n, &rs, &gp);
+    scan_conflicts(ws, n, &gp);
+    short_jmps(ws, n, &gp);
+    free(gp.v);
 
     /* int3 candidates: relocate the first instruction alone */
     uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
@@ -582,7 +809,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     /* 3. emit stubs */
     if (region) {
         sites = calloc(nsites, sizeof *sites);
-        runs = calloc(nsites * 2, sizeof *runs);
+        runs = calloc(nsites * 4, sizeof *runs);
         if (!sites || !runs) {
             rc = icpp_err_set(err, ENOMEM, "%s: out of memory", name);
             icpp_sys_munmap((void *)region, region_size);
@@ -598,8 +825,9 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
             uint8_t *p = (uint8_t *)(uintptr_t)cur;
             int jmp = w->how == ICPP_AGENT_HOW_JMP;
             uint64_t code = cur + (jmp ? STUB_PREFIX : 0);
-            if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr,
-                                    jmp ? 5 : 1, code, &w->rel, NULL)) {
+            if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr,
+                                    w->island ? w->rel.src_len : w->avail, w->addr,
+                                    jmp ? (w->island ? 2 : 5) : 1, code, &w->rel, NULL)) {
                 /* cannot happen: the region is within reach of ref_lo..ref_hi */
                 w->how = ICPP_AGENT_HOW_NONE;
                 w->reason = ICPP_AGENT_R_UNRELOCATABLE;
@@ -623,6 +851,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
             s->addr = w->addr;
             s->stub = cur;
             s->resume = code;
+            s->island = w->island;
             s->index = w->f->index;
             s->len = (uint8_t)w->rel.src_len;
             s->state = jmp ? ICPP_AGENT_SITE_JMP_PENDING : ICPP_AGENT_SITE_INT3;
@@ -694,9 +923,11 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         work *w = &wv[i];
         w->f->how = w->how;
         w->f->reason = w->how == ICPP_AGENT_HOW_JMP ? ICPP_AGENT_R_OK : w->reason;
+        w->f->short_jmp = w->how == ICPP_AGENT_HOW_JMP && w->island;
         if (w->how == ICPP_AGENT_HOW_JMP) {
             s.jmp_padded += w->padded;
             s.jmp_size_inferred += w->inferred;
+            s.jmp_short += w->island != 0;
         }
         s.how[w->f->how]++;
         s.reason[w->f->reason]++;
@@ -712,6 +943,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         st->evac_unacked += s.evac_unacked;
         st->jmp_padded += s.jmp_padded;
         st->jmp_size_inferred += s.jmp_size_inferred;
+        st->jmp_short += s.jmp_short;
         st->evac_moved += s.evac_moved;
     }
     if (!(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
@@ -725,6 +957,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         totals.evac_unacked += s.evac_unacked;
         totals.jmp_padded += s.jmp_padded;
         totals.jmp_size_inferred += s.jmp_size_inferred;
+        totals.jmp_short += s.jmp_short;
         totals.evac_moved += s.evac_moved;
     }
 out:

@@ -1,6 +1,8 @@
 /* preload.c -- icpp-train's in-process front end: pick modules, patch them, write path-map parts at exit, fork, exec, dlopen and fatal signals. */
 #include "agent.h"
 
+#include <Zydis/Zydis.h>
+
 #include "codec.h"
 #include "functab.h"
 #include "pathmap.h"
@@ -26,6 +28,7 @@
  *   ICPP_TRAIN_MAX_DEPTH shadow-stack frames per thread
  *   ICPP_TRAIN_MAX_MB    CCT memory per thread, MiB
  *   ICPP_TRAIN_NO_INT3   never use the int3 fallback
+ *   ICPP_TRAIN_VERBOSE   list the functions that did not get the jmp (stderr)
  *
  * Each process writes, when it ends (exit, _exit, exec, fatal signal), one
  * part file per thread that ran in it: DIR/part.PID.TID.NSEC.icppmap, a
@@ -61,10 +64,11 @@ static char     modules_sel[4096] = "all";
 static int      active;             /* agent initialised and patching */
 static volatile int owner_pid;      /* process the trees belong to */
 static volatile int dumped_pid;     /* process that already wrote its parts */
-static int      no_int3;
+static int      no_int3, verbose;
 static char     cmdline[2048];
 static icpp_agent_patch_stats totals;
 static void    *self_base;          /* our own load address */
+static void    *zydis_base;         /* Zydis, loaded for us (relocation) */
 
 static void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void msg(const char *fmt, ...)
@@ -219,7 +223,7 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
         if (!e[i].sym)
             snprintf(fallback, sizeof fallback, "fn_%llx", (unsigned long long)e[i].addr);
         funcs[nfuncs + k] = (func){(uint32_t)mi, e[i].addr, strdup(e[i].sym ? e[i].sym : fallback)};
-        af[k] = (icpp_agent_func){info->dlpi_addr + e[i].addr, e[i].size, (uint32_t)(nfuncs + k), 0, 0};
+        af[k] = (icpp_agent_func){info->dlpi_addr + e[i].addr, e[i].size, (uint32_t)(nfuncs + k), 0, 0, 0};
         k++;
     }
     nfuncs += k;
@@ -232,6 +236,12 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
         msg("icpp-train: agent: %s: %s: not trained\n", path, err.msg);
     else
         mods[mi].patched = 1;
+    if (verbose)
+        for (size_t i = 0; i < k; i++)
+            if (af[i].how != ICPP_AGENT_HOW_JMP)
+                msg("icpp-train: agent: %s: %s at +%#llx size %llu: %s (%s)\n", path, funcs[af[i].index].name,
+                    (unsigned long long)(af[i].addr - info->dlpi_addr), (unsigned long long)af[i].size,
+                    icpp_agent_how_name(af[i].how), icpp_agent_reason_name(af[i].reason));
     add_ranges(af, k);
     free(af);
 }
@@ -264,8 +274,8 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
     }
     if (!path[0] || path[0] != '/')
         return 0;                                   /* vdso */
-    if ((void *)info->dlpi_addr == self_base)
-        return 0;                                   /* the agent itself */
+    if ((void *)info->dlpi_addr == self_base || (zydis_base && (void *)info->dlpi_addr == zydis_base))
+        return 0;                                   /* the agent itself, and its Zydis */
     const char *b = strrchr(path, '/');
     if (b && !strncmp(b + 1, "ld-linux", 8))
         return 0;                                   /* the dynamic loader */
@@ -414,12 +424,14 @@ static int write_part(const icpp_agent_thread *t, int pid)
                                 : ti.base_kind == ICPP_AGENT_BASE_MAPTOP   ? "maptop"
                                                                            : "none");
     meta_u(&e, "entries", ti.entries);
+    meta_u(&e, "entries-slow", ti.entries_slow);
     meta_u(&e, "dropped-depth", ti.dropped_depth);
     meta_u(&e, "dropped-reentrant", ti.dropped_reentrant);
     meta_u(&e, "node-overflow", ti.node_overflow + skipped);
     meta_u(&e, "pair-overflow", ti.pair_overflow);
     meta_u(&e, "max-depth", ti.max_depth_seen);
     meta_u(&e, "patched-jmp", totals.how[ICPP_AGENT_HOW_JMP]);
+    meta_u(&e, "patched-short-jmp", totals.jmp_short);
     meta_u(&e, "patched-int3", totals.how[ICPP_AGENT_HOW_INT3]);
     meta_u(&e, "patched-none", totals.how[ICPP_AGENT_HOW_NONE]);
     for (int r = 1; r < ICPP_AGENT_R_COUNT; r++)
@@ -539,9 +551,12 @@ __attribute__((constructor(101))) static void agent_start(void)
     if (m && *m)
         snprintf(modules_sel, sizeof modules_sel, "%s", m);
     no_int3 = getenv("ICPP_TRAIN_NO_INT3") != NULL;
+    verbose = getenv("ICPP_TRAIN_VERBOSE") != NULL;
     Dl_info di;
     if (dladdr((void *)agent_start, &di))
         self_base = di.dli_fbase;
+    if (dladdr((void *)ZydisDecoderInit, &di))
+        zydis_base = di.dli_fbase;
     icpp_agent_config cfg;
     memset(&cfg, 0, sizeof cfg);
     if ((m = getenv("ICPP_TRAIN_MAX_DEPTH")))

@@ -19,9 +19,11 @@
  *      function index (last-hit cache, then a per-thread hash table);
  *   3. count it, its height (base - s) and its call site (*s);
  *   4. push (s, *s, child).
- * tramp.S repeats steps 1-4 in assembly for the case where the child,
- * its first height and its first call site already exist: keep the two in
- * step (offsets in asm_offsets.h are asserted below).
+ * Each result that depends on nothing but (caller node, return address,
+ * height, function) goes into a per-thread hit cache with pointers to the
+ * counts it incremented; tramp.S repeats steps 1-4 in assembly when the
+ * cache has the entry: keep the two in step (offsets in asm_offsets.h are
+ * asserted below).
  * Memory comes from mmap in growing chunks and is never freed, so walkers
  * may read a tree while its thread still runs. */
 
@@ -46,10 +48,19 @@ _Static_assert(sizeof(icpp_agent_frame) == ICPP_F_SIZE, "frame size (asm_offsets
 OFF(icpp_agent_node, func, ICPP_N_FUNC);
 OFF(icpp_agent_node, count, ICPP_N_COUNT);
 OFF(icpp_agent_node, last_hit, ICPP_N_LAST_HIT);
-OFF(icpp_agent_node, heights.in[0].key, ICPP_N_H0_KEY);
-OFF(icpp_agent_node, heights.in[0].count, ICPP_N_H0_COUNT);
-OFF(icpp_agent_node, sites.in[0].key, ICPP_N_S0_KEY);
-OFF(icpp_agent_node, sites.in[0].count, ICPP_N_S0_COUNT);
+OFF(icpp_agent_node, hits, ICPP_N_HITS);
+OFF(icpp_agent_hit, ra, ICPP_H_RA);
+OFF(icpp_agent_hit, key, ICPP_H_KEY);
+OFF(icpp_agent_hit, child, ICPP_H_CHILD);
+OFF(icpp_agent_hit, hcount, ICPP_H_HCOUNT);
+OFF(icpp_agent_hit, scount, ICPP_H_SCOUNT);
+_Static_assert(sizeof(icpp_agent_hit) == ICPP_H_SIZE, "hit size (asm_offsets.h)");
+_Static_assert(ICPP_AGENT_NODE_HITS == ICPP_N_HITS_COUNT, "hits per node (asm_offsets.h)");
+OFF(icpp_agent_thread, hits, ICPP_T_HITS);
+OFF(icpp_agent_thread, hit_mask, ICPP_T_HIT_MASK);
+OFF(icpp_agent_hit2, parent, ICPP_T2_PARENT);
+OFF(icpp_agent_hit2, hit, ICPP_T2_HIT);
+_Static_assert(sizeof(icpp_agent_hit2) == 1u << ICPP_T2_SIZE_LOG2, "hit2 size (asm_offsets.h)");
 
 __thread icpp_agent_tls icpp_agent_tls_ __attribute__((tls_model("initial-exec")));
 icpp_agent_settings icpp_agent_cfg = {
@@ -113,12 +124,14 @@ static int slot_add(icpp_agent_pair *p, uint64_t key)
     return 0;
 }
 
-static __attribute__((noinline)) void pairset_add_slow(icpp_agent_thread *t, icpp_agent_pairset *ps,
-                                                       uint64_t key)
+/* Count key; returns where its count lives (slots never move), or 0 if no
+ * memory was left for it (counted in ps->overflow). */
+static __attribute__((noinline)) uint64_t *pairset_add_slow(icpp_agent_thread *t, icpp_agent_pairset *ps,
+                                                            uint64_t key)
 {
     for (int i = 0; i < ICPP_AGENT_INLINE_PAIRS; i++)
         if (slot_add(&ps->in[i], key))
-            return;
+            return &ps->in[i].count;
     /* Blocks: newest first; only the newest can have free slots. */
     for (icpp_agent_pairext *b = ps->ext; b; b = b->next)
         for (int i = 0; i < ICPP_AGENT_EXT_PAIRS; i++) {
@@ -127,30 +140,95 @@ static __attribute__((noinline)) void pairset_add_slow(icpp_agent_thread *t, icp
                     break;
                 b->p[i].key = key;
                 __atomic_store_n(&b->p[i].count, 1, __ATOMIC_RELEASE);
-                return;
+                return &b->p[i].count;
             }
             if (b->p[i].key == key) {
                 b->p[i].count++;
-                return;
+                return &b->p[i].count;
             }
         }
     icpp_agent_pairext *b = arena_alloc(&t->arena, sizeof *b);
     if (!b) {
         ps->overflow++;
-        return;
+        return 0;
     }
     b->p[0].key = key;
     b->p[0].count = 1;
     b->next = ps->ext;
     __atomic_store_n(&ps->ext, b, __ATOMIC_RELEASE);
+    return &b->p[0].count;
 }
 
-static inline void pairset_add(icpp_agent_thread *t, icpp_agent_pairset *ps, uint64_t key)
+static inline uint64_t *pairset_add(icpp_agent_thread *t, icpp_agent_pairset *ps, uint64_t key)
 {
-    if (__builtin_expect(ps->in[0].key == key && ps->in[0].count != 0, 1))
+    if (__builtin_expect(ps->in[0].key == key && ps->in[0].count != 0, 1)) {
         ps->in[0].count++;
-    else
-        pairset_add_slow(t, ps, key);
+        return &ps->in[0].count;
+    }
+    return pairset_add_slow(t, ps, key);
+}
+
+/* ---- hit cache (read by tramp.S) ------------------------------------------- */
+
+/* Remember that parent called child from ra at height (func = child's
+ * function).  Entries are written only by their own thread, which cannot
+ * be in the fast path meanwhile: plain stores. */
+static inline icpp_agent_hit2 *hit2_slot(const icpp_agent_thread *t, const icpp_agent_node *parent,
+                                         uint64_t ra, uint64_t key)
+{
+    uint64_t h = (ra ^ (uint64_t)(uintptr_t)parent ^ key) * (uint64_t)ICPP_HIT_MUL;
+    return &t->hits[(h >> ICPP_HIT_SHIFT) & t->hit_mask];
+}
+
+/* Called every 2^16 slow entries: while more than 1/16 of the entries
+ * since the last look missed both levels, double the thread's table (up to
+ * MAX_BITS), moving what it holds.  Only this thread uses it, and not
+ * meanwhile. */
+static void hit2_maybe_grow(icpp_agent_thread *t)
+{
+    uint64_t de = t->entries - t->hit_entries_seen, ds = t->slow - t->hit_slow_seen;
+    t->hit_entries_seen = t->entries;
+    t->hit_slow_seen = t->slow;
+    if (ds * 16 <= de || t->hit_mask + 1 >= (1ull << ICPP_AGENT_HIT2_MAX_BITS))
+        return;
+    uint64_t n = (t->hit_mask + 1) * 2, omask = t->hit_mask;
+    icpp_agent_hit2 *nh = map_anon(n * sizeof *nh, 0), *old = t->hits;
+    if (!nh)
+        return;
+    t->hits = nh;
+    t->hit_mask = n - 1;
+    for (uint64_t i = 0; i <= omask; i++)
+        if (old[i].parent)
+            *hit2_slot(t, old[i].parent, old[i].hit.ra, old[i].hit.key) = old[i];
+    icpp_sys_munmap(old, (omask + 1) * sizeof *old);
+}
+
+static inline void hit_put(icpp_agent_thread *t, icpp_agent_node *parent, uint64_t ra, uint64_t height,
+                           uint32_t func, icpp_agent_node *child, uint64_t *hc, uint64_t *sc)
+{
+    if ((int64_t)height != (int64_t)(int32_t)height)
+        return;
+    /* Two slots from h = ra * MUL (tramp.S looks in both): an empty one or
+     * the first, whose entry moves to the second (the newest stays first). */
+    uint64_t h = ra * (uint64_t)ICPP_HIT_MUL;
+    icpp_agent_hit *p = &parent->hits[h >> (64 - ICPP_N_HITS_LOG2)];
+    icpp_agent_hit *q = &parent->hits[(h >> (64 - 2 * ICPP_N_HITS_LOG2)) & (ICPP_AGENT_NODE_HITS - 1)];
+    uint64_t key = (uint64_t)(uint32_t)height << 32 | func;
+    icpp_agent_hit *e = p;
+    if (p->ra && !(p->ra == ra && p->key == key) && p != q) {
+        if (q->ra)
+            *q = *p;
+        else
+            e = q;
+    }
+    e->ra = ra;
+    e->key = key;
+    e->child = child;
+    e->hcount = hc;
+    e->scount = sc;
+    icpp_agent_hit2 *e2 = hit2_slot(t, parent, ra, key);
+    e2->parent = parent;
+    e2->hit = *e;
 }
 
 /* ---- child lookup ------------------------------------------------------------ */
@@ -232,7 +310,9 @@ static icpp_agent_thread *thread_setup(uint64_t sp)
     uint64_t nframes = icpp_agent_cfg.max_depth + 1;
     t->frames = map_anon(nframes * sizeof(icpp_agent_frame), 0);
     t->hash = map_anon(HASH_INIT * sizeof *t->hash, 1);
-    if (!t->frames || !t->hash)
+    t->hit_mask = (1u << ICPP_AGENT_HIT2_MIN_BITS) - 1;
+    t->hits = map_anon((t->hit_mask + 1) * sizeof *t->hits, 0);
+    if (!t->frames || !t->hash || !t->hits)
         return 0;   /* leaks a few pages once; the thread is then never recorded */
     uint64_t pf = icpp_agent_cfg.prefault;
     if (pf > nframes * sizeof(icpp_agent_frame))
@@ -344,11 +424,16 @@ static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
             break;
         f--;
     }
+    /* The result depends on nothing but (node, ra, height, func) -- the
+     * hit cache's key -- unless this is a signal handler or the caller
+     * check below moves the parent. */
+    int cacheable = isp == 0;
     if (f != t->frames) {
         /* ra - 1: a call to a noreturn function can be its caller's last
          * instruction, so ra is the next function's first byte. */
         int64_t caller = hooked_at(ra - 1);
         if (caller >= 0 && (uint32_t)caller != f->node->func) {
+            cacheable = 0;
             /* Drop the returned frames above the caller's, if it is on the stack. */
             icpp_agent_frame *g = f;
             for (int k = 0; g != t->frames && g->node->func != (uint32_t)caller && k < 64; k++)
@@ -368,8 +453,10 @@ static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
         c = child_slow(t, parent, func);
     c->count++;
     if (__builtin_expect(c != &t->overflow, 1)) {
-        pairset_add(t, &c->heights, t->base - s);
-        pairset_add(t, &c->sites, ra);
+        uint64_t *hc = pairset_add(t, &c->heights, t->base - s);
+        uint64_t *sc = pairset_add(t, &c->sites, ra);
+        if (cacheable && hc && sc)
+            hit_put(t, parent, ra, t->base - s, func, c, hc, sc);
     } else {
         t->node_overflow++;
     }
@@ -411,6 +498,8 @@ void icpp_agent_record(uint32_t func, uint64_t entry_sp)
     }
     tls->busy = IN_RECORDER;
     barrier();
+    if ((++t->slow & 0xffff) == 0)
+        hit2_maybe_grow(t);
     record(t, func, entry_sp);
     barrier();
     tls->busy = 0;
@@ -456,6 +545,9 @@ void icpp_agent_thread_reset_counts(const icpp_agent_thread *ct)
         n->count = 0;
         zero_pairs(&n->heights);
         zero_pairs(&n->sites);
+        /* a zero count marks a free pair slot: no hit may point to one */
+        for (int i = 0; i < ICPP_AGENT_NODE_HITS; i++)
+            n->hits[i].ra = 0;
         if (n->first_child) {
             n = n->first_child;
             continue;
@@ -464,8 +556,9 @@ void icpp_agent_thread_reset_counts(const icpp_agent_thread *ct)
             n = n->parent;
         n = (n && n != &t->root) ? n->next_sibling : NULL;
     }
+    icpp_sys3(ICPP_SYS_madvise, t->hits, (t->hit_mask + 1) * sizeof *t->hits, 4 /* MADV_DONTNEED */);
     t->overflow.count = 0;
-    t->entries = 0;
+    t->entries = t->slow = t->hit_entries_seen = t->hit_slow_seen = 0;
     t->dropped_critical = t->dropped_reentrant = t->dropped_depth = t->node_overflow = 0;
 }
 
@@ -510,6 +603,7 @@ void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_in
     o->base_kind = t->base_kind;
     o->base = t->base;
     o->entries = t->entries;
+    o->entries_slow = t->slow;
     o->nodes = t->nodes;
     o->cct_bytes = t->arena.used;
     o->max_depth_seen = (uint32_t)(t->max_top - t->frames);

@@ -29,17 +29,23 @@
 icpp_agent_tramp:
     .cfi_startproc
     endbr64
-    /* Fast path: the entry repeats a known (parent, function, height, call
-     * site): the same as icpp_agent_record() for that case, with 5 saved
-     * registers and no call.  Anything else (first entry of a thread,
-     * critical section, new node/height/site, depth cap) takes the C path,
-     * which starts over: nothing is committed before the last check. */
+    /* Fast path: the entry repeats a call recorded before -- same caller
+     * node, return address, height and function -- found in the caller
+     * node's hit cache: what icpp_agent_record() would do for it (pop the frames
+     * that returned, count, push) without the call.  Anything else (first
+     * entry of a thread, critical section, a cache miss, the depth cap)
+     * takes the C path, which starts over: nothing is committed before
+     * the last check.  The C recorder fills the cache only where its
+     * result depends on nothing but the key (recorder.c, hit_put). */
     push    %rax
     push    %rcx
     push    %rdx
     push    %rsi
     push    %rdi
-    .cfi_adjust_cfa_offset 40
+    push    %r8
+    push    %r9
+    push    %r10
+    .cfi_adjust_cfa_offset 64
     movq    icpp_agent_tls_@gottpoff(%rip), %rax
     cmpl    $0, %fs:ICPP_TLS_BUSY(%rax)
     jne     .Lslow
@@ -47,7 +53,7 @@ icpp_agent_tramp:
     testq   %rcx, %rcx
     jz      .Lslow
     movl    $ICPP_IN_RECORDER, %fs:ICPP_TLS_BUSY(%rax)   /* before reading t */
-    leaq    56(%rsp), %rdx                      /* s = entry SP (5 saved + ret + r11) */
+    leaq    80(%rsp), %rdx                      /* s = entry SP (8 saved + ret + r11) */
     movq    ICPP_T_TOP(%rcx), %rsi              /* f */
 .Lpop:                                          /* pop frames that have returned */
     cmpq    ICPP_T_FRAMES(%rcx), %rsi
@@ -69,31 +75,63 @@ icpp_agent_tramp:
     leaq    ICPP_F_SIZE(%rsi), %rdi
     cmpq    ICPP_T_LIMIT(%rcx), %rdi
     je      .Lslow_clear                        /* depth cap */
-    movq    ICPP_F_NODE(%rsi), %rax             /* parent */
-    movq    ICPP_N_LAST_HIT(%rax), %rax         /* c */
-    testq   %rax, %rax
-    jz      .Lslow_clear
-    cmpl    %r11d, ICPP_N_FUNC(%rax)
+    movq    ICPP_F_NODE(%rsi), %r8              /* parent */
+    movq    (%rdx), %r9                         /* return address */
+    movq    ICPP_T_BASE(%rcx), %r10
+    subq    %rdx, %r10                          /* height */
+    movslq  %r10d, %rax
+    cmpq    %rax, %r10
+    jne     .Lslow_clear                        /* beyond int32: never cached */
+    shlq    $32, %r10
+    orq     %r11, %r10                          /* key: height << 32 | function */
+    /* h = ra * MUL: its top bits pick the first slot, the next ones the second */
+    movabsq $ICPP_HIT_MUL, %rdi
+    imulq   %r9, %rdi
+    movq    %rdi, %rax
+    shrq    $(64 - ICPP_N_HITS_LOG2), %rax
+    leaq    (%rax,%rax,4), %rax                 /* x 5 (x 8 below: 40 bytes) */
+    leaq    ICPP_N_HITS(%r8,%rax,8), %rax       /* first entry */
+    cmpq    %r9, ICPP_H_RA(%rax)
+    jne     2f
+    cmpq    %r10, ICPP_H_KEY(%rax)
+    je      3f
+2:  shrq    $(64 - 2 * ICPP_N_HITS_LOG2), %rdi
+    andq    $(ICPP_N_HITS_COUNT - 1), %rdi
+    leaq    (%rdi,%rdi,4), %rax
+    leaq    ICPP_N_HITS(%r8,%rax,8), %rax       /* second entry */
+    cmpq    %r9, ICPP_H_RA(%rax)
+    jne     4f
+    cmpq    %r10, ICPP_H_KEY(%rax)
+    je      3f
+4:  /* the thread's table: slot ((ra ^ parent ^ key) * MUL >> SHIFT) & mask */
+    movq    %r9, %rax
+    xorq    %r8, %rax
+    xorq    %r10, %rax
+    movabsq $ICPP_HIT_MUL, %rdi
+    imulq   %rdi, %rax
+    shrq    $ICPP_HIT_SHIFT, %rax
+    andq    ICPP_T_HIT_MASK(%rcx), %rax
+    shlq    $ICPP_T2_SIZE_LOG2, %rax
+    addq    ICPP_T_HITS(%rcx), %rax
+    cmpq    %r8, ICPP_T2_PARENT(%rax)
     jne     .Lslow_clear
-    movq    ICPP_T_BASE(%rcx), %rdi
-    subq    %rdx, %rdi                          /* height */
-    cmpq    %rdi, ICPP_N_H0_KEY(%rax)
+    addq    $ICPP_T2_HIT, %rax                  /* the entry */
+    cmpq    %r9, ICPP_H_RA(%rax)
     jne     .Lslow_clear
-    cmpq    $0, ICPP_N_H0_COUNT(%rax)
-    je      .Lslow_clear
-    movq    (%rdx), %rdi                        /* return address */
-    cmpq    %rdi, ICPP_N_S0_KEY(%rax)
+    cmpq    %r10, ICPP_H_KEY(%rax)
     jne     .Lslow_clear
-    cmpq    $0, ICPP_N_S0_COUNT(%rax)
-    je      .Lslow_clear
+3:
     /* commit */
+    movq    ICPP_H_HCOUNT(%rax), %rdi
+    incq    (%rdi)
+    movq    ICPP_H_SCOUNT(%rax), %rdi
+    incq    (%rdi)
+    movq    ICPP_H_CHILD(%rax), %rax
     incq    ICPP_N_COUNT(%rax)
-    incq    ICPP_N_H0_COUNT(%rax)
-    incq    ICPP_N_S0_COUNT(%rax)
     incq    ICPP_T_ENTRIES(%rcx)
     addq    $ICPP_F_SIZE, %rsi
     movq    %rdx, ICPP_F_SP(%rsi)
-    movq    %rdi, ICPP_F_RA(%rsi)
+    movq    %r9, ICPP_F_RA(%rsi)
     movq    %rax, ICPP_F_NODE(%rsi)
     movq    %rsi, ICPP_T_TOP(%rcx)
     cmpq    ICPP_T_MAX_TOP(%rcx), %rsi
@@ -101,22 +139,11 @@ icpp_agent_tramp:
     movq    %rsi, ICPP_T_MAX_TOP(%rcx)
 1:  movq    icpp_agent_tls_@gottpoff(%rip), %rax
     movl    $0, %fs:ICPP_TLS_BUSY(%rax)
-    pop     %rdi
-    pop     %rsi
-    pop     %rdx
-    pop     %rcx
-    pop     %rax
-    .cfi_adjust_cfa_offset -40
-    ret
-    .cfi_adjust_cfa_offset 40
+    jmp     .Ldone
 .Lslow_clear:
     movq    icpp_agent_tls_@gottpoff(%rip), %rax
     movl    $0, %fs:ICPP_TLS_BUSY(%rax)
 .Lslow:
-    push    %r8
-    push    %r9
-    push    %r10
-    .cfi_adjust_cfa_offset 24
     leaq    80(%rsp), %rsi                      /* entry SP: 8 saved + ret + r11 */
     movl    %r11d, %edi                         /* function index */
     subq    $8, %rsp                            /* 16-byte alignment at the call */
@@ -124,6 +151,7 @@ icpp_agent_tramp:
     call    icpp_agent_record
     addq    $8, %rsp
     .cfi_adjust_cfa_offset -8
+.Ldone:
     pop     %r10
     pop     %r9
     pop     %r8

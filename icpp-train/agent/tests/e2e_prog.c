@@ -58,6 +58,8 @@ static void gt_leave(int *d) { gt_depth = *d; }
 /* a call of a hand-written (asm) function, and of one it calls */
 #define GT_ASM(name, call) ({ int d_ = gt_enter(name); __typeof__(call) r_ = (call); gt_depth = d_; r_; })
 #define GT_ASM2(n1, n2, call) ({ int d_ = gt_enter(n1); gt_enter(n2); __typeof__(call) r_ = (call); gt_depth = d_; r_; })
+/* n1 runs into n2's entry without a call: n2 replaces it (same entry SP) */
+#define GT_ASM_FALL(n1, n2, call) ({ int d_ = gt_enter(n1); gt_depth = d_; gt_enter(n2); __typeof__(call) r_ = (call); gt_depth = d_; r_; })
 __attribute__((destructor)) static void gt_print(void)
 {
     if (getpid() != gt_pid)
@@ -73,6 +75,7 @@ __attribute__((destructor)) static void gt_print(void)
 #define GT_LABEL(l) (void)0
 #define GT_ASM(name, call) (call)
 #define GT_ASM2(n1, n2, call) (call)
+#define GT_ASM_FALL(n1, n2, call) (call)
 #endif
 
 volatile long sink;
@@ -235,8 +238,12 @@ F static long tail_caller(long x)
 F static void empty_fn(void) { ENTER(); }                 /* ret: 1 byte + padding */
 F static int tiny_zero(void) { ENTER(); return 0; }      /* xor; ret: 3 bytes + padding */
 
-int asm_loop(int n);        /* loop branches back into bytes 1..4 */
-int asm_tiny(void);         /* 3 bytes followed directly by asm_jcc */
+int asm_loop(int n);        /* loop branches back into bytes 1..4: short jmp */
+int asm_tiny(void);         /* 3 bytes followed directly by asm_jcc: short jmp */
+int asm_nop1(int n);        /* loop branches back into byte 1: int3 */
+int asm_fall(int x);        /* falls through padding into asm_tiny2 when x == 0 */
+int asm_tiny2(void);        /* 3 bytes; the only padding in reach can run: int3 */
+int asm_tiny3(void);        /* 4 bytes; dead padding before it: short jmp */
 int asm_jcc(int x);         /* jcc rel8 inside the first 5 bytes */
 int asm_call_first(void);   /* starts with a call */
 int asm_helper(void);
@@ -256,6 +263,45 @@ __asm__(
     "  xor %eax,%eax\n"
     "  ret\n"
     ".size asm_tiny,.-asm_tiny\n"
+    ".globl asm_nop1\n.type asm_nop1,@function\n"
+    "asm_nop1:\n"
+    "  nop\n"                      /* 1 byte */
+    "1: add $1,%eax\n"             /* offset 1: target of the loop */
+    "  cmp %edi,%eax\n"
+    "  jl 1b\n"
+    "  ret\n"
+    ".size asm_nop1,.-asm_nop1\n"
+    /* An island must lie within 128 bytes: walls of non-padding code (sized
+     * functions full of ret) keep every other gap out of reach. */
+    ".p2align 4\n"
+    ".type asm_wall1,@function\n"
+    "asm_wall1: .fill 144,1,0xc3\n"
+    ".size asm_wall1,.-asm_wall1\n"
+    ".globl asm_fall\n.type asm_fall,@function\n"
+    "asm_fall:\n"
+    "  mov $7,%eax\n"
+    "  test %edi,%edi\n"
+    "  jne asm_wall2+8\n"         /* a ret, past the entry's bytes */
+    ".size asm_fall,.-asm_fall\n"
+    "  .fill 8,1,0x90\n"           /* runs when x == 0: no island here */
+    ".globl asm_tiny2\n.type asm_tiny2,@function\n"
+    "asm_tiny2:\n"
+    "  xor %eax,%eax\n"
+    "  ret\n"
+    ".size asm_tiny2,.-asm_tiny2\n"
+    ".type asm_wall2,@function\n"
+    "asm_wall2: .fill 144,1,0xc3\n"
+    ".size asm_wall2,.-asm_wall2\n"
+    "  .fill 8,1,0x90\n"           /* after a ret: dead, an island */
+    ".globl asm_tiny3\n.type asm_tiny3,@function\n"
+    "asm_tiny3:\n"
+    "  push $3\n"
+    "  pop %rax\n"
+    "  ret\n"
+    ".size asm_tiny3,.-asm_tiny3\n"
+    ".type asm_wall3,@function\n"
+    "asm_wall3: .fill 144,1,0xc3\n"
+    ".size asm_wall3,.-asm_wall3\n"
     ".globl asm_jcc\n.type asm_jcc,@function\n"
     "asm_jcc:\n"
     "  test %edi,%edi\n"
@@ -312,6 +358,20 @@ F static int do_fork(void)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* In a function of their own: main calls the asm functions above with
+ * stack arguments pushed for printf, and a stale asm_loop frame would be
+ * kept (this driver gives the recorder no function ranges to check with). */
+static __attribute__((noinline)) void asm_more(void)
+{
+    ENTER();
+    int a1 = GT_ASM("asm_nop1", asm_nop1(4));
+    int a2 = GT_ASM("asm_fall", asm_fall(1));
+    int a3 = GT_ASM_FALL("asm_fall", "asm_tiny2", asm_fall(0));
+    int a4 = GT_ASM("asm_tiny2", asm_tiny2());
+    int a5 = GT_ASM("asm_tiny3", asm_tiny3());
+    printf("asm2 %d %d %d %d %d\n", a1, a2, a3, a4, a5);
+}
+
 int main(int argc, char **argv)
 {
 #ifdef GT
@@ -335,6 +395,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++)
         z += tiny_zero();
     printf("tiny %d\n", z);
+    asm_more();
     printf("asm %d %d %d %d %d %d\n", GT_ASM("asm_loop", asm_loop(5)), GT_ASM("asm_loop", asm_loop(3)),
            GT_ASM("asm_jcc", asm_jcc(0)), GT_ASM("asm_jcc", asm_jcc(1)),
            GT_ASM2("asm_call_first", "asm_helper", asm_call_first()), GT_ASM("asm_rip", asm_rip()));

@@ -17,10 +17,10 @@ REC_FLAGS="$COMMON -mgeneral-regs-only -fno-builtin -fno-tree-loop-distribute-pa
 echo "== build"
 for f in recorder sys trap; do $CC -c $REC_FLAGS "$A/$f.c" -o "$O/$f.o"; done
 $CC -c -I"$A" "$A/tramp.S" -o "$O/tramp.o"
-for f in patch reloc; do $CC -c $COMMON "$A/$f.c" -o "$O/$f.o"; done
+for f in patch reloc lde; do $CC -c $COMMON "$A/$f.c" -o "$O/$f.o"; done
 $CC -c $COMMON "$ROOT/lib/err.c" -o "$O/err.o"
 $CC -c $COMMON "$A/tests/testpreload.c" -o "$O/testpreload.o"
-AGENT_OBJS="$O/recorder.o $O/sys.o $O/trap.o $O/tramp.o $O/patch.o $O/reloc.o $O/err.o"
+AGENT_OBJS="$O/recorder.o $O/sys.o $O/trap.o $O/tramp.o $O/patch.o $O/reloc.o $O/lde.o $O/err.o"
 $CC -shared -o "$O/libicpp_agent_test.so" $AGENT_OBJS "$O/testpreload.o" \
     -lZydis -lelf -lpthread -ldl -Wl,-z,noexecstack -Wl,-z,now
 AGENT="$O/libicpp_agent_test.so"
@@ -33,10 +33,13 @@ UNDEF=$(nm -u "$O/recorder.o" "$O/sys.o" "$O/trap.o" "$O/tramp.o" | awk 'NF==2{p
         grep -v -x -e _GLOBAL_OFFSET_TABLE_ -e icpp_agent_maps_find -e icpp_agent_list_threads -e icpp_agent_record -e icpp_agent_tls_ \
                    -e icpp_agent_restore_rt || true)
 if [ -n "$UNDEF" ]; then echo "FAIL: recorder objects reference: $UNDEF"; exit 1; fi
+# The length decoder (lde.c) is plain C: no libc, nothing outside itself.
+UNDEF=$(nm -u "$O/lde.o" | awk 'NF==2{print $2}' | grep -v -x _GLOBAL_OFFSET_TABLE_ || true)
+if [ -n "$UNDEF" ]; then echo "FAIL: lde.o references: $UNDEF"; exit 1; fi
 echo "  ok"
 
 echo "== relocation unit tests"
-$CC -O1 -g -Wall -D_GNU_SOURCE -I"$ROOT/lib" "$A/tests/test_reloc.c" "$A/reloc.c" -lZydis -o "$O/test_reloc"
+$CC -O1 -g -Wall -D_GNU_SOURCE -I"$ROOT/lib" "$A/tests/test_reloc.c" "$A/reloc.c" "$A/lde.c" -lZydis -o "$O/test_reloc"
 "$O/test_reloc"
 
 echo "== end-to-end program"
@@ -117,12 +120,15 @@ for l in open(f"{d}/dump"):
     if l.startswith("P "):
         f = l.split()
         p[f[1]] = p.get(f[1], 0) + int(f[2])
-want = {"[main];_start;main;dl_driver;mod_entry": 3, "[main];_start;main;dl_driver;mod_entry;mod_leaf": 30}
+want = {"[main];_start;main;dl_driver;mod_entry": 3, "[main];_start;main;dl_driver;mod_entry;mod_leaf": 30,
+        "[main];_start;main;dl_driver;mod_entry;mod_loop": 3}
 for k, v in want.items():
     if p.get(k) != v: fails.append(f"{k}: {p.get(k)} want {v}")
 mods = [l for l in open(f"{d}/stats") if l.startswith("module") and "dl_mod.so" in l]
 if not mods or " live 1 " not in mods[0]: fails.append(f"module not patched live: {mods}")
 if not any(k.startswith("[thread];spinner;spin_leaf") for k in p): fails.append("spinner thread not recorded")
+if not any(l.split()[2:] == ["mod_loop"] for l in open(f"{d}/stats") if l.startswith("short ") and "dl_mod.so" in l):
+    fails.append("mod_loop did not take the short jmp")
 print("  " + (mods[0].strip() if mods else "no module line"))
 for f in fails: print("FAIL", f)
 sys.exit(1 if fails else 0)

@@ -198,6 +198,9 @@ static void patch_obj(const obj *o, int live)
                 fprintf(stats, "reason %s %s %u\n", o->is_exe ? "exe" : o->path,
                         icpp_agent_reason_name(r), st.reason[r]);
         for (size_t i = 0; i < count; i++)
+            if (fs[i].short_jmp)
+                fprintf(stats, "short %s %s\n", o->is_exe ? "exe" : o->path, fns[first + i].name);
+        for (size_t i = 0; i < count; i++)
             if (fs[i].how != ICPP_AGENT_HOW_JMP)
                 fprintf(stats, "refused %s %s %s %s size=%llu\n", o->is_exe ? "exe" : o->path,
                         fns[first + i].name, icpp_agent_how_name(fs[i].how),
