@@ -6,6 +6,7 @@
 #include <Zydis/Zydis.h>
 
 #include "agent.h"
+#include "lde.h"
 
 /* Branches are emitted by hand, always in their rel32 form (E9, 0F 8x, E8),
  * instead of through ZydisEncoderEncodeInstructionAbsolute: the emitted
@@ -286,14 +287,10 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
 
 size_t icpp_agent_branch_target(const uint8_t *code, size_t avail, uint64_t addr, uint64_t *target)
 {
-    ZydisDecodedInstruction in;
-    *target = 0;
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(decoder(), NULL, code, avail, &in)))
-        return 0;
-    for (int i = 0; i < 2; i++)
-        if (in.raw.imm[i].size && in.raw.imm[i].is_relative)
-            *target = addr + in.length + (uint64_t)in.raw.imm[i].value.s;
-    return in.length;
+    icpp_agent_lde_insn in;
+    size_t len = icpp_agent_lde_decode(code, avail, &in);
+    *target = len && in.rel_size ? addr + len + (uint64_t)(int64_t)in.rel : 0;
+    return len;
 }
 
 size_t icpp_agent_padding(const uint8_t *code, size_t avail)
@@ -304,11 +301,11 @@ size_t icpp_agent_padding(const uint8_t *code, size_t avail)
             off++;
             continue;
         }
-        ZydisDecodedInstruction in;
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(decoder(), NULL, code + off, avail - off, &in)) ||
-            in.mnemonic != ZYDIS_MNEMONIC_NOP)
+        icpp_agent_lde_insn in;
+        size_t len = icpp_agent_lde_decode(code + off, avail - off, &in);
+        if (!len || !icpp_agent_lde_is_nop(&in))
             break;
-        off += in.length;
+        off += len;
     }
     return off;
 }

@@ -48,13 +48,16 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
 /* Relative branch target of the instruction at `code` (runtime address
  * addr, `avail` bytes readable): returns its length and sets *target
  * (0 if it has no relative branch target); returns 0 if undecodable.
- * Used to scan function bodies for branches into patched bytes. */
+ * Used to scan function bodies for branches into patched bytes, so it is
+ * the fast length decoder (lde.c), not Zydis: ~5x faster, same lengths and
+ * targets wherever Zydis decodes (test_lde_zydis). */
 size_t icpp_agent_branch_target(const uint8_t *code, size_t avail, uint64_t addr, uint64_t *target);
 
 /* Bytes of alignment padding at code[0..avail): whole nop instructions
- * (any form) and int3 bytes, up to the first other instruction.  A function
- * shorter than 5 bytes followed by >= 5 - size of these can still take the
- * jmp (its relocated copy includes the padding, which never runs). */
+ * (any form icpp_agent_lde_is_nop knows) and int3 bytes, up to the first
+ * other instruction.  A function shorter than 5 bytes followed by >= 5 -
+ * size of these can still take the jmp (its relocated copy includes the
+ * padding, which never runs). */
 size_t icpp_agent_padding(const uint8_t *code, size_t avail);
 
 #endif
