@@ -40,6 +40,12 @@ static const char *usage_text =
     "  --call-sites      text: show where each function was called from\n"
     "                    (file:line from DWARF where the binary has it; json\n"
     "                    always has them).\n"
+    "  --no-inline       do not expand inlined frames.  By default, where a binary\n"
+    "                    has DWARF, the functions inlined at a sample's address\n"
+    "                    extend its path, and those inlined at a call site (the\n"
+    "                    one training saw most often) come between caller and\n"
+    "                    callee; they are marked 'NAME [inlined]' (pprof: several\n"
+    "                    lines in one location; json: \"inlined\": true).\n"
     "  --sort EVENT      rank by this event when several were recorded.\n"
     "  --min PCT         tree: hide nodes below PCT%% inclusive (default 0.5).\n"
     "  -o, --output OUT  write there instead of standard output.\n"
@@ -48,14 +54,16 @@ static const char *usage_text =
     "                    truth, incorrect, missing, unresolved; by samples and\n"
     "                    by distinct paths; call sites too (--format json too).\n"
     "  --script          one line per sample: pid/tid, time, event, ip, sp, bp,\n"
-    "                    thread base, height, module and function.\n"
+    "                    thread base, height, module and function, and\n"
+    "                    'inlined=G;H' when the address is in functions inlined\n"
+    "                    into it (outermost first; not with --no-inline).\n"
     "  -h, --help        this text.\n"
     "\n"
     "Ambiguous samples (several paths share the sample's (function, height)) are\n"
     "shared among the candidate paths in proportion to their training counts;\n"
     "the amb%% column says how much of a path's weight came from such sharing.\n";
 
-static int script(const char *path)
+static int script(const char *path, int inlines)
 {
     icpp_err err;
     icpp_replay *rp = icpp_replay_open(path, &err);
@@ -70,10 +78,15 @@ static int script(const char *path)
         const icpp_replay_info *in = icpp_replay_info_get(rp);
         const icpp_rmodule *m = s.module >= 0 ? icpp_replay_module(rp, (uint32_t)s.module) : NULL;
         printf("%u/%u %" PRIu64 " %s ip=%#" PRIx64 " sp=%#" PRIx64 " bp=%#" PRIx64 " base=%#" PRIx64 "(%s) height=%" PRId64
-               " %s %s+%#" PRIx64 " %s\n",
+               " %s %s+%#" PRIx64 " %s",
                s.pid, s.tid, s.time, s.event < in->nevents ? in->event_names[s.event] : "?", s.ip, s.sp, s.bp, s.base,
                kinds[s.base_kind & 3], s.status == ICPP_RS_OK ? s.height : 0, icpp_rs_status_name(s.status),
                m ? m->path : "-", s.addr, s.func ? s.func->name : "-");
+        const char *names[PROF_MAX_INLINE];
+        int n = inlines && s.func && m && m->mod ? icpp_module_inlines(m->mod, s.addr, names, PROF_MAX_INLINE) : 0;
+        for (int i = 0; i < n; i++)
+            printf("%s%s", i ? ";" : " inlined=", names[i]);
+        putchar('\n');
     }
     const icpp_replay_info *in = icpp_replay_info_get(rp);
     if (rc < 0)
@@ -117,19 +130,20 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 
 int main(int argc, char **argv)
 {
-    enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES };
+    enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"format", required_argument, 0, OPT_FORMAT},
                                        {"output", required_argument, 0, 'o'},
                                        {"full-paths", no_argument, 0, OPT_FULL},
                                        {"call-sites", no_argument, 0, OPT_SITES},
+                                       {"no-inline", no_argument, 0, OPT_NOINLINE},
                                        {"sort", required_argument, 0, OPT_SORT},
                                        {"min", required_argument, 0, OPT_MIN},
                                        {"check", no_argument, 0, OPT_CHECK},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    int c, do_script = 0, check = 0;
+    int c, do_script = 0, check = 0, inlines = 1;
     const char *map_path = NULL, *out_path = NULL, *sort_name = NULL;
     fmt_t fmt = F_TEXT;
     out_opts oo = {20, 0, 0, 0.5, 0};
@@ -164,6 +178,7 @@ int main(int argc, char **argv)
             break;
         case OPT_FULL: oo.full = 1; break;
         case OPT_SITES: oo.sites = 1; break;
+        case OPT_NOINLINE: inlines = 0; break;
         case OPT_SORT: sort_name = optarg; break;
         case OPT_MIN: oo.min_pct = atof(optarg); break;
         case OPT_CHECK: check = 1; break;
@@ -177,7 +192,7 @@ int main(int argc, char **argv)
     }
     const char *samples = argv[optind];
     if (do_script)
-        return script(samples);
+        return script(samples, inlines);
     icpp_err err;
     char *dflt = NULL;
     if (!map_path) {
@@ -228,7 +243,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: %s: %s\n", samples, line);
     }
     profile prof;
-    if (prof_init(&prof, pm, map_path) < 0) {
+    if (prof_init(&prof, pm, map_path, inlines) < 0) {
         fprintf(stderr, "icpp-resolve: out of memory\n");
         return 1;
     }
@@ -247,7 +262,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
         return 1;
     }
-    prof_finish(&prof, rp);
+    if (prof_finish(&prof, rp) < 0) {
+        fprintf(stderr, "icpp-resolve: out of memory\n");
+        return 1;
+    }
     /* A map belongs to one binary: refuse another's samples. */
     const icpp_rmodule *em = exe_module(rp);
     const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));

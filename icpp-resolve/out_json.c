@@ -75,7 +75,7 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
         }
     fprintf(f, "},\n  \"paths\": [");
     first = 1;
-    for (uint32_t i = 1; i < p->nnodes; i++) {
+    for (uint32_t i = 1; i < p->nframes; i++) {
         const double *w = &p->self[(size_t)i * PROF_MAX_EVENTS];
         const double *in = &p->incl[(size_t)i * PROF_MAX_EVENTS];
         int any = 0;
@@ -83,13 +83,18 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
             any |= in[e] > 0;
         if (!any)
             continue;
-        fprintf(f, "%s\n    {\"node\": %u, \"path\": [", first ? "" : ",", i);
+        fprintf(f, "%s\n    {\"node\": %u, \"path\": [", first ? "" : ",", p->frames[i].node);
         uint32_t fs[4096];
-        uint32_t d = icpp_pathmap_path(p->pm, i, fs, 4096);
-        for (uint32_t j = 0; j < d && j < 4096; j++) {
+        uint32_t d = prof_path(p, i, fs, 4096);
+        if (d > 4096)
+            d = 4096;
+        for (uint32_t j = 0; j < d; j++) {
             fprintf(f, "%s", j ? ", " : "");
-            json_str(f, prof_func_name(p, fs[j]));
+            json_str(f, p->frames[fs[j]].name);
         }
+        fprintf(f, "], \"inlined\": [");
+        for (uint32_t j = 0; j < d; j++)
+            fprintf(f, "%s%s", j ? ", " : "", p->frames[fs[j]].chain ? "true" : "false");
         fprintf(f, "], \"self\": [");
         for (uint32_t e = 0; e < p->nev; e++) {
             fprintf(f, "%s", e ? ", " : "");
@@ -101,16 +106,12 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
             num(f, in[e]);
         }
         fprintf(f, "], \"call_sites\": [");
-        {
-            /* where each function on the path was called from (root first; "" for the root) */
-            uint32_t chain[4096], k = 0;
-            for (uint32_t nd = i; nd && k < 4096; nd = icpp_pathmap_node(p->pm, nd)->parent)
-                chain[k++] = nd;
-            for (uint32_t j = 0; j < k; j++) {
-                char site[1024];
-                fprintf(f, "%s", j ? ", " : "");
-                json_str(f, prof_site((profile *)p, chain[k - 1 - j], site, sizeof site));
-            }
+        /* where each function on the path was called from (root first; "" for
+         * the root and for inlined functions) */
+        for (uint32_t j = 0; j < d; j++) {
+            char site[1024] = "";
+            fprintf(f, "%s", j ? ", " : "");
+            json_str(f, j && !p->frames[fs[j]].chain ? prof_site((profile *)p, p->frames[fs[j]].node, site, sizeof site) : "");
         }
         fprintf(f, "], \"ambiguous\": [");
         for (uint32_t e = 0; e < p->nev; e++) {
@@ -134,10 +135,20 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
     fprintf(f, "\n  ]\n}\n");
 }
 
+/* Speedscope's frame index of frame f: the map's functions, then the
+ * inlined functions (marked), then the unattributed labels. */
+static size_t ss_frame(const profile *p, uint32_t f)
+{
+    const prof_frame *fr = &p->frames[f];
+    if (fr->chain)
+        return icpp_pathmap_nfuncs(p->pm) + p->chains[fr->chain].name;
+    return icpp_pathmap_node(p->pm, fr->node)->func;
+}
+
 void out_speedscope(const profile *p, FILE *f, const out_opts *o)
 {
-    uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
-    size_t nf = icpp_pathmap_nfuncs(p->pm);
+    (void)o;
+    size_t nf = icpp_pathmap_nfuncs(p->pm), nx = nf + p->nnames;
     fprintf(f, "{\"$schema\": \"https://www.speedscope.app/file-format-schema.json\",\n");
     fprintf(f, " \"exporter\": \"icpp-resolve 0.1.0\", \"name\": ");
     json_str(f, p->binary);
@@ -147,38 +158,44 @@ void out_speedscope(const profile *p, FILE *f, const out_opts *o)
         json_str(f, prof_func_name(p, (uint32_t)i));
         fprintf(f, "}");
     }
-    for (size_t i = 0; i < p->nextra; i++) {
+    for (size_t i = 0; i < p->nnames; i++) {
+        char lb[1024];
+        snprintf(lb, sizeof lb, "%s" PROF_INLINED_MARK, p->names[i]);
         fprintf(f, "%s{\"name\": ", nf + i ? ", " : "");
+        json_str(f, lb);
+        fprintf(f, "}");
+    }
+    for (size_t i = 0; i < p->nextra; i++) {
+        fprintf(f, "%s{\"name\": ", nx + i ? ", " : "");
         json_str(f, p->extra[i].label);
         fprintf(f, "}");
     }
     fprintf(f, "]},\n \"profiles\": [");
     for (uint32_t e = 0; e < p->nev; e++) {
-        (void)ev;
         double total = 0;
         fprintf(f, "%s\n  {\"type\": \"sampled\", \"name\": ", e ? "," : "");
         json_str(f, p->ev_names[e]);
         fprintf(f, ", \"unit\": \"none\", \"startValue\": 0, \"samples\": [");
         int first = 1;
-        for (uint32_t i = 1; i < p->nnodes; i++) {
+        for (uint32_t i = 1; i < p->nframes; i++) {
             if (p->self[(size_t)i * PROF_MAX_EVENTS + e] <= 0)
                 continue;
             uint32_t fs[4096];
-            uint32_t d = icpp_pathmap_path(p->pm, i, fs, 4096);
+            uint32_t d = prof_path(p, i, fs, 4096);
             fprintf(f, "%s[", first ? "" : ", ");
             for (uint32_t j = 0; j < d && j < 4096; j++)
-                fprintf(f, "%s%u", j ? "," : "", fs[j]);
+                fprintf(f, "%s%zu", j ? "," : "", ss_frame(p, fs[j]));
             fprintf(f, "]");
             first = 0;
         }
         for (size_t i = 0; i < p->nextra; i++)
             if (p->extra[i].w[e] > 0) {
-                fprintf(f, "%s[%zu]", first ? "" : ", ", nf + i);
+                fprintf(f, "%s[%zu]", first ? "" : ", ", nx + i);
                 first = 0;
             }
         fprintf(f, "], \"weights\": [");
         first = 1;
-        for (uint32_t i = 1; i < p->nnodes; i++) {
+        for (uint32_t i = 1; i < p->nframes; i++) {
             double w = p->self[(size_t)i * PROF_MAX_EVENTS + e];
             if (w <= 0)
                 continue;

@@ -62,43 +62,80 @@ static void round_weights(const double *w, size_t n, int64_t *out)
     }
 }
 
+/* Locations of functions with inlined frames: one per (function, inline
+ * chain), its lines the chain's functions innermost first, then the
+ * function (profile.proto: "the last entry represents the caller into which
+ * the preceding entries were inlined"). */
+typedef struct ilocs {
+    uint32_t *func, *chain;     /* path-map function, chain */
+    size_t    n, cap;
+    icpp_hmap ix;               /* (func, chain) -> index */
+} ilocs;
+
+/* Index of (func, chain) in l, added if new; -1 when out of memory. */
+static int64_t iloc_ix(ilocs *l, uint32_t func, uint32_t chain)
+{
+    uint64_t *v = icpp_hmap_get(&l->ix, func, chain);
+    if (v)
+        return (int64_t)*v;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 64;
+        uint32_t *nf = realloc(l->func, nc * sizeof *nf);
+        if (nf)
+            l->func = nf;
+        uint32_t *ncn = nf ? realloc(l->chain, nc * sizeof *ncn) : NULL;
+        if (!ncn)
+            return -1;
+        l->chain = ncn;
+        l->cap = nc;
+    }
+    if (icpp_hmap_put(&l->ix, func, chain, l->n) < 0)
+        return -1;
+    l->func[l->n] = func;
+    l->chain[l->n] = chain;
+    return (int64_t)l->n++;
+}
+
 int out_pprof(const profile *p, FILE *f, const out_opts *o)
 {
     (void)o;
     strtab st = {0};
     str_ix(&st, "");
+    ilocs il = {0};
+    icpp_hmap_init(&il.ix);
+    /* Functions: the map's, the unattributed labels, the inlined functions.
+     * Locations: one per map function (addresses are link-time starts), per
+     * label, then per (function, inline chain). */
     size_t nf = icpp_pathmap_nfuncs(p->pm), nm = icpp_pathmap_nmodules(p->pm);
-    /* Rows: path nodes with weight, then the unattributed labels. */
+    size_t nfn = nf + p->nextra + p->nnames, nloc0 = nf + p->nextra;
+    /* Rows: frames with weight, then the unattributed labels. */
     size_t nrows = 0;
-    uint32_t *nodes = malloc((p->nnodes + 1) * sizeof *nodes);
-    for (uint32_t i = 1; nodes && i < p->nnodes; i++) {
+    uint32_t *rowf = malloc((p->nframes + 1) * sizeof *rowf);
+    for (uint32_t i = 1; rowf && i < p->nframes; i++) {
         int any = 0;
         for (uint32_t e = 0; e < p->nev; e++)
             any |= p->self[(size_t)i * PROF_MAX_EVENTS + e] > 0;
         if (any)
-            nodes[nrows++] = i;
+            rowf[nrows++] = i;
     }
     size_t total_rows = nrows + p->nextra;
     double *w = calloc(total_rows + 1, sizeof *w);
     int64_t *vals = calloc((total_rows + 1) * PROF_MAX_EVENTS, sizeof *vals);
     int64_t *tmp = calloc(total_rows + 1, sizeof *tmp);
     Perftools__Profiles__Mapping *maps = calloc(nm + 1, sizeof *maps), **mapp = calloc(nm + 1, sizeof *mapp);
-    Perftools__Profiles__Function *fns = calloc(nf + p->nextra + 1, sizeof *fns),
-                                  **fnp = calloc(nf + p->nextra + 1, sizeof *fnp);
-    Perftools__Profiles__Location *locs = calloc(nf + p->nextra + 1, sizeof *locs),
-                                  **locp = calloc(nf + p->nextra + 1, sizeof *locp);
-    Perftools__Profiles__Line *lines = calloc(nf + p->nextra + 1, sizeof *lines),
-                              **linep = calloc(nf + p->nextra + 1, sizeof *linep);
+    Perftools__Profiles__Function *fns = calloc(nfn + 1, sizeof *fns), **fnp = calloc(nfn + 1, sizeof *fnp);
     Perftools__Profiles__Sample *samp = calloc(total_rows + 1, sizeof *samp), **sampp = calloc(total_rows + 1, sizeof *sampp);
-    uint64_t *locids = calloc((size_t)(total_rows + 1) * 64 + p->nnodes, sizeof *locids);
+    uint64_t *locids = calloc(total_rows + 1, sizeof *locids);
     Perftools__Profiles__ValueType *vt = calloc(p->nev + 1, sizeof *vt), **vtp = calloc(p->nev + 1, sizeof *vtp);
+    Perftools__Profiles__Location *locs = NULL, **locp = NULL;
+    Perftools__Profiles__Line *lines = NULL, **linep = NULL;
+    size_t nloc = 0;
     int rc = -ENOMEM;
-    if (!nodes || !w || !vals || !tmp || !maps || !mapp || !fns || !fnp || !locs || !locp || !lines || !linep || !samp ||
-        !sampp || !locids || !vt || !vtp)
+    if (!rowf || !w || !vals || !tmp || !maps || !mapp || !fns || !fnp || !samp || !sampp || !locids || !vt || !vtp)
         goto out;
     for (uint32_t e = 0; e < p->nev; e++) {
         for (size_t r = 0; r < nrows; r++)
-            w[r] = p->self[(size_t)nodes[r] * PROF_MAX_EVENTS + e];
+            w[r] = p->self[(size_t)rowf[r] * PROF_MAX_EVENTS + e];
         for (size_t r = 0; r < p->nextra; r++)
             w[nrows + r] = p->extra[r].w[e];
         round_weights(w, total_rows, tmp);
@@ -120,54 +157,91 @@ int out_pprof(const profile *p, FILE *f, const out_opts *o)
         maps[m].has_functions = 1;
         mapp[m] = &maps[m];
     }
-    /* One function and one location per path-map function (addresses are
-     * link-time starts), plus one per unattributed label. */
-    size_t nloc = nf + p->nextra;
-    for (size_t i = 0; i < nloc; i++) {
+    for (size_t i = 0; i < nfn; i++) {
         perftools__profiles__function__init(&fns[i]);
         fns[i].id = i + 1;
-        perftools__profiles__line__init(&lines[i]);
-        lines[i].function_id = i + 1;
-        linep[i] = &lines[i];
-        perftools__profiles__location__init(&locs[i]);
-        locs[i].id = i + 1;
-        locs[i].n_line = 1;
-        locs[i].line = &linep[i];
         if (i < nf) {
             const icpp_pm_func *pf = icpp_pathmap_func(p->pm, (uint32_t)i);
             fns[i].name = fns[i].system_name = str_ix(&st, prof_func_name(p, (uint32_t)i));
             fns[i].filename = str_ix(&st, icpp_pathmap_module(p->pm, pf->module)->path);
-            locs[i].mapping_id = pf->module + 1;
-            locs[i].address = pf->addr;
-        } else {
+        } else if (i < nloc0) {
             fns[i].name = fns[i].system_name = str_ix(&st, p->extra[i - nf].label);
+        } else {
+            fns[i].name = fns[i].system_name = str_ix(&st, p->names[i - nloc0]);
         }
         fnp[i] = &fns[i];
-        locp[i] = &locs[i];
     }
-    uint64_t *lp = locids;
+    /* Samples: a row's locations leaf first, each function with the frames
+     * inlined into it folded into one location. */
     for (size_t r = 0; r < total_rows; r++) {
         perftools__profiles__sample__init(&samp[r]);
         if (r < nrows) {
-            uint32_t fs[4096];
-            uint32_t d = icpp_pathmap_path(p->pm, nodes[r], fs, 4096);
-            if (d > 4096)
-                d = 4096;
-            uint64_t *ids = malloc(d * sizeof *ids);
+            uint64_t *ids = malloc(p->frames[rowf[r]].depth * sizeof *ids);
             if (!ids)
-                goto out;
-            for (uint32_t j = 0; j < d; j++)
-                ids[j] = fs[d - 1 - j] + 1;        /* leaf first */
+                goto out_samples;
+            size_t k = 0;
+            for (uint32_t fr = rowf[r]; fr;) {
+                uint32_t chain = p->frames[fr].chain;
+                while (p->frames[fr].chain)
+                    fr = p->frames[fr].parent;
+                uint32_t func = icpp_pathmap_node(p->pm, p->frames[fr].node)->func;
+                int64_t ix = chain ? iloc_ix(&il, func, chain) : 0;
+                if (ix < 0) {
+                    free(ids);
+                    goto out_samples;
+                }
+                ids[k++] = chain ? nloc0 + (uint64_t)ix + 1 : func + 1;
+                fr = p->frames[fr].parent;
+            }
             samp[r].location_id = ids;
-            samp[r].n_location_id = d;
+            samp[r].n_location_id = k;
         } else {
-            *lp = nf + (r - nrows) + 1;
-            samp[r].location_id = lp++;
+            locids[r] = nf + (r - nrows) + 1;
+            samp[r].location_id = &locids[r];
             samp[r].n_location_id = 1;
         }
         samp[r].value = &vals[r * PROF_MAX_EVENTS];
         samp[r].n_value = p->nev;
         sampp[r] = &samp[r];
+    }
+    size_t nlines = nloc0;
+    for (size_t i = 0; i < il.n; i++)
+        for (uint32_t c = il.chain[i]; ; c = p->chains[c].parent) {
+            nlines++;
+            if (!c)
+                break;
+        }
+    nloc = nloc0 + il.n;
+    locs = calloc(nloc + 1, sizeof *locs);
+    locp = calloc(nloc + 1, sizeof *locp);
+    lines = calloc(nlines + 1, sizeof *lines);
+    linep = calloc(nlines + 1, sizeof *linep);
+    if (!locs || !locp || !lines || !linep)
+        goto out_samples;
+    size_t ln = 0;
+    for (size_t i = 0; i < nloc; i++) {
+        perftools__profiles__location__init(&locs[i]);
+        locs[i].id = i + 1;
+        locs[i].line = &linep[ln];
+        uint32_t func = i < nf ? (uint32_t)i : i < nloc0 ? UINT32_MAX : il.func[i - nloc0];
+        for (uint32_t c = i < nloc0 ? 0 : il.chain[i - nloc0]; c; c = p->chains[c].parent) {
+            perftools__profiles__line__init(&lines[ln]);
+            lines[ln].function_id = nloc0 + p->chains[c].name + 1;
+            linep[ln] = &lines[ln];
+            ln++;
+            locs[i].n_line++;
+        }
+        perftools__profiles__line__init(&lines[ln]);
+        lines[ln].function_id = func == UINT32_MAX ? i + 1 : func + 1;
+        linep[ln] = &lines[ln];
+        ln++;
+        locs[i].n_line++;
+        if (func != UINT32_MAX) {
+            const icpp_pm_func *pf = icpp_pathmap_func(p->pm, func);
+            locs[i].mapping_id = pf->module + 1;
+            locs[i].address = pf->addr;
+        }
+        locp[i] = &locs[i];
     }
     Perftools__Profiles__Profile pr;
     perftools__profiles__profile__init(&pr);
@@ -179,7 +253,7 @@ int out_pprof(const profile *p, FILE *f, const out_opts *o)
     pr.mapping = mapp;
     pr.n_location = nloc;
     pr.location = locp;
-    pr.n_function = nloc;
+    pr.n_function = nfn;
     pr.function = fnp;
     int64_t comment = str_ix(&st, "icpp-resolve: inferred call paths; ambiguous samples shared by training counts");
     pr.n_comment = 1;
@@ -221,7 +295,10 @@ out:
     for (size_t i = 0; i < st.n; i++)
         free(st.v[i]);
     free(st.v);
-    free(nodes);
+    free(il.func);
+    free(il.chain);
+    icpp_hmap_free(&il.ix);
+    free(rowf);
     free(w);
     free(vals);
     free(tmp);

@@ -202,7 +202,7 @@ static int kid_cmp(const void *a, const void *b, void *arg)
 static int build_kids(svg_ctx *c)
 {
     const profile *p = c->p;
-    size_t n = p->nnodes;
+    size_t n = p->nframes;
     c->kid_off = calloc(n + 2, sizeof *c->kid_off);
     c->kids = malloc((n + 1) * sizeof *c->kids);
     c->amb_incl = calloc(n + 1, sizeof *c->amb_incl);
@@ -210,30 +210,30 @@ static int build_kids(svg_ctx *c)
         return -1;
     for (size_t i = 1; i < n; i++)
         if (p->incl[i * PROF_MAX_EVENTS + c->ev] > 0)
-            c->kid_off[icpp_pathmap_node(p->pm, (uint32_t)i)->parent + 2]++;
+            c->kid_off[p->frames[i].parent + 2]++;
     for (size_t i = 2; i < n + 2; i++)
         c->kid_off[i] += c->kid_off[i - 1];
     for (size_t i = 1; i < n; i++)
         if (p->incl[i * PROF_MAX_EVENTS + c->ev] > 0)
-            c->kids[c->kid_off[icpp_pathmap_node(p->pm, (uint32_t)i)->parent + 1]++] = (uint32_t)i;
+            c->kids[c->kid_off[p->frames[i].parent + 1]++] = (uint32_t)i;
     for (size_t i = 0; i < n; i++)
         qsort_r(c->kids + c->kid_off[i], c->kid_off[i + 1] - c->kid_off[i], sizeof *c->kids, kid_cmp, c);
     /* Children come after parents: sum the ambiguous parts up from the end. */
     for (size_t i = 0; i < n; i++)
         c->amb_incl[i] = p->self_amb[i * PROF_MAX_EVENTS + c->ev];
     for (size_t i = n; i-- > 1;)
-        c->amb_incl[icpp_pathmap_node(p->pm, (uint32_t)i)->parent] += c->amb_incl[i];
+        c->amb_incl[p->frames[i].parent] += c->amb_incl[i];
     return 0;
 }
 
 static void node_frame(const svg_ctx *c, uint32_t node, double x)
 {
     const profile *p = c->p;
-    const icpp_pm_node *pn = icpp_pathmap_node(p->pm, node);
     size_t k = (size_t)node * PROF_MAX_EVENTS;
     if (p->incl[k + c->ev] * c->scale < SVG_MINW)
         return;
-    svg_frame fr = {prof_func_name(p, pn->func), K_PATH, x, pn->depth, &p->incl[k], &p->self[k],
+    char lb[1024];
+    svg_frame fr = {prof_label(p, node, lb, sizeof lb), K_PATH, x, p->frames[node].depth, &p->incl[k], &p->self[k],
                     p->self_amb[k + c->ev], c->amb_incl[node]};
     put_frame(c, &fr);
     for (uint32_t i = c->kid_off[node]; i < c->kid_off[node + 1]; i++) {
@@ -408,9 +408,9 @@ void out_svg(const profile *p, FILE *f, const out_opts *o)
         nhdr += *s == '\n';
     /* Rows: the deepest frame wide enough to draw. */
     uint32_t maxdepth = 1;
-    for (size_t i = 1; i < p->nnodes; i++)
-        if (p->incl[i * PROF_MAX_EVENTS + c.ev] * c.scale >= SVG_MINW && icpp_pathmap_node(p->pm, (uint32_t)i)->depth > maxdepth)
-            maxdepth = icpp_pathmap_node(p->pm, (uint32_t)i)->depth;
+    for (size_t i = 1; i < p->nframes; i++)
+        if (p->incl[i * PROF_MAX_EVENTS + c.ev] * c.scale >= SVG_MINW && p->frames[i].depth > maxdepth)
+            maxdepth = p->frames[i].depth;
     double top = 30 + SVG_LINE * (nhdr + 1) + 14;   /* title, header lines, controls */
     double height = top + (maxdepth + 1) * SVG_ROW + 34;
     c.bottom = top + (maxdepth + 1) * SVG_ROW;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 typedef struct row {
-    uint32_t node;          /* 0 for an extra row */
+    uint32_t node;          /* frame; 0 for an extra row */
     size_t   extra;
     double   w;
 } row;
@@ -28,24 +28,21 @@ static double wsum(const double *v, uint32_t nev)
 
 /* A long path folded in the middle: first 3, "... N more ...", last 4.
  * With sites, each function after the root shows where it was called. */
-static void print_path(const profile *p, FILE *f, uint32_t node, int full, int sites)
+static void print_path(const profile *p, FILE *f, uint32_t frame, int full, int sites)
 {
-    uint32_t fs[4096], nodes[4096];
-    uint32_t d = icpp_pathmap_path(p->pm, node, fs, 4096);
+    uint32_t fs[4096];
+    uint32_t d = prof_path(p, frame, fs, 4096);
     if (d > 4096)
         d = 4096;
-    uint32_t k = d;
-    for (uint32_t nd = node; nd && k; nd = icpp_pathmap_node(p->pm, nd)->parent)
-        nodes[--k] = nd;
     for (uint32_t i = 0; i < d; i++) {
         if (!full && d > 9 && i == 3) {
             fprintf(f, " -> ... %u more ...", d - 7);
             i = d - 5;
             continue;
         }
-        fprintf(f, "%s%s", i ? " -> " : "", prof_func_name(p, fs[i]));
-        char site[1024];
-        if (sites && i && *prof_site((profile *)p, nodes[i], site, sizeof site))
+        char lb[1024], site[1024];
+        fprintf(f, "%s%s", i ? " -> " : "", prof_label(p, fs[i], lb, sizeof lb));
+        if (sites && i && !p->frames[fs[i]].chain && *prof_site((profile *)p, p->frames[fs[i]].node, site, sizeof site))
             fprintf(f, " (%s)", site);
     }
 }
@@ -54,11 +51,11 @@ void out_text(const profile *p, FILE *f, const out_opts *o)
 {
     prof_header(p, f, "# ");
     size_t n = 0;
-    row *rows = malloc((p->nnodes + p->nextra + 1) * sizeof *rows);
+    row *rows = malloc((p->nframes + p->nextra + 1) * sizeof *rows);
     if (!rows)
         return;
     uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
-    for (uint32_t i = 1; i < p->nnodes; i++) {
+    for (uint32_t i = 1; i < p->nframes; i++) {
         const double *w = &p->self[(size_t)i * PROF_MAX_EVENTS];
         if (wsum(w, p->nev) > 0)
             rows[n++] = (row){i, 0, w[ev] + 1e-9 * wsum(w, p->nev)};
@@ -111,7 +108,7 @@ static int kid_cmp(const void *a, const void *b)
 
 static int build_kids(const profile *p, uint32_t ev, kids *k)
 {
-    size_t n = p->nnodes;
+    size_t n = p->nframes;
     uint32_t *order = malloc(n * sizeof *order);
     k->first = malloc(n * sizeof *k->first);
     k->next = malloc(n * sizeof *k->next);
@@ -128,7 +125,7 @@ static int build_kids(const profile *p, uint32_t ev, kids *k)
     qsort(order + 1, n - 1, sizeof *order, kid_cmp);
     /* Insert in reverse so each list ends up heaviest first. */
     for (size_t i = n; i-- > 1;) {
-        uint32_t c = order[i], par = icpp_pathmap_node(p->pm, c)->parent;
+        uint32_t c = order[i], par = p->frames[c].parent;
         k->next[c] = k->first[par];
         k->first[par] = c;
     }
@@ -149,8 +146,9 @@ static void tree_rec(const profile *p, FILE *f, const out_opts *o, const kids *k
         for (uint32_t d = k->next[c]; d; d = k->next[d])
             if (100.0 * p->incl[(size_t)d * PROF_MAX_EVENTS + ev] / t >= o->min_pct)
                 last = 0;
+        char lb[1024];
         fprintf(f, "%7.2f%% %7.2f%%  %s%s%s\n", 100.0 * in / t, 100.0 * se / t, prefix, depth ? (last ? "`- " : "|- ") : "",
-                prof_func_name(p, icpp_pathmap_node(p->pm, c)->func));
+                prof_label(p, c, lb, sizeof lb));
         if (plen + 4 < 4096) {
             size_t add = depth ? 3 : 0;
             memcpy(prefix + plen, last ? "   " : "|  ", add);
@@ -200,7 +198,7 @@ void out_folded(const profile *p, FILE *f, const out_opts *o)
 {
     uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
     char buf[65536];
-    for (uint32_t i = 1; i < p->nnodes; i++) {
+    for (uint32_t i = 1; i < p->nframes; i++) {
         double w = p->self[(size_t)i * PROF_MAX_EVENTS + ev];
         if (w > 0) {
             fprintf(f, "%s ", prof_path_str(p, i, ";", buf, sizeof buf));

@@ -1,4 +1,4 @@
-/* profile.c -- icpp-resolve's profile: resolved sample weights per path-map node and event, plus what did not resolve. */
+/* profile.c -- icpp-resolve's profile: resolved sample weights per call path (inlined frames expanded) and event, plus what did not resolve. */
 #include "profile.h"
 
 #include "module.h"
@@ -8,17 +8,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-int prof_init(profile *p, const icpp_pathmap *pm, const char *map_path)
+int prof_init(profile *p, const icpp_pathmap *pm, const char *map_path, int inlines)
 {
     memset(p, 0, sizeof *p);
     p->pm = pm;
     p->map_path = map_path;
+    p->inlines = inlines;
     p->nnodes = icpp_pathmap_nnodes(pm);
-    p->self = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->self);
-    p->self_amb = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->self_amb);
-    p->incl = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->incl);
-    if (!p->self || !p->self_amb || !p->incl)
+    p->node_self = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_self);
+    p->node_amb = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_amb);
+    p->chains = malloc((p->capchains = 64) * sizeof *p->chains);
+    if (!p->node_self || !p->node_amb || !p->chains)
         return -ENOMEM;
+    p->chains[0] = (prof_chain){0, 0};
+    p->nchains = 1;
+    icpp_hmap_init(&p->var_ix);
+    icpp_hmap_init(&p->chain_ix);
+    icpp_hmap_init(&p->name_ix);
+    icpp_hmap_init(&p->at_chain);
     const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));
     if (mm) {
         snprintf(p->binary, sizeof p->binary, "%s", mm->path);
@@ -27,39 +34,67 @@ int prof_init(profile *p, const icpp_pathmap *pm, const char *map_path)
     return 0;
 }
 
-const char *prof_site(profile *p, uint32_t node, char *buf, size_t bufsz)
+/* The node's most frequent call site, or NULL. */
+static const icpp_pm_site *top_site(const icpp_pm_node *n)
 {
-    const icpp_pm_node *n = icpp_pathmap_node(p->pm, node);
-    buf[0] = 0;
     if (!n || !n->nsites)
-        return buf;
+        return NULL;
     const icpp_pm_site *best = &n->sites[0];
     for (uint32_t k = 1; k < n->nsites; k++)
         if (n->sites[k].count > best->count)
             best = &n->sites[k];
+    return best;
+}
+
+/* The map's module i, opened on first use; NULL if it cannot be read or is
+ * another file now (another build-id).  The replay's copy of the same file
+ * is borrowed where it has one, so that its DWARF is read once. */
+static icpp_module *map_module(profile *p, uint32_t i)
+{
     size_t nm = icpp_pathmap_nmodules(p->pm);
     if (!p->mods) {
         p->mods = calloc(nm + 1, sizeof *p->mods);
         p->mods_tried = calloc(nm + 1, 1);
         if (!p->mods || !p->mods_tried)
-            return buf;
+            return NULL;
     }
-    const icpp_pm_module *pmm = icpp_pathmap_module(p->pm, best->module);
+    const icpp_pm_module *pmm = icpp_pathmap_module(p->pm, i);
     if (!pmm)
-        return buf;
-    if (!p->mods_tried[best->module]) {
-        p->mods_tried[best->module] = 1;
+        return NULL;
+    for (uint32_t k = 0; !p->mods_tried[i] && p->rp && pmm->build_id.len && k < icpp_replay_nmodules(p->rp); k++) {
+        const icpp_rmodule *rm = icpp_replay_module(p->rp, k);
+        if (rm->mod && rm->build_id.len == pmm->build_id.len &&
+            !memcmp(rm->build_id.bytes, pmm->build_id.bytes, pmm->build_id.len)) {
+            p->mods[i] = rm->mod;
+            p->mods_tried[i] = 2;       /* borrowed: prof_free leaves it */
+        }
+    }
+    if (!p->mods_tried[i]) {
+        p->mods_tried[i] = 1;
         icpp_module *m = icpp_module_open(pmm->path, NULL);
         const icpp_build_id *b = m ? icpp_module_build_id(m) : NULL;
         if (b && (b->len != pmm->build_id.len || memcmp(b->bytes, pmm->build_id.bytes, b->len))) {
             icpp_module_close(m);           /* another file now: no lines from it */
             m = NULL;
         }
-        p->mods[best->module] = m;
+        p->mods[i] = m;
     }
+    return p->mods[i];
+}
+
+const char *prof_site(profile *p, uint32_t node, char *buf, size_t bufsz)
+{
+    const icpp_pm_site *best = top_site(icpp_pathmap_node(p->pm, node));
+    buf[0] = 0;
+    if (!best)
+        return buf;
+    const icpp_pm_module *pmm = icpp_pathmap_module(p->pm, best->module);
+    if (!pmm)
+        return buf;
+    icpp_module *m = map_module(p, best->module);
     int line = 0;
     /* A call site is a return address: the call instruction ends there. */
-    const char *file = p->mods[best->module] ? icpp_module_srcline(p->mods[best->module], best->addr - 1, &line) : NULL;
+    const char *file = m ? icpp_module_srcline(m, best->addr - 1, &line) : NULL;
     if (file) {
         const char *b = strrchr(file, '/');
         snprintf(buf, bufsz, "%s:%d", b ? b + 1 : file, line);
@@ -73,15 +108,145 @@ const char *prof_site(profile *p, uint32_t node, char *buf, size_t bufsz)
 void prof_free(profile *p)
 {
     for (size_t i = 0; p->mods && i < icpp_pathmap_nmodules(p->pm); i++)
-        icpp_module_close(p->mods[i]);
+        if (p->mods_tried[i] == 1)
+            icpp_module_close(p->mods[i]);
     free(p->mods);
     free(p->mods_tried);
+    free(p->node_self);
+    free(p->node_amb);
+    free(p->var);
+    icpp_hmap_free(&p->var_ix);
+    free(p->chains);
+    icpp_hmap_free(&p->chain_ix);
+    for (size_t i = 0; i < p->nnames; i++)
+        free(p->names[i]);
+    free(p->names);
+    icpp_hmap_free(&p->name_ix);
+    icpp_hmap_free(&p->at_chain);
+    free(p->frames);
     free(p->self);
     free(p->self_amb);
     free(p->incl);
     for (size_t i = 0; i < p->nextra; i++)
         free(p->extra[i].label);
     free(p->extra);
+}
+
+/* ---- inline chains ---- */
+
+/* Grow *v (n used of *cap elements of size sz) to hold one more; 0 or -ENOMEM. */
+static int grow(void **v, size_t n, size_t *cap, size_t sz)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? 2 * *cap : 64;
+    void *nv = realloc(*v, nc * sz);
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    *cap = nc;
+    return 0;
+}
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037ull;      /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Index of name in p->names, added if new; -ENOMEM. */
+static int64_t name_id(profile *p, const char *name)
+{
+    uint64_t h = str_hash(name), probe = 0;
+    for (uint64_t *v; (v = icpp_hmap_get(&p->name_ix, h, probe)); probe++)
+        if (!strcmp(p->names[*v], name))
+            return (int64_t)*v;
+    char *copy = NULL;
+    if (grow((void **)&p->names, p->nnames, &p->capnames, sizeof *p->names) < 0 || !(copy = strdup(name)) ||
+        icpp_hmap_put(&p->name_ix, h, probe, p->nnames) < 0) {
+        free(copy);
+        return -ENOMEM;
+    }
+    p->names[p->nnames] = copy;
+    return (int64_t)p->nnames++;
+}
+
+/* The chain `parent` extended by name (innermost); -ENOMEM. */
+static int64_t chain_child(profile *p, uint32_t parent, const char *name)
+{
+    int64_t nm = name_id(p, name);
+    if (nm < 0)
+        return nm;
+    uint64_t *v = icpp_hmap_get(&p->chain_ix, parent, (uint64_t)nm);
+    if (v)
+        return (int64_t)*v;
+    if (grow((void **)&p->chains, p->nchains, &p->capchains, sizeof *p->chains) < 0 ||
+        icpp_hmap_put(&p->chain_ix, parent, (uint64_t)nm, p->nchains) < 0)
+        return -ENOMEM;
+    p->chains[p->nchains] = (prof_chain){parent, (uint32_t)nm};
+    return (int64_t)p->nchains++;
+}
+
+/* The inline chain at link-time address addr of module m (0: none), looked
+ * up in DWARF once per (module, address); -ENOMEM. */
+static int64_t chain_at(profile *p, icpp_module *m, uint64_t addr)
+{
+    uint64_t *v = icpp_hmap_get(&p->at_chain, (uint64_t)(uintptr_t)m, addr);
+    if (v)
+        return (int64_t)*v;
+    const char *names[PROF_MAX_INLINE];
+    int n = icpp_module_inlines(m, addr, names, PROF_MAX_INLINE);
+    int64_t c = 0;
+    for (int i = 0; i < n && c >= 0; i++)
+        c = chain_child(p, (uint32_t)c, names[i]);
+    if (c < 0 || icpp_hmap_put(&p->at_chain, (uint64_t)(uintptr_t)m, addr, (uint64_t)c) < 0)
+        return -ENOMEM;
+    return c;
+}
+
+/* The inline chain at node's most frequent call site in its caller: the
+ * functions inlined into the caller that made the call (0: none, or the
+ * site is not in the caller's own code). */
+static int64_t site_chain(profile *p, uint32_t node)
+{
+    const icpp_pm_node *nd = icpp_pathmap_node(p->pm, node);
+    const icpp_pm_site *s = top_site(nd);
+    const icpp_pm_func *caller = nd->parent ? icpp_pathmap_func(p->pm, icpp_pathmap_node(p->pm, nd->parent)->func) : NULL;
+    if (!s || !caller || s->module != caller->module)
+        return 0;
+    icpp_module *m = map_module(p, s->module);
+    const icpp_func *f = m ? icpp_module_func_at(m, s->addr - 1) : NULL;
+    if (!f || f->owner != caller->addr)
+        return 0;
+    return chain_at(p, m, s->addr - 1);
+}
+
+/* Add w to node's leaf weight in chain (0: outside inlined code). */
+static int add_weight(profile *p, uint32_t node, uint32_t chain, uint32_t ev, double w, int amb)
+{
+    double *self = &p->node_self[(size_t)node * PROF_MAX_EVENTS + ev];
+    double *ambw = &p->node_amb[(size_t)node * PROF_MAX_EVENTS + ev];
+    if (chain) {
+        uint64_t *v = icpp_hmap_get(&p->var_ix, node, chain);
+        if (!v) {
+            if (grow((void **)&p->var, p->nvar, &p->capvar, sizeof *p->var) < 0 ||
+                icpp_hmap_put(&p->var_ix, node, chain, p->nvar) < 0)
+                return -ENOMEM;
+            memset(&p->var[p->nvar], 0, sizeof *p->var);
+            p->var[p->nvar].node = node;
+            p->var[p->nvar].chain = chain;
+            v = icpp_hmap_get(&p->var_ix, node, chain);
+            p->nvar++;
+        }
+        self = &p->var[*v].w[ev];
+        ambw = &p->var[*v].amb[ev];
+    }
+    *self += w;
+    if (amb)
+        *ambw += w;
+    return 0;
 }
 
 const char *prof_func_name(const profile *p, uint32_t func)
@@ -95,14 +260,8 @@ static prof_extra *extra_for(profile *p, const char *label, int kind)
     for (size_t i = 0; i < p->nextra; i++)
         if (p->extra[i].kind == kind && !strcmp(p->extra[i].label, label))
             return &p->extra[i];
-    if (p->nextra == p->capextra) {
-        size_t nc = p->capextra ? 2 * p->capextra : 64;
-        prof_extra *n = realloc(p->extra, nc * sizeof *n);
-        if (!n)
-            return NULL;
-        p->extra = n;
-        p->capextra = nc;
-    }
+    if (grow((void **)&p->extra, p->nextra, &p->capextra, sizeof *p->extra) < 0)
+        return NULL;
     prof_extra *e = &p->extra[p->nextra];
     memset(e, 0, sizeof *e);
     e->label = strdup(label);
@@ -118,18 +277,20 @@ int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icp
     uint32_t ev = s->event < PROF_MAX_EVENTS ? s->event : 0;
     p->samples[ev]++;
     p->by_kind[ev][r->kind]++;
-    if (r->kind == ICPP_RES_PRECISE) {
-        p->self[(size_t)r->cand[0].node * PROF_MAX_EVENTS + ev] += 1.0;
-        return 0;
-    }
-    if (r->kind == ICPP_RES_AMBIGUOUS) {
+    if (r->kind == ICPP_RES_PRECISE || r->kind == ICPP_RES_AMBIGUOUS) {
+        /* The functions inlined at the sample's address extend its path. */
+        int64_t chain = 0;
+        const icpp_rmodule *rm = p->inlines && s->module >= 0 ? icpp_replay_module(rp, (uint32_t)s->module) : NULL;
+        if (rm && rm->mod && (chain = chain_at(p, rm->mod, s->addr)) < 0)
+            return -ENOMEM;
+        if (r->kind == ICPP_RES_PRECISE)
+            return add_weight(p, r->cand[0].node, (uint32_t)chain, ev, 1.0, 0);
         /* Share the sample among the candidates in proportion to how often
          * each was entered at this height in training. */
         for (uint32_t i = 0; i < r->ncand; i++) {
             double share = r->cand_total ? (double)r->cand[i].count / (double)r->cand_total : 1.0 / r->ncand;
-            size_t k = (size_t)r->cand[i].node * PROF_MAX_EVENTS + ev;
-            p->self[k] += share;
-            p->self_amb[k] += share;
+            if (add_weight(p, r->cand[i].node, (uint32_t)chain, ev, share, 1) < 0)
+                return -ENOMEM;
         }
         return 0;
     }
@@ -151,7 +312,87 @@ int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icp
     return 0;
 }
 
-void prof_finish(profile *p, const icpp_replay *rp)
+/* A new frame under parent; its index, or -ENOMEM. */
+static int64_t new_frame(profile *p, uint32_t parent, uint32_t node, uint32_t chain, const char *name)
+{
+    if (grow((void **)&p->frames, p->nframes, &p->capframes, sizeof *p->frames) < 0)
+        return -ENOMEM;
+    uint32_t depth = p->nframes ? p->frames[parent].depth + 1 : 0;
+    p->frames[p->nframes] = (prof_frame){parent, node, depth, chain, name};
+    return (int64_t)p->nframes++;
+}
+
+/* The frames of chain (outermost first) under frame `under`, shared with
+ * any that exist (ix: (parent frame, chain) -> frame); the innermost's
+ * index, `under` for chain 0, or -ENOMEM. */
+static int64_t chain_frames(profile *p, icpp_hmap *ix, uint32_t under, uint32_t node, uint32_t chain)
+{
+    if (!chain)
+        return under;
+    int64_t par = chain_frames(p, ix, under, node, p->chains[chain].parent);
+    if (par < 0)
+        return par;
+    uint64_t *v = icpp_hmap_get(ix, (uint64_t)par, chain);
+    if (v)
+        return (int64_t)*v;
+    int64_t f = new_frame(p, (uint32_t)par, node, chain, p->names[p->chains[chain].name]);
+    if (f < 0 || icpp_hmap_put(ix, (uint64_t)par, chain, (uint64_t)f) < 0)
+        return -ENOMEM;
+    return f;
+}
+
+/* The frames: each node's function under its caller's frame -- below the
+ * functions inlined at the call site, if any -- and below each node's frame,
+ * the functions inlined where its samples were.  Parents precede children. */
+static int build_frames(profile *p)
+{
+    icpp_hmap ix;
+    icpp_hmap_init(&ix);
+    uint32_t *node_frame = malloc(p->nnodes * sizeof *node_frame);
+    uint32_t *var_frame = malloc((p->nvar + 1) * sizeof *var_frame);
+    int rc = -ENOMEM;
+    if (!node_frame || !var_frame || new_frame(p, 0, 0, 0, "") < 0)
+        goto out;
+    node_frame[0] = 0;
+    for (uint32_t n = 1; n < p->nnodes; n++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(p->pm, n);
+        int64_t par = node_frame[nd->parent], c = p->inlines ? site_chain(p, n) : 0, f;
+        if (c < 0 || (par = chain_frames(p, &ix, (uint32_t)par, nd->parent, (uint32_t)c)) < 0 ||
+            (f = new_frame(p, (uint32_t)par, n, 0, prof_func_name(p, nd->func))) < 0)
+            goto out;
+        node_frame[n] = (uint32_t)f;
+    }
+    for (size_t i = 0; i < p->nvar; i++) {
+        int64_t f = chain_frames(p, &ix, node_frame[p->var[i].node], p->var[i].node, p->var[i].chain);
+        if (f < 0)
+            goto out;
+        var_frame[i] = (uint32_t)f;
+    }
+    size_t nw = p->nframes * PROF_MAX_EVENTS;
+    p->self = calloc(nw, sizeof *p->self);
+    p->self_amb = calloc(nw, sizeof *p->self_amb);
+    p->incl = calloc(nw, sizeof *p->incl);
+    if (!p->self || !p->self_amb || !p->incl)
+        goto out;
+    for (uint32_t n = 1; n < p->nnodes; n++) {
+        size_t to = (size_t)node_frame[n] * PROF_MAX_EVENTS, from = (size_t)n * PROF_MAX_EVENTS;
+        memcpy(&p->self[to], &p->node_self[from], PROF_MAX_EVENTS * sizeof *p->self);
+        memcpy(&p->self_amb[to], &p->node_amb[from], PROF_MAX_EVENTS * sizeof *p->self_amb);
+    }
+    for (size_t i = 0; i < p->nvar; i++)
+        for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++) {
+            p->self[(size_t)var_frame[i] * PROF_MAX_EVENTS + e] += p->var[i].w[e];
+            p->self_amb[(size_t)var_frame[i] * PROF_MAX_EVENTS + e] += p->var[i].amb[e];
+        }
+    rc = 0;
+out:
+    free(node_frame);
+    free(var_frame);
+    icpp_hmap_free(&ix);
+    return rc;
+}
+
+int prof_finish(profile *p, const icpp_replay *rp)
 {
     const icpp_replay_info *in = icpp_replay_info_get(rp);
     p->nev = in->nevents ? in->nevents : 1;
@@ -163,13 +404,17 @@ void prof_finish(profile *p, const icpp_replay *rp)
     p->truncated = in->truncated;
     p->clean_end = in->clean_end;
     snprintf(p->command, sizeof p->command, "%s", in->command);
+    p->rp = rp;
+    if (build_frames(p) < 0)
+        return -ENOMEM;
     /* Children come after parents: sum up from the end. */
-    memcpy(p->incl, p->self, p->nnodes * PROF_MAX_EVENTS * sizeof *p->incl);
-    for (size_t n = p->nnodes; n-- > 1;) {
-        uint32_t par = icpp_pathmap_node(p->pm, (uint32_t)n)->parent;
+    memcpy(p->incl, p->self, p->nframes * PROF_MAX_EVENTS * sizeof *p->incl);
+    for (size_t f = p->nframes; f-- > 1;) {
+        uint32_t par = p->frames[f].parent;
         for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++)
-            p->incl[(size_t)par * PROF_MAX_EVENTS + e] += p->incl[n * PROF_MAX_EVENTS + e];
+            p->incl[(size_t)par * PROF_MAX_EVENTS + e] += p->incl[f * PROF_MAX_EVENTS + e];
     }
+    return 0;
 }
 
 double prof_total(const profile *p, uint32_t ev)
@@ -177,14 +422,34 @@ double prof_total(const profile *p, uint32_t ev)
     return (double)p->samples[ev];
 }
 
-const char *prof_path_str(const profile *p, uint32_t node, const char *sep, char *buf, size_t bufsz)
+uint32_t prof_path(const profile *p, uint32_t f, uint32_t *out, uint32_t max)
+{
+    uint32_t d = f < p->nframes ? p->frames[f].depth : 0;
+    for (uint32_t k = d; f && k; f = p->frames[f].parent)
+        if (--k < max)
+            out[k] = f;
+    return d;
+}
+
+const char *prof_label(const profile *p, uint32_t f, char *buf, size_t bufsz)
+{
+    const prof_frame *fr = &p->frames[f];
+    if (!fr->chain)
+        return fr->name;
+    snprintf(buf, bufsz, "%s" PROF_INLINED_MARK, fr->name);
+    return buf;
+}
+
+const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *buf, size_t bufsz)
 {
     uint32_t fs[4096];
-    uint32_t d = icpp_pathmap_path(p->pm, node, fs, 4096);
+    uint32_t d = prof_path(p, f, fs, 4096);
     size_t o = 0;
     buf[0] = 0;
-    for (uint32_t i = 0; i < d && i < 4096 && o + 1 < bufsz; i++)
-        o += (size_t)snprintf(buf + o, bufsz - o, "%s%s", i ? sep : "", prof_func_name(p, fs[i]));
+    for (uint32_t i = 0; i < d && i < 4096 && o + 1 < bufsz; i++) {
+        char lb[1024];
+        o += (size_t)snprintf(buf + o, bufsz - o, "%s%s", i ? sep : "", prof_label(p, fs[i], lb, sizeof lb));
+    }
     return buf;
 }
 

@@ -1,10 +1,11 @@
-/* profile.h -- icpp-resolve's profile: resolved sample weights per path-map node and event, plus what did not resolve. */
+/* profile.h -- icpp-resolve's profile: resolved sample weights per call path (inlined frames expanded) and event, plus what did not resolve. */
 #ifndef ICPP_RESOLVE_PROFILE_H
 #define ICPP_RESOLVE_PROFILE_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hmap.h"
 #include "pathmap.h"
 #include "replay.h"
 #include "resolve.h"
@@ -19,15 +20,60 @@ typedef struct prof_extra {
     double w[PROF_MAX_EVENTS];
 } prof_extra;
 
+/* How inlined frames are shown in the text formats (perf says "(inlined)"). */
+#define PROF_INLINED_MARK " [inlined]"
+#define PROF_MAX_INLINE   32            /* inlined frames kept per address */
+
+/* A frame of the profile's calling-context tree as the outputs show it: a
+ * path-map node's function, or a function that DWARF says was inlined into
+ * one.  Without inlined frames, frame i is path-map node i. */
+typedef struct prof_frame {
+    uint32_t    parent;                 /* frame index, below this one; 0 (the virtual root) for roots */
+    uint32_t    node;                   /* path-map node: this function's, or the one it was inlined into */
+    uint32_t    depth;                  /* frames from the root to this one, itself included */
+    uint32_t    chain;                  /* inlined frames: the inline chain ending here (> 0); 0 for a function */
+    const char *name;                   /* function name, unmarked */
+} prof_frame;
+
+/* An inline chain: the functions inlined into one another at an address,
+ * as a trie (chain 0 is the empty one). */
+typedef struct prof_chain {
+    uint32_t parent;                    /* the chain without its innermost function */
+    uint32_t name;                      /* index into names: the innermost function */
+} prof_chain;
+
+/* Leaf weights of a path-map node whose samples were in inlined code. */
+typedef struct prof_variant {
+    uint32_t node, chain;
+    double   w[PROF_MAX_EVENTS], amb[PROF_MAX_EVENTS];
+} prof_variant;
+
 typedef struct profile {
     const icpp_pathmap *pm;
     const char  *map_path;
+    int          inlines;               /* expand inlined frames from DWARF */
     uint32_t     nev;
     char         ev_names[PROF_MAX_EVENTS][128];
-    size_t       nnodes;
-    double      *self;                  /* [node * PROF_MAX_EVENTS + ev] */
+    size_t       nnodes;                /* path-map nodes */
+    /* What prof_add collects. */
+    double      *node_self;             /* [node * PROF_MAX_EVENTS + ev]: samples outside inlined code */
+    double      *node_amb;              /* the ambiguous part of it */
+    prof_variant *var;                  /* samples inside inlined code, by (node, leaf chain) */
+    size_t       nvar, capvar;
+    icpp_hmap    var_ix;                /* (node, chain) -> index into var */
+    prof_chain  *chains;
+    size_t       nchains, capchains;
+    icpp_hmap    chain_ix;              /* (parent chain, name) -> chain */
+    char       **names;                 /* inlined functions' names, interned */
+    size_t       nnames, capnames;
+    icpp_hmap    name_ix;               /* (hash, probe) -> index into names */
+    icpp_hmap    at_chain;              /* (icpp_module *, address) -> chain: the DWARF lookups, cached */
+    /* The tree the outputs show, built by prof_finish. */
+    prof_frame  *frames;
+    size_t       nframes, capframes;
+    double      *self;                  /* [frame * PROF_MAX_EVENTS + ev] */
     double      *self_amb;              /* the ambiguous part of self */
-    double      *incl;                  /* inclusive, filled by prof_finish */
+    double      *incl;                  /* inclusive */
     prof_extra  *extra;
     size_t       nextra, capextra;
     uint64_t     samples[PROF_MAX_EVENTS];
@@ -39,22 +85,31 @@ typedef struct profile {
     char         command[1024];
     char         binary[1024];          /* main module of the map */
     char         map_build_id[2 * ICPP_BUILD_ID_MAX + 1];
-    struct icpp_module **mods;          /* the map's modules, opened for source lines */
-    uint8_t     *mods_tried;
+    const icpp_replay *rp;              /* from prof_finish: its modules serve as the map's where they match */
+    struct icpp_module **mods;          /* the map's modules, opened for source lines and inlined calls */
+    uint8_t     *mods_tried;            /* 1: opened here, 2: the replay's */
 } profile;
 
-int  prof_init(profile *p, const icpp_pathmap *pm, const char *map_path);
+/* inlines: expand inlined frames where the binaries have DWARF. */
+int  prof_init(profile *p, const icpp_pathmap *pm, const char *map_path, int inlines);
 void prof_free(profile *p);
-/* Add one sample's resolution. */
+/* Add one sample's resolution; 0 or -ENOMEM. */
 int  prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icpp_resolution *r);
-/* After the last sample: inclusive weights, event names, counters. */
-void prof_finish(profile *p, const icpp_replay *rp);
+/* After the last sample: the frames and their inclusive weights, event
+ * names, counters; 0 or -ENOMEM.  rp must stay open until prof_free (the
+ * outputs read source lines from its modules). */
+int  prof_finish(profile *p, const icpp_replay *rp);
 
 /* The report header every format starts with (as comment lines with `lead`). */
 void prof_header(const profile *p, FILE *out, const char *lead);
 double prof_total(const profile *p, uint32_t ev);
-/* Path of node n as "a;b;c" with names, into buf. */
-const char *prof_path_str(const profile *p, uint32_t node, const char *sep, char *buf, size_t bufsz);
+/* Frames of frame f's path, root first, into out[0..max-1]; returns the depth. */
+uint32_t prof_path(const profile *p, uint32_t f, uint32_t *out, uint32_t max);
+/* Frame f's name as shown: inlined frames marked with PROF_INLINED_MARK
+ * (into buf; a function's name is returned as it is). */
+const char *prof_label(const profile *p, uint32_t f, char *buf, size_t bufsz);
+/* Path of frame f as "a;b;c" with labels, into buf. */
+const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *buf, size_t bufsz);
 const char *prof_func_name(const profile *p, uint32_t func);
 /* Where node's function was called from (its most frequent call site): the
  * caller's "file:line" from DWARF, else "module+0xaddr"; "" for none. */

@@ -1,4 +1,4 @@
-/* module.h -- ELF modules: build-id, load bias, function table with demangled names. */
+/* module.h -- ELF modules: build-id, load bias, function table with demangled names; source lines and inlined functions from DWARF. */
 #ifndef ICPP_MODULE_H
 #define ICPP_MODULE_H
 
@@ -62,6 +62,16 @@ const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr);
  * (.debug_line), or NULL where there is none.  The string lives as long as
  * the module. */
 const char *icpp_module_srcline(icpp_module *m, uint64_t addr, int *line);
+
+/* The functions inlined at link-time address addr, from the module's DWARF
+ * (the DW_TAG_inlined_subroutine scopes that hold addr inside its
+ * subprogram): their names into out[], outermost first -- out[0] was inlined
+ * into the function that holds addr, the last one holds addr itself.
+ * Returns how many (at most max: deeper ones are left out); 0 without DWARF
+ * or outside any subprogram it describes.  Names are demangled like the
+ * function table's and live as long as the module.  The first call indexes
+ * the subprograms' pc ranges (one pass over the CUs). */
+int icpp_module_inlines(icpp_module *m, uint64_t addr, const char **out, int max);
 
 /* Copy n bytes at link-time address addr from the file image; -1 if the
  * range is not in a loaded, file-backed part of a segment. */

@@ -1,4 +1,5 @@
 """e2e.py -- shared helpers for the end-to-end tests: paths, running tools, parsing their output."""
+import codecs
 import os
 import re
 import subprocess
@@ -42,11 +43,13 @@ def run(cmd, **kw):
 
 
 SCRIPT_RE = re.compile(
-    r"^(\d+)/(\d+) (\d+) (\S+) ip=(\S+) sp=(\S+) bp=(\S+) base=(\S+)\((\w+)\) height=(-?\d+) (.+?) (\S+)\+(\S+) (\S+)$")
+    r"^(\d+)/(\d+) (\d+) (\S+) ip=(\S+) sp=(\S+) bp=(\S+) base=(\S+)\((\w+)\) height=(-?\d+) (.+?) (\S+)\+(\S+) (\S+)"
+    r"(?: inlined=(.+))?$")
 
 
 def script(samples):
-    """Samples of a file, through `icpp-resolve --script`, as dicts."""
+    """Samples of a file, through `icpp-resolve --script`, as dicts ("inlined": the
+    functions inlined at the address, outermost first)."""
     r = run([tool("icpp-resolve"), "--script", samples])
     if r.returncode != 0:
         raise RuntimeError(f"icpp-resolve --script failed: {r.stderr}")
@@ -58,5 +61,31 @@ def script(samples):
         g = m.groups()
         out.append(dict(pid=int(g[0]), tid=int(g[1]), time=int(g[2]), event=g[3], ip=int(g[4], 16),
                         sp=int(g[5], 16), bp=int(g[6], 16), base=int(g[7], 16), base_kind=g[8],
-                        height=int(g[9]), status=g[10], module=g[11], addr=int(g[12], 16), func=g[13]))
+                        height=int(g[9]), status=g[10], module=g[11], addr=int(g[12], 16), func=g[13],
+                        inlined=g[14].split(";") if g[14] else []))
     return out
+
+
+def textproto(text):
+    """`protoc --decode` output -> nested dicts of lists (strings, ints, bools)."""
+    root, stack = {}, []
+    stack.append(root)
+    for line in text.splitlines():
+        line = line.strip()
+        if line.endswith("{"):
+            d = {}
+            stack[-1].setdefault(line[:-1].strip(), []).append(d)
+            stack.append(d)
+        elif line == "}":
+            stack.pop()
+        elif line:
+            k, v = line.split(":", 1)
+            v = v.strip()
+            if v.startswith('"'):
+                v = codecs.escape_decode(v[1:-1].encode())[0].decode("utf-8", "replace")
+            elif v in ("true", "false"):
+                v = v == "true"
+            else:
+                v = int(v)
+            stack[-1].setdefault(k, []).append(v)
+    return root

@@ -3,7 +3,6 @@
 each read back by a reader that shares no code with the writer (json, protoc,
 xml.etree, a browser), checked against the others, against the sample count of
 `icpp-resolve --script`, and against the program's documented paths."""
-import codecs
 import gzip
 import json
 import os
@@ -17,7 +16,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 import zlib
 
-from e2e import SOURCE, Checker, built, run, script, tool
+from e2e import SOURCE, Checker, built, run, script, textproto, tool
 
 sys.path.insert(0, os.path.join(SOURCE, "tests"))
 import corpus  # noqa: E402
@@ -107,7 +106,8 @@ c.check(ev["name"] == "cpu-clock" and ev["samples"] == TOTAL
         f"json: event counts {ev} do not add up to {TOTAL}")
 jself, jamb = {}, {}
 for pe in js["paths"]:
-    k = ";".join(pe["path"])
+    c.check(len(pe["inlined"]) == len(pe["path"]), f"json: not one inlined flag per frame: {pe}")
+    k = ";".join(n + (" [inlined]" if f else "") for n, f in zip(pe["path"], pe["inlined"]))
     if pe["self"][0] > 0:
         jself[k] = jself.get(k, 0.0) + pe["self"][0]
     jamb[k] = jamb.get(k, 0.0) + pe["ambiguous"][0]
@@ -158,32 +158,6 @@ for prof in ss.get("profiles", []):
 
 # ---------------------------------------------------------------- pprof
 
-
-def textproto(text):
-    """protoc --decode output -> nested dicts of lists."""
-    root, stack = {}, []
-    stack.append(root)
-    for line in text.splitlines():
-        line = line.strip()
-        if line.endswith("{"):
-            d = {}
-            stack[-1].setdefault(line[:-1].strip(), []).append(d)
-            stack.append(d)
-        elif line == "}":
-            stack.pop()
-        elif line:
-            k, v = line.split(":", 1)
-            v = v.strip()
-            if v.startswith('"'):
-                v = codecs.escape_decode(v[1:-1].encode())[0].decode("utf-8", "replace")
-            elif v in ("true", "false"):
-                v = v == "true"
-            else:
-                v = int(v)
-            stack[-1].setdefault(k, []).append(v)
-    return root
-
-
 raw = gzip.open(out["pprof"]).read()
 c.check(shutil.which("protoc"), "pprof: no protoc to decode it (Debian package protobuf-compiler, in scripts/deps)")
 r = subprocess.run(["protoc", "--decode=perftools.profiles.Profile", "--proto_path=" + os.path.join(SOURCE, "icpp-resolve"),
@@ -208,7 +182,10 @@ if r and c.check(r.returncode == 0, f"pprof: protoc --decode failed: {r.stderr.d
         if not all(i in locs for i in ids):
             bad += 1
             continue
-        names = [st[funcs[locs[i]["line"][0]["function_id"][0]]["name"][0]] for i in reversed(ids)]   # leaf first
+        names = []
+        for i in reversed(ids):         # root first; a location's lines are innermost first, its function last
+            ln = [st[funcs[x["function_id"][0]]["name"][0]] for x in locs[i]["line"]]
+            names += [ln[-1]] + [n + " [inlined]" for n in reversed(ln[:-1])]
         k = ";".join(names)
         if k.startswith("["):
             k = k.replace(";", ",")

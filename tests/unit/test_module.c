@@ -1,4 +1,4 @@
-/* test_module.c -- ELF modules: kinds, build-id, bias, function lookup, demangling. */
+/* test_module.c -- ELF modules: kinds, build-id, bias, function lookup, demangling, inlined frames. */
 #include "check.h"
 #include "module.h"
 #include "procmaps.h"
@@ -13,6 +13,29 @@
 __attribute__((noinline)) int icpp_test_marker_function(int x)
 {
     return x * 3 + 1;
+}
+
+/* Inlined frames: icpp_test_inliner holds outer, which holds inner (DWARF). */
+static volatile unsigned icpp_test_sink;
+
+static inline __attribute__((always_inline)) unsigned icpp_test_inl_inner(unsigned x)
+{
+    for (unsigned i = 0; i < x; i++)
+        icpp_test_sink += i * x;
+    return icpp_test_sink;
+}
+
+static inline __attribute__((always_inline)) unsigned icpp_test_inl_outer(unsigned x)
+{
+    icpp_test_sink ^= x;
+    unsigned r = icpp_test_inl_inner(x * 5);
+    icpp_test_sink ^= r;
+    return r + 7;
+}
+
+__attribute__((noipa)) unsigned icpp_test_inliner(unsigned x)
+{
+    return icpp_test_inl_outer(x) ^ 3;
 }
 
 /* Runtime address -> (module path, link-time address) through /proc/self/maps. */
@@ -40,6 +63,44 @@ static int self_locate(uint64_t rt, icpp_module **mod, uint64_t *addr)
     return ok;
 }
 
+/* Every address of this executable's icpp_test_inliner: the chains are
+ * prefixes of outer;inner, both occur, max truncates the innermost; a
+ * function with nothing inlined has none. */
+static void check_inlines(void)
+{
+    icpp_module *m = NULL;
+    uint64_t addr = 0, plain;
+    CHECK(self_locate((uint64_t)(uintptr_t)&icpp_test_inliner, &m, &addr), "cannot locate icpp_test_inliner");
+    if (!m)
+        return;
+    const icpp_func *f = icpp_module_func_start(m, addr);
+    CHECK(f && f->size > 0, "icpp_test_inliner: no sized symbol");
+    int seen[3] = {0};
+    for (uint64_t a = addr; f && a < addr + f->size; a++) {
+        const char *names[4] = {0}, *one[1] = {0};
+        int n = icpp_module_inlines(m, a, names, 4);
+        CHECK(n >= 0 && n <= 2, "0x%" PRIx64 ": %d inlined frames", a, n);
+        if (n < 0 || n > 2)
+            continue;
+        seen[n]++;
+        CHECK(n < 1 || !strcmp(names[0], "icpp_test_inl_outer"), "0x%" PRIx64 ": outermost is %s", a, names[0]);
+        CHECK(n < 2 || !strcmp(names[1], "icpp_test_inl_inner"), "0x%" PRIx64 ": innermost is %s", a, names[1]);
+        int k = icpp_module_inlines(m, a, one, 1);
+        CHECK(k == (n ? 1 : 0) && (!k || one[0] == names[0]), "0x%" PRIx64 ": max 1 gave %d", a, k);
+    }
+    printf("icpp_test_inliner: %d addresses with nothing inlined, %d in outer, %d in outer;inner\n", seen[0], seen[1],
+           seen[2]);
+    CHECK(seen[1] > 0 && seen[2] > 0, "outer alone at %d addresses, outer;inner at %d", seen[1], seen[2]);
+    plain = addr + ((uint64_t)(uintptr_t)&icpp_test_marker_function - (uint64_t)(uintptr_t)&icpp_test_inliner);
+    const icpp_func *g = icpp_module_func_start(m, plain);
+    CHECK(g && g->size > 0, "cannot find the marker function");
+    for (uint64_t a = plain; g && a < plain + g->size; a++) {
+        const char *names[4];
+        CHECK(icpp_module_inlines(m, a, names, 4) == 0, "0x%" PRIx64 ": inlined frames in the marker function", a);
+    }
+    icpp_module_close(m);
+}
+
 static void check_self_lookup(const char *what, uint64_t rt, const char *want_name)
 {
     icpp_module *m = NULL;
@@ -62,6 +123,7 @@ int main(int argc, char **argv)
     /* This executable (PIE by default): symbol lookup through the real bias. */
     check_self_lookup("main", (uint64_t)(uintptr_t)&main, "main");
     check_self_lookup("marker", (uint64_t)(uintptr_t)&icpp_test_marker_function, "icpp_test_marker_function");
+    check_inlines();
     /* libc: aliases folded to the public name.  Ask libc itself (under ASan
      * &malloc is the sanitizer's interceptor). */
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
@@ -117,6 +179,13 @@ int main(int argc, char **argv)
         printf("%s: %zu functions, stripped copy %zu (%zu from FDEs, %zu match symbols)\n", argv[i],
                icpp_module_nfuncs(full), n, fde, matched);
         CHECK(fde > 0, "stripped copy has no FDE-derived functions");
+        /* No DWARF, no inlined frames (and no crash looking for them). */
+        size_t inl = 0;
+        for (size_t k = 0; k < n; k += 7) {
+            const char *names[4];
+            inl += icpp_module_inlines(strip, fs[k].addr + 1, names, 4) != 0;
+        }
+        CHECK(inl == 0, "inlined frames in a stripped file");
         /* The PLT's FDE has no symbol: allow it and nothing else. */
         CHECK(matched + 2 >= fde, "%zu of %zu FDE functions do not match symbols", fde - matched, fde);
         icpp_module_close(full);
@@ -141,6 +210,29 @@ int main(int argc, char **argv)
         printf("%s: %zu .cold parts, %zu linked to their function\n", cold, ncold, linked);
         CHECK(ncold > 0 && linked == ncold, "cold parts %zu, linked %zu", ncold, linked);
         icpp_module_close(cm);
+    }
+    /* C++: the inlined method's name is demangled, as the function table's names are. */
+    const char *cxx = getenv("ICPP_INLINE_CXX");
+    if (cxx) {
+        icpp_module *xm = icpp_module_open(cxx, &err);
+        CHECK(xm != NULL, "open %s: %s", cxx, err.msg);
+        const icpp_func *u = NULL;
+        for (size_t k = 0; xm && k < icpp_module_nfuncs(xm); k++)
+            if (!strcmp(icpp_module_funcs(xm)[k].name, "icpp_test_cxx_user(unsigned int)"))
+                u = &icpp_module_funcs(xm)[k];
+        CHECK(u && u->size, "%s: no icpp_test_cxx_user(unsigned int)", cxx);
+        size_t found = 0, other = 0;
+        for (uint64_t a = u ? u->addr : 0; u && a < u->addr + u->size; a++) {
+            const char *names[4];
+            int n = icpp_module_inlines(xm, a, names, 4);
+            if (n == 1 && !strcmp(names[0], "ns::Acc::add(unsigned int)"))
+                found++;
+            else if (n)
+                other++, fprintf(stderr, "%s+0x%" PRIx64 ": inlined %s\n", cxx, a, names[0]);
+        }
+        CHECK(found > 0 && other == 0, "%s: ns::Acc::add(unsigned int) inlined at %zu addresses, others at %zu", cxx, found,
+              other);
+        icpp_module_close(xm);
     }
     return check_done("test_module");
 }
