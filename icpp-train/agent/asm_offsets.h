@@ -11,10 +11,9 @@
 #define ICPP_T_FRAMES      8
 #define ICPP_T_LIMIT      16
 #define ICPP_T_BASE       24
-#define ICPP_T_ENTRIES    32
-#define ICPP_T_MAX_TOP    40
-#define ICPP_T_HITS       48     /* the thread's hit table */
-#define ICPP_T_HIT_MASK   56
+#define ICPP_T_MAX_TOP    32
+#define ICPP_T_HITS       40     /* the thread's hit table */
+#define ICPP_T_HIT_MASK   48
 
 #define ICPP_T2_PARENT     0     /* icpp_agent_hit2 */
 #define ICPP_T2_HIT        8
@@ -28,8 +27,8 @@
 
 #define ICPP_N_FUNC        0     /* icpp_agent_node */
 #define ICPP_N_COUNT       8
-#define ICPP_N_LAST_HIT   40
-#define ICPP_N_HITS      144     /* hits[0] */
+#define ICPP_N_LAST_HIT  104
+#define ICPP_N_HITS      112     /* hits[0] */
 
 #define ICPP_H_RA          0     /* icpp_agent_hit */
 #define ICPP_H_KEY         8

@@ -12,7 +12,7 @@
 
 /* ---- CCT ---------------------------------------------------------------- */
 
-#define ICPP_AGENT_INLINE_PAIRS 2   /* pairs held in the node itself */
+#define ICPP_AGENT_INLINE_PAIRS 1   /* pairs held in the node itself */
 #define ICPP_AGENT_EXT_PAIRS    7   /* pairs per extension block (128 bytes) */
 
 typedef struct icpp_agent_pairext {
@@ -50,20 +50,22 @@ typedef struct icpp_agent_hit2 {
 } icpp_agent_hit2;
 
 #define ICPP_AGENT_HIT2_MIN_BITS 12   /* 4096 slots (256 KiB) at the start */
-#define ICPP_AGENT_HIT2_MAX_BITS 16   /* 4 MiB: doubled while more than 1/16 of entries miss */
+#define ICPP_AGENT_HIT2_MAX_BITS 16   /* 4 MiB: doubled while misses are of known calls */
 
 #define ICPP_AGENT_NODE_HITS 8         /* each call has two slots to be in: hit_put */
 
+/* 64-byte aligned; what an entry increments (count, the first height's
+ * and the first call site's counts) shares the first cache line. */
 struct icpp_agent_node {
     uint32_t           func;          /* function index */
     uint32_t           pad;
     uint64_t           count;         /* entries */
+    icpp_agent_pairset heights;       /* key: height as uint64 */
+    icpp_agent_pairset sites;         /* key: return address */
     icpp_agent_node   *parent;
     icpp_agent_node   *first_child;   /* newest child first (published last) */
     icpp_agent_node   *next_sibling;
     icpp_agent_node   *last_hit;      /* child found by the last lookup (cache) */
-    icpp_agent_pairset heights;       /* key: height as uint64 */
-    icpp_agent_pairset sites;         /* key: return address */
     icpp_agent_hit     hits[ICPP_AGENT_NODE_HITS];   /* calls made from this node */
 };
 
@@ -88,8 +90,7 @@ struct icpp_agent_thread {
     icpp_agent_frame  *frames;        /* frames[0]: sentinel holding the root */
     icpp_agent_frame  *limit;         /* frames + max_depth + 1 */
     uint64_t           base;          /* thread base */
-    uint64_t           entries;
-    icpp_agent_frame  *max_top;       /* deepest frame ever used */
+    icpp_agent_frame  *max_top;       /* deepest frame the C recorder pushed */
     icpp_agent_hit2   *hits;          /* hit_mask + 1 entries */
     uint64_t           hit_mask;
     /* cold */
@@ -105,7 +106,7 @@ struct icpp_agent_thread {
     icpp_agent_arena   arena;
     uint64_t           nodes;
     uint64_t           slow;          /* entries through icpp_agent_record */
-    uint64_t           hit_entries_seen, hit_slow_seen;   /* at the last hit2_maybe_grow */
+    uint64_t           hit_conflicts;  /* slow entries of known calls since hit2_maybe_grow */
     uint64_t           dropped_critical, dropped_reentrant, dropped_depth, node_overflow;
 };
 

@@ -63,6 +63,23 @@
 #define SLOT_BYTES  16           /* tramp pointer at the region start */
 #define REACH       ((1ull << 31) - (1ull << 20))
 
+/* What the patcher keeps of a relocation until it emits the stub (the
+ * whole icpp_agent_reloc per function made the work array ~1.3 MB for
+ * libc, and page faults are slow in VMs). */
+typedef struct relsum {
+    uint32_t size, src_len, flow_end;
+    uint64_t ref_lo, ref_hi;
+} relsum;
+
+static int relocate_sum(const uint8_t *src, size_t avail, uint64_t addr, size_t min_len, relsum *out)
+{
+    icpp_agent_reloc r;
+    int rc = icpp_agent_relocate(src, avail, addr, min_len, addr, &r, NULL);
+    if (rc == 0)
+        *out = (relsum){ r.size, r.src_len, r.flow_end, r.ref_lo, r.ref_hi };
+    return rc;
+}
+
 typedef struct work {
     icpp_agent_func  *f;
     uint64_t          addr, size;
@@ -77,7 +94,7 @@ typedef struct work {
     uint64_t          island;         /* short jmp: its 5-byte jmp's address */
     uint32_t          stub_size;
     uint64_t          stub;
-    icpp_agent_reloc  rel;
+    relsum            rel;            /* of the relocation chosen (redone at the stub) */
 } work;
 
 static icpp_agent_patch_stats totals;
@@ -283,8 +300,7 @@ static void classify(work *w, const rows *rs, uint64_t next)
         w->avail = in_row;
         w->inferred = 1;
     }
-    int rc = w->avail >= 5 ? icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->avail,
-                                                 w->addr, 5, w->addr, &w->rel, NULL)
+    int rc = w->avail >= 5 ? relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 5, &w->rel)
                            : ICPP_AGENT_R_TOO_SHORT;
     if (rc == ICPP_AGENT_R_TOO_SHORT && w->size && w->avail == w->size && in_row > w->size) {
         /* Too short, but alignment padding may follow: move it along. */
@@ -294,8 +310,7 @@ static void classify(work *w, const rows *rs, uint64_t next)
         size_t pad = icpp_agent_padding((const uint8_t *)(uintptr_t)e,
                                         in_row - w->size < bound ? in_row - w->size : bound);
         if (w->size + pad >= 5) {
-            rc = icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->size + pad, w->addr,
-                                     5, w->addr, &w->rel, NULL);
+            rc = relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->size + pad, w->addr, 5, &w->rel);
             if (rc == 0) {
                 w->avail = w->size + pad;
                 w->padded = 1;
@@ -544,9 +559,8 @@ static size_t short_jmps(work **ws, size_t n, gaps *g)
             limit = w->size;
         if (limit < 2)
             continue;
-        icpp_agent_reloc r;
-        if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, limit, w->addr, 2, w->addr,
-                                &r, NULL))
+        relsum r;
+        if (relocate_sum((const uint8_t *)(uintptr_t)w->addr, limit, w->addr, 2, &r))
             continue;
         uint64_t isl = island_near(g, w->addr);
         if (!isl)
@@ -770,8 +784,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         work *w = ws[i];
         if (w->how == ICPP_AGENT_HOW_INT3) {
             if ((flags & ICPP_AGENT_PATCH_NO_INT3) ||
-                icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1,
-                                    w->addr, &w->rel, NULL)) {
+                relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1, &w->rel)) {
                 w->how = ICPP_AGENT_HOW_NONE;
                 continue;
             }
@@ -825,9 +838,10 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
             uint8_t *p = (uint8_t *)(uintptr_t)cur;
             int jmp = w->how == ICPP_AGENT_HOW_JMP;
             uint64_t code = cur + (jmp ? STUB_PREFIX : 0);
+            icpp_agent_reloc rel;
             if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr,
                                     w->island ? w->rel.src_len : w->avail, w->addr,
-                                    jmp ? (w->island ? 2 : 5) : 1, code, &w->rel, NULL)) {
+                                    jmp ? (w->island ? 2 : 5) : 1, code, &rel, NULL)) {
                 /* cannot happen: the region is within reach of ref_lo..ref_hi */
                 w->how = ICPP_AGENT_HOW_NONE;
                 w->reason = ICPP_AGENT_R_UNRELOCATABLE;
@@ -846,20 +860,20 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 p[14] = 0x41;
                 p[15] = 0x5b;
             }
-            memcpy((void *)(uintptr_t)code, w->rel.code, w->rel.size);
+            memcpy((void *)(uintptr_t)code, rel.code, rel.size);
             icpp_agent_site *s = &sites[k++];
             s->addr = w->addr;
             s->stub = cur;
             s->resume = code;
             s->island = w->island;
             s->index = w->f->index;
-            s->len = (uint8_t)w->rel.src_len;
+            s->len = (uint8_t)rel.src_len;
             s->state = jmp ? ICPP_AGENT_SITE_JMP_PENDING : ICPP_AGENT_SITE_INT3;
             memcpy(s->orig, (const void *)(uintptr_t)w->addr, w->avail < 6 ? w->avail : 6);
-            s->ninsn = (uint8_t)(w->rel.ninsn < 5 ? w->rel.ninsn : 5);
+            s->ninsn = (uint8_t)(rel.ninsn < 5 ? rel.ninsn : 5);
             for (int j = 0; j < s->ninsn; j++) {
-                s->src_off[j] = w->rel.src_off[j];
-                s->dst_off[j] = w->rel.dst_off[j];
+                s->src_off[j] = rel.src_off[j];
+                s->dst_off[j] = rel.dst_off[j];
             }
             w->stub = cur;
             cur += (w->stub_size + 15) & ~15u;

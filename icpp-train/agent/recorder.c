@@ -39,7 +39,6 @@ OFF(icpp_agent_thread, top, ICPP_T_TOP);
 OFF(icpp_agent_thread, frames, ICPP_T_FRAMES);
 OFF(icpp_agent_thread, limit, ICPP_T_LIMIT);
 OFF(icpp_agent_thread, base, ICPP_T_BASE);
-OFF(icpp_agent_thread, entries, ICPP_T_ENTRIES);
 OFF(icpp_agent_thread, max_top, ICPP_T_MAX_TOP);
 OFF(icpp_agent_frame, sp, ICPP_F_SP);
 OFF(icpp_agent_frame, ra, ICPP_F_RA);
@@ -83,9 +82,11 @@ static void *map_anon(uint64_t size, int populate)
     return icpp_sys_failed(p) ? 0 : (void *)p;
 }
 
-/* n bytes (multiple of 16) of zeroed memory, or 0 past the cap. */
+/* n bytes of zeroed memory, 64-byte aligned (chunks are pages and every
+ * size is rounded up to 64), or 0 past the cap. */
 static void *arena_alloc(icpp_agent_arena *a, uint64_t n)
 {
+    n = (n + 63) & ~63ull;
     if ((uint64_t)(a->end - a->cur) < n) {
         uint64_t sz = a->chunk;
         while (sz < n)
@@ -180,16 +181,15 @@ static inline icpp_agent_hit2 *hit2_slot(const icpp_agent_thread *t, const icpp_
     return &t->hits[(h >> ICPP_HIT_SHIFT) & t->hit_mask];
 }
 
-/* Called every 2^16 slow entries: while more than 1/16 of the entries
- * since the last look missed both levels, double the thread's table (up to
- * MAX_BITS), moving what it holds.  Only this thread uses it, and not
- * meanwhile. */
+/* Called every 2^14 slow entries: if more than half of them were misses
+ * of calls recorded before (the caches were too small, not the call new),
+ * double the thread's table (up to MAX_BITS), moving what it holds.  Only
+ * this thread uses it, and not meanwhile. */
 static void hit2_maybe_grow(icpp_agent_thread *t)
 {
-    uint64_t de = t->entries - t->hit_entries_seen, ds = t->slow - t->hit_slow_seen;
-    t->hit_entries_seen = t->entries;
-    t->hit_slow_seen = t->slow;
-    if (ds * 16 <= de || t->hit_mask + 1 >= (1ull << ICPP_AGENT_HIT2_MAX_BITS))
+    uint64_t conflicts = t->hit_conflicts;
+    t->hit_conflicts = 0;
+    if (conflicts * 2 <= 1u << 14 || t->hit_mask + 1 >= (1ull << ICPP_AGENT_HIT2_MAX_BITS))
         return;
     uint64_t n = (t->hit_mask + 1) * 2, omask = t->hit_mask;
     icpp_agent_hit2 *nh = map_anon(n * sizeof *nh, 0), *old = t->hits;
@@ -442,7 +442,6 @@ static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
                 f = g;
         }
     }
-    t->entries++;
     if (__builtin_expect(f + 1 == t->limit, 0)) {
         t->top = f;
         t->dropped_depth++;
@@ -455,8 +454,10 @@ static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
     if (__builtin_expect(c != &t->overflow, 1)) {
         uint64_t *hc = pairset_add(t, &c->heights, t->base - s);
         uint64_t *sc = pairset_add(t, &c->sites, ra);
-        if (cacheable && hc && sc)
+        if (cacheable && hc && sc) {
+            t->hit_conflicts += *hc > 1 && *sc > 1;
             hit_put(t, parent, ra, t->base - s, func, c, hc, sc);
+        }
     } else {
         t->node_overflow++;
     }
@@ -498,7 +499,7 @@ void icpp_agent_record(uint32_t func, uint64_t entry_sp)
     }
     tls->busy = IN_RECORDER;
     barrier();
-    if ((++t->slow & 0xffff) == 0)
+    if ((++t->slow & 0x3fff) == 0)
         hit2_maybe_grow(t);
     record(t, func, entry_sp);
     barrier();
@@ -558,7 +559,7 @@ void icpp_agent_thread_reset_counts(const icpp_agent_thread *ct)
     }
     icpp_sys3(ICPP_SYS_madvise, t->hits, (t->hit_mask + 1) * sizeof *t->hits, 4 /* MADV_DONTNEED */);
     t->overflow.count = 0;
-    t->entries = t->slow = t->hit_entries_seen = t->hit_slow_seen = 0;
+    t->slow = t->hit_conflicts = 0;
     t->dropped_critical = t->dropped_reentrant = t->dropped_depth = t->node_overflow = 0;
 }
 
@@ -602,7 +603,6 @@ void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_in
     o->inherited = t->inherited;
     o->base_kind = t->base_kind;
     o->base = t->base;
-    o->entries = t->entries;
     o->entries_slow = t->slow;
     o->nodes = t->nodes;
     o->cct_bytes = t->arena.used;
@@ -611,11 +611,13 @@ void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_in
     o->dropped_reentrant = t->dropped_reentrant;
     o->dropped_depth = t->dropped_depth;
     o->node_overflow = t->node_overflow;
-    /* Sum of pair overflows needs a tree walk; done here, off the hot path. */
-    uint64_t po = 0;
+    /* Sums need a tree walk (the fast path counts only in the nodes); done
+     * here, off the hot path. */
+    uint64_t po = 0, en = t->overflow.count + t->dropped_depth;
     const icpp_agent_node *n = t->root.first_child;
     while (n) {
         po += n->heights.overflow + n->sites.overflow;
+        en += n->count;
         if (n->first_child) {
             n = n->first_child;
             continue;
@@ -626,6 +628,7 @@ void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_in
             n = n->next_sibling;
     }
     o->pair_overflow = po;
+    o->entries = en;
 }
 
 const icpp_agent_node *icpp_agent_thread_root(const icpp_agent_thread *t)

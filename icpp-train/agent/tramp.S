@@ -7,12 +7,13 @@
  *     call *tramp_slot(%rip)      ; -> here, [%rsp] = back into the stub
  *     pop  %r11
  * then runs the relocated first instructions and jumps back.  So here the
- * entry SP is %rsp + 16 (return into the stub, saved r11).  Here we save
- * every caller-saved general register that can hold an argument or the
- * static chain (rax = vector-arg count for varargs, r10 = static chain)
- * and call the recorder, which is compiled with -mgeneral-regs-only so the
- * vector/x87 state is never touched and need not be saved.  Flags and the
- * area below the entry SP are dead at function entry.
+ * entry SP is %rsp + 16 (return into the stub, saved r11; r11 is ours to
+ * use).  The fast path saves the 5 registers it uses; the C path saves
+ * every other caller-saved general register that can hold an argument or
+ * the static chain (rax = vector-arg count for varargs, r10 = static
+ * chain) and calls the recorder, which is compiled with -mgeneral-regs-only
+ * so the vector/x87 state is never touched and need not be saved.  Flags
+ * and the area below the entry SP are dead at function entry.
  * Alignment: an ABI-conforming caller leaves %rsp = 8 mod 16 at the entry,
  * so after the stub's push and call, 8 pushes and 8 bytes of padding it is
  * 16-byte aligned at our call.
@@ -31,21 +32,19 @@ icpp_agent_tramp:
     endbr64
     /* Fast path: the entry repeats a call recorded before -- same caller
      * node, return address, height and function -- found in the caller
-     * node's hit cache: what icpp_agent_record() would do for it (pop the frames
-     * that returned, count, push) without the call.  Anything else (first
-     * entry of a thread, critical section, a cache miss, the depth cap)
-     * takes the C path, which starts over: nothing is committed before
-     * the last check.  The C recorder fills the cache only where its
-     * result depends on nothing but the key (recorder.c, hit_put). */
+     * node's slots or the thread's table: what icpp_agent_record() would
+     * do for it (pop the frames that returned, count, push) without the
+     * call, in 5 saved registers (r11 is the stub's).  Anything else
+     * (first entry of a thread, critical section, a miss, the depth cap)
+     * takes the C path, which starts over: nothing is committed before the
+     * last check.  The C recorder fills the caches only where its result
+     * depends on nothing but the key (recorder.c, hit_put). */
     push    %rax
     push    %rcx
     push    %rdx
     push    %rsi
     push    %rdi
-    push    %r8
-    push    %r9
-    push    %r10
-    .cfi_adjust_cfa_offset 64
+    .cfi_adjust_cfa_offset 40
     movq    icpp_agent_tls_@gottpoff(%rip), %rax
     cmpl    $0, %fs:ICPP_TLS_BUSY(%rax)
     jne     .Lslow
@@ -53,7 +52,7 @@ icpp_agent_tramp:
     testq   %rcx, %rcx
     jz      .Lslow
     movl    $ICPP_IN_RECORDER, %fs:ICPP_TLS_BUSY(%rax)   /* before reading t */
-    leaq    80(%rsp), %rdx                      /* s = entry SP (8 saved + ret + r11) */
+    leaq    56(%rsp), %rdx                      /* s = entry SP (5 saved + ret + r11) */
     movq    ICPP_T_TOP(%rcx), %rsi              /* f */
 .Lpop:                                          /* pop frames that have returned */
     cmpq    ICPP_T_FRAMES(%rcx), %rsi
@@ -75,75 +74,81 @@ icpp_agent_tramp:
     leaq    ICPP_F_SIZE(%rsi), %rdi
     cmpq    ICPP_T_LIMIT(%rcx), %rdi
     je      .Lslow_clear                        /* depth cap */
-    movq    ICPP_F_NODE(%rsi), %r8              /* parent */
-    movq    (%rdx), %r9                         /* return address */
-    movq    ICPP_T_BASE(%rcx), %r10
-    subq    %rdx, %r10                          /* height */
-    movslq  %r10d, %rax
-    cmpq    %rax, %r10
+    movq    ICPP_T_BASE(%rcx), %rdi
+    subq    %rdx, %rdi                          /* height */
+    movslq  %edi, %rax
+    cmpq    %rax, %rdi
     jne     .Lslow_clear                        /* beyond int32: never cached */
-    shlq    $32, %r10
-    orq     %r11, %r10                          /* key: height << 32 | function */
+    shlq    $32, %rdi
+    orq     %rdi, %r11                          /* key: height << 32 | function (r11d stays the function) */
+    movq    (%rdx), %rdi                        /* return address */
     /* h = ra * MUL: its top bits pick the first slot, the next ones the second */
-    movabsq $ICPP_HIT_MUL, %rdi
-    imulq   %r9, %rdi
     movq    %rdi, %rax
-    shrq    $(64 - ICPP_N_HITS_LOG2), %rax
-    leaq    (%rax,%rax,4), %rax                 /* x 5 (x 8 below: 40 bytes) */
-    leaq    ICPP_N_HITS(%r8,%rax,8), %rax       /* first entry */
-    cmpq    %r9, ICPP_H_RA(%rax)
+    imulq   .Lmul(%rip), %rax
+    movq    %rax, %rdx
+    shrq    $(64 - ICPP_N_HITS_LOG2), %rdx
+    imulq   $ICPP_H_SIZE, %rdx, %rdx
+    addq    ICPP_F_NODE(%rsi), %rdx             /* + parent */
+    cmpq    %rdi, ICPP_N_HITS + ICPP_H_RA(%rdx)
     jne     2f
-    cmpq    %r10, ICPP_H_KEY(%rax)
+    cmpq    %r11, ICPP_N_HITS + ICPP_H_KEY(%rdx)
     je      3f
-2:  shrq    $(64 - 2 * ICPP_N_HITS_LOG2), %rdi
-    andq    $(ICPP_N_HITS_COUNT - 1), %rdi
-    leaq    (%rdi,%rdi,4), %rax
-    leaq    ICPP_N_HITS(%r8,%rax,8), %rax       /* second entry */
-    cmpq    %r9, ICPP_H_RA(%rax)
+2:  shrq    $(64 - 2 * ICPP_N_HITS_LOG2), %rax
+    andq    $(ICPP_N_HITS_COUNT - 1), %rax
+    imulq   $ICPP_H_SIZE, %rax, %rdx
+    addq    ICPP_F_NODE(%rsi), %rdx
+    cmpq    %rdi, ICPP_N_HITS + ICPP_H_RA(%rdx)
     jne     4f
-    cmpq    %r10, ICPP_H_KEY(%rax)
+    cmpq    %r11, ICPP_N_HITS + ICPP_H_KEY(%rdx)
     je      3f
 4:  /* the thread's table: slot ((ra ^ parent ^ key) * MUL >> SHIFT) & mask */
-    movq    %r9, %rax
-    xorq    %r8, %rax
-    xorq    %r10, %rax
-    movabsq $ICPP_HIT_MUL, %rdi
-    imulq   %rdi, %rax
+    movq    %rdi, %rax
+    xorq    ICPP_F_NODE(%rsi), %rax
+    xorq    %r11, %rax
+    imulq   .Lmul(%rip), %rax
     shrq    $ICPP_HIT_SHIFT, %rax
     andq    ICPP_T_HIT_MASK(%rcx), %rax
     shlq    $ICPP_T2_SIZE_LOG2, %rax
     addq    ICPP_T_HITS(%rcx), %rax
-    cmpq    %r8, ICPP_T2_PARENT(%rax)
+    movq    ICPP_F_NODE(%rsi), %rdx
+    cmpq    %rdx, ICPP_T2_PARENT(%rax)
     jne     .Lslow_clear
-    addq    $ICPP_T2_HIT, %rax                  /* the entry */
-    cmpq    %r9, ICPP_H_RA(%rax)
+    leaq    (ICPP_T2_HIT - ICPP_N_HITS)(%rax), %rdx   /* same offsets as a node slot */
+    cmpq    %rdi, ICPP_N_HITS + ICPP_H_RA(%rdx)
     jne     .Lslow_clear
-    cmpq    %r10, ICPP_H_KEY(%rax)
+    cmpq    %r11, ICPP_N_HITS + ICPP_H_KEY(%rdx)
     jne     .Lslow_clear
-3:
-    /* commit */
-    movq    ICPP_H_HCOUNT(%rax), %rdi
-    incq    (%rdi)
-    movq    ICPP_H_SCOUNT(%rax), %rdi
-    incq    (%rdi)
-    movq    ICPP_H_CHILD(%rax), %rax
+3:  /* commit: rdx + ICPP_N_HITS is the entry, rdi the return address */
+    movq    ICPP_N_HITS + ICPP_H_HCOUNT(%rdx), %rax
+    incq    (%rax)
+    movq    ICPP_N_HITS + ICPP_H_SCOUNT(%rdx), %rax
+    incq    (%rax)
+    movq    ICPP_N_HITS + ICPP_H_CHILD(%rdx), %rax
     incq    ICPP_N_COUNT(%rax)
-    incq    ICPP_T_ENTRIES(%rcx)
     addq    $ICPP_F_SIZE, %rsi
+    leaq    56(%rsp), %rdx
     movq    %rdx, ICPP_F_SP(%rsi)
-    movq    %r9, ICPP_F_RA(%rsi)
+    movq    %rdi, ICPP_F_RA(%rsi)
     movq    %rax, ICPP_F_NODE(%rsi)
     movq    %rsi, ICPP_T_TOP(%rcx)
-    cmpq    ICPP_T_MAX_TOP(%rcx), %rsi
-    jbe     1f
-    movq    %rsi, ICPP_T_MAX_TOP(%rcx)
-1:  movq    icpp_agent_tls_@gottpoff(%rip), %rax
+    movq    icpp_agent_tls_@gottpoff(%rip), %rax
     movl    $0, %fs:ICPP_TLS_BUSY(%rax)
-    jmp     .Ldone
+    pop     %rdi
+    pop     %rsi
+    pop     %rdx
+    pop     %rcx
+    pop     %rax
+    .cfi_adjust_cfa_offset -40
+    ret
+    .cfi_adjust_cfa_offset 40
 .Lslow_clear:
     movq    icpp_agent_tls_@gottpoff(%rip), %rax
     movl    $0, %fs:ICPP_TLS_BUSY(%rax)
 .Lslow:
+    push    %r8
+    push    %r9
+    push    %r10
+    .cfi_adjust_cfa_offset 24
     leaq    80(%rsp), %rsi                      /* entry SP: 8 saved + ret + r11 */
     movl    %r11d, %edi                         /* function index */
     subq    $8, %rsp                            /* 16-byte alignment at the call */
@@ -151,7 +156,6 @@ icpp_agent_tramp:
     call    icpp_agent_record
     addq    $8, %rsp
     .cfi_adjust_cfa_offset -8
-.Ldone:
     pop     %r10
     pop     %r9
     pop     %r8
@@ -163,6 +167,9 @@ icpp_agent_tramp:
     .cfi_adjust_cfa_offset -64
     ret
     .cfi_endproc
+    .p2align 3
+.Lmul:
+    .quad   ICPP_HIT_MUL
     .size   icpp_agent_tramp, . - icpp_agent_tramp
 
 /* sa_restorer for the SIGTRAP handler: libc's __restore_rt may be patched. */
