@@ -217,9 +217,8 @@ class Report:
             self.w("Not measured in this run.")
             self.w()
             return
-        self.w("Training runs the A input set at 1/4 of its size (bytes below; the whole command runs 8 setups")
-        self.w("of four variants of four programs, and training is the slow part), so tool start-up weighs")
-        self.w("more here: the last row is each command on /bin/true.")
+        self.w("Training runs the A input set (bytes below; `--quick` and `--smoke` use smaller copies, where")
+        self.w("tool start-up weighs more). The last row is each command on /bin/true: the fixed cost.")
         self.w()
         self.w("| program | input (bytes) | uninstrumented s | %s |" % " | ".join(l for _, l in TRAIN_VARIANTS))
         self.w("|---|---|---|%s" % ("---|" * len(TRAIN_VARIANTS)))
