@@ -107,6 +107,7 @@ class Bench:
         self.rng = random.Random(a.seed)
         t = a.tools
         self.train = os.path.join(t, "icpp-train", "icpp-train")
+        self.hooks_only = os.path.join(t, "icpp-train", "libicpp-agent-hooks-only.so")
         self.sample = os.path.join(t, "icpp-sample", "icpp-sample")
         self.resolve = os.path.join(t, "icpp-resolve", "icpp-resolve")
         self.rewrite = os.path.join(t, "icpp-rewrite", "icpp-rewrite")
@@ -371,6 +372,10 @@ class Bench:
         tools = {"plain": lambda o: [],
                  "icpp-train": lambda o: [self.train, "-q", "--fresh", "-o", o, "--"],
                  "icpp-train-main": lambda o: [self.train, "-q", "--modules", "main", "--fresh", "-o", o, "--"]}
+        if os.path.exists(self.hooks_only):
+            # the floor: every entry hooked as icpp-train does, the trampoline returns at once
+            scratch = os.path.join(self.work, "scratch")
+            tools["hooks-only"] = lambda o: ["env", "LD_PRELOAD=" + self.hooks_only, "ICPP_TRAIN_DIR=" + scratch]
         if self.uftrace:
             tools["uftrace"] = lambda o: [self.uftrace, "record", "-d", o, "-P", "."]
         cache = {}

@@ -30,6 +30,9 @@
 icpp_agent_tramp:
     .cfi_startproc
     endbr64
+#ifdef ICPP_AGENT_HOOKS_ONLY
+    ret         /* bench/: the cost of the hooks alone, recording nothing */
+#endif
     /* Fast path: the entry repeats a call recorded before -- same caller
      * node, return address, height and function -- found in the caller
      * node's slots or the thread's table: what icpp_agent_record() would
