@@ -47,7 +47,7 @@ static const char *usage_text =
     "                    callee; they are marked 'NAME [inlined]' (pprof: several\n"
     "                    lines in one location; json: \"inlined\": true).\n"
     "  --sort EVENT      rank by this event when several were recorded.\n"
-    "  --min PCT         tree: hide nodes below PCT%% inclusive (default 0.5).\n"
+    "  --min PCT         tree: hide nodes below PCT% inclusive (default 0.5).\n"
     "  -o, --output OUT  write there instead of standard output.\n"
     "  --check           accuracy against the true stacks of an `icpp-sample\n"
     "                    --validate` recording: precise, ambiguous-containing-\n"
@@ -61,7 +61,7 @@ static const char *usage_text =
     "\n"
     "Ambiguous samples (several paths share the sample's (function, height)) are\n"
     "shared among the candidate paths in proportion to their training counts;\n"
-    "the amb%% column says how much of a path's weight came from such sharing.\n";
+    "the amb% column says how much of a path's weight came from such sharing.\n";
 
 static int script(const char *path, int inlines)
 {
