@@ -29,7 +29,14 @@ struct icpp_pathmap {
     uint32_t        main_module;
     icpp_hmap       func_ix;        /* (module, addr) -> func */
     icpp_hmap       child_ix;       /* (parent, func) -> node */
+    icpp_hmap       height_ix;      /* (node, height) -> index, for nodes with > SCAN_MAX heights */
+    icpp_hmap       site_ix;        /* (node | module << 32, addr) -> index, likewise for sites */
 };
+
+/* A node's heights and sites are found by a scan up to this many; past it
+ * through height_ix/site_ix (a crafted map with a million heights on one
+ * node made decoding quadratic). */
+#define SCAN_MAX 16
 
 /* Per-node arrays start small: most nodes have one height and one site. */
 static int grow_from(void **v, size_t *cap, size_t need, size_t elem, size_t first)
@@ -88,6 +95,8 @@ void icpp_pathmap_free(icpp_pathmap *pm)
     free(pm->meta);
     icpp_hmap_free(&pm->func_ix);
     icpp_hmap_free(&pm->child_ix);
+    icpp_hmap_free(&pm->height_ix);
+    icpp_hmap_free(&pm->site_ix);
     free(pm);
 }
 
@@ -166,16 +175,28 @@ int icpp_pathmap_add_height(icpp_pathmap *pm, uint32_t node, int64_t height, uin
     if (node >= pm->nnodes)
         return -EINVAL;
     icpp_pm_node *n = &pm->nodes[node];
-    for (uint32_t i = 0; i < n->nheights; i++)
-        if (n->heights[i].height == height) {
-            n->heights[i].count += count;
+    if (n->nheights <= SCAN_MAX) {
+        for (uint32_t i = 0; i < n->nheights; i++)
+            if (n->heights[i].height == height) {
+                n->heights[i].count += count;
+                return 0;
+            }
+    } else {
+        uint64_t *v = icpp_hmap_get(&pm->height_ix, node, (uint64_t)height);
+        if (v) {
+            n->heights[*v].count += count;
             return 0;
         }
+    }
     size_t cap = n->capheights;
     if (grow_from((void **)&n->heights, &cap, (size_t)n->nheights + 1, sizeof *n->heights, 1) < 0)
         return -ENOMEM;
     n->capheights = (uint32_t)cap;
     n->heights[n->nheights++] = (icpp_pm_height){height, count};
+    /* Past the scan limit: index them all (once), then each new one. */
+    for (uint32_t i = n->nheights == SCAN_MAX + 1 ? 0 : n->nheights - 1; n->nheights > SCAN_MAX && i < n->nheights; i++)
+        if (icpp_hmap_put(&pm->height_ix, node, (uint64_t)n->heights[i].height, i) < 0)
+            return -ENOMEM;
     return 0;
 }
 
@@ -184,16 +205,28 @@ int icpp_pathmap_add_site(icpp_pathmap *pm, uint32_t node, uint32_t module, uint
     if (node >= pm->nnodes || module >= pm->nmods)
         return -EINVAL;
     icpp_pm_node *n = &pm->nodes[node];
-    for (uint32_t i = 0; i < n->nsites; i++)
-        if (n->sites[i].module == module && n->sites[i].addr == addr) {
-            n->sites[i].count += count;
+    uint64_t k1 = node | (uint64_t)module << 32;
+    if (n->nsites <= SCAN_MAX) {
+        for (uint32_t i = 0; i < n->nsites; i++)
+            if (n->sites[i].module == module && n->sites[i].addr == addr) {
+                n->sites[i].count += count;
+                return 0;
+            }
+    } else {
+        uint64_t *v = icpp_hmap_get(&pm->site_ix, k1, addr);
+        if (v) {
+            n->sites[*v].count += count;
             return 0;
         }
+    }
     size_t cap = n->capsites;
     if (grow_from((void **)&n->sites, &cap, (size_t)n->nsites + 1, sizeof *n->sites, 1) < 0)
         return -ENOMEM;
     n->capsites = (uint32_t)cap;
     n->sites[n->nsites++] = (icpp_pm_site){module, addr, count};
+    for (uint32_t i = n->nsites == SCAN_MAX + 1 ? 0 : n->nsites - 1; n->nsites > SCAN_MAX && i < n->nsites; i++)
+        if (icpp_hmap_put(&pm->site_ix, node | (uint64_t)n->sites[i].module << 32, n->sites[i].addr, i) < 0)
+            return -ENOMEM;
     return 0;
 }
 

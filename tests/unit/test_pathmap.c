@@ -197,6 +197,49 @@ int main(void)
     unlink(file);
     rmdir(dir);
 
+    /* A node with 200,000 heights and as many call sites, each listed twice:
+     * decoding merges the repeats (counts add, first-seen order kept) and
+     * stays linear -- it used to scan every node's list per entry, which a
+     * crafted file turned into hours (the test's timeout would catch that). */
+    {
+        enum { N = 200000 };
+        icpp_pm_height *hs = malloc(2 * N * sizeof *hs);
+        icpp_pm_site *ss = malloc(2 * N * sizeof *ss);
+        for (uint32_t i = 0; i < 2 * N; i++) {
+            hs[i] = (icpp_pm_height){(int64_t)(i % N) * 8 - 64, 1 + (i >= N)};
+            ss[i] = (icpp_pm_site){0, 0x1000 + (i % N), 1 + (i >= N)};
+        }
+        icpp_wbuf wb = {0};
+        icpp_pmenc e;
+        icpp_build_id b1 = bid(3);
+        icpp_pmenc_begin(&e, &wb, 0);
+        icpp_pmenc_module(&e, 1, "/bin/many", &b1);
+        icpp_pmenc_funcs(&e);
+        icpp_pmenc_func(&e, 0, 0x1000, "f");
+        icpp_pmenc_nodes(&e);
+        icpp_pmenc_node(&e, 1, 0, 2 * N, hs, 2 * N, ss, 2 * N);
+        icpp_pmenc_metas(&e);
+        CHECK(icpp_pmenc_end(&e) == 0, "encode the big node");
+        icpp_pathmap *big = icpp_pathmap_decode(wb.p, wb.len, &err);
+        const icpp_pm_node *bn = big ? icpp_pathmap_node(big, 1) : NULL;
+        int ok = bn && bn->nheights == N && bn->nsites == N;
+        for (uint32_t i = 0; ok && i < N; i++)
+            ok = bn->heights[i].height == (int64_t)i * 8 - 64 && bn->heights[i].count == 3 &&
+                 bn->sites[i].addr == 0x1000 + i && bn->sites[i].count == 3;
+        CHECK(ok, "big node: %s", big ? "heights/sites wrong" : err.msg);
+        /* merging it into itself doubles every count through the same index */
+        icpp_pathmap *copy = icpp_pathmap_decode(wb.p, wb.len, &err);
+        CHECK(copy && big && icpp_pathmap_merge(big, copy, &err) == 0, "merge big: %s", err.msg);
+        bn = big ? icpp_pathmap_node(big, 1) : NULL;
+        CHECK(bn && bn->nheights == N && bn->heights[N - 1].count == 6 && bn->sites[N / 2].count == 6,
+              "merged big node");
+        icpp_pathmap_free(copy);
+        icpp_pathmap_free(big);
+        icpp_wbuf_free(&wb);
+        free(hs);
+        free(ss);
+    }
+
     icpp_pathmap_free(pm);
     icpp_pathmap_free(two);
     icpp_pathmap_free(three);
