@@ -269,7 +269,8 @@ int icpp_basevote_tally(icpp_basevote *bv, double min_support, icpp_err *err)
     }
     free(c);
     /* Sorted for people and for lookups; the votes are spent. */
-    qsort(bv->thr, bv->nthr, sizeof *bv->thr, cmp_thr);
+    if (bv->nthr)       /* thr is NULL without samples: qsort's argument must not be */
+        qsort(bv->thr, bv->nthr, sizeof *bv->thr, cmp_thr);
     icpp_hmap_free(&bv->votes);
     icpp_hmap_free(&bv->tmap);
     free(bv->smp);
@@ -287,7 +288,7 @@ const icpp_bv_thread *icpp_basevote_thread(const icpp_basevote *bv, size_t i)
 
 const icpp_bv_thread *icpp_basevote_find(const icpp_basevote *bv, uint32_t pid, uint32_t tid, uint32_t gen)
 {
-    if (!bv)
+    if (!bv || !bv->nthr)
         return NULL;
     icpp_bv_thread key = {.pid = pid, .tid = tid, .gen = gen};
     return bsearch(&key, bv->thr, bv->nthr, sizeof *bv->thr, cmp_thr);

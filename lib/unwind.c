@@ -93,7 +93,9 @@ typedef struct mem {
 
 static int rd64(const mem *m, uint64_t addr, uint64_t *out)
 {
-    if (addr < m->base || addr - m->base + 8 > m->size)
+    /* Not addr - base + 8 > size: for a base below 8 and an address near
+     * 2^64 (both from the sample file) that sum wraps to a small number. */
+    if (addr < m->base || m->size < 8 || addr - m->base > m->size - 8)
         return -1;
     memcpy(out, m->bytes + (addr - m->base), 8);
     return 0;

@@ -2,7 +2,7 @@
 # run.sh -- one meson fuzz test: build fuzz_NAME if needed, make seeds, fuzz for a bounded time.
 #
 # Usage: tests/fuzz/run.sh NAME MKSEEDS OUTDIR
-#   NAME     pathmap | samples | fde | functab | procmaps | replay | ...
+#   NAME     pathmap | samples | fde | functab | procmaps | replay | unwind | basevote | ...
 #   MKSEEDS  the seed writer (tests/fuzz/mkseeds.c, built by meson)
 #   OUTDIR   where the fuzzers are built and crash inputs kept (OUTDIR/artifacts/)
 # Environment: ICPP_FUZZ_TIME  seconds of fuzzing (default 15)

@@ -1,4 +1,4 @@
-/* test_basevote.c -- thread bases by voting: the true base wins, alignment, recursion, ties and low support refused, apply. */
+/* test_basevote.c -- thread bases by voting: the true base wins, alignment, recursion, ties and low support refused, apply, no samples. */
 #include "basevote.h"
 #include "check.h"
 
@@ -167,6 +167,12 @@ int main(void)
           "min support 0.5");
     strcpy(line, describe(bv, t));
     CHECK(strstr(line, "(exec 1)") == NULL, "gen 1 is the first exec: %s", line);
+    icpp_basevote_free(bv);
+
+    /* No samples at all: no threads (the NULL thread array never reaches qsort or bsearch: UBSan). */
+    bv = icpp_basevote_new(pm, &err);
+    CHECK(bv && icpp_basevote_tally(bv, 0, &err) == 0 && icpp_basevote_nthreads(bv) == 0 &&
+          icpp_basevote_find(bv, 100, 100, 0) == NULL && icpp_basevote_thread(bv, 0) == NULL, "a vote without samples");
     icpp_basevote_free(bv);
 
     /* An ICPP sample file carries its bases: nothing to read, an empty vote. */
