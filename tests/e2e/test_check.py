@@ -25,7 +25,8 @@ for e in corpus.load_list(built("tests/programs/corpus-list.txt")):
         continue
     label = f"{e.prog}.{e.config}"
     mapfile, samples = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".samples")
-    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", e.binary])
+    # offline: trained on the same input as sampled (the case)
+    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", e.binary, "8"])
     r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", samples, "--",
              e.binary, "8"])
     if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{label}: training or sampling failed: {r.stderr}"):
