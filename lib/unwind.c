@@ -195,8 +195,7 @@ static int caller_reg(Dwarf_Frame *fr, int reg, const state *st, const mem *m, u
     return rd64(m, v, out) < 0 ? ICPP_UW_TRUNCATED : ICPP_UW_ROOT;
 }
 
-/* perf register bit -> DWARF register number */
-static int dwarf_of_perf(int bit)
+int icpp_uw_dwarf_reg(int bit)
 {
     static const int map[] = {[PERF_REG_X86_AX] = 0, [PERF_REG_X86_BX] = 3, [PERF_REG_X86_CX] = 2,
                               [PERF_REG_X86_DX] = 1, [PERF_REG_X86_SI] = 4, [PERF_REG_X86_DI] = 5,
@@ -217,7 +216,7 @@ int icpp_unwind(icpp_unwinder *u, const icpp_rsample *s, icpp_uframe *out, int m
     for (int bit = 0, k = 0; bit < 64 && (uint32_t)k < s->x.nregs; bit++) {
         if (!(s->x.regs_mask & (1ull << bit)))
             continue;
-        int d = dwarf_of_perf(bit);
+        int d = icpp_uw_dwarf_reg(bit);
         if (d >= 0) {
             st.r[d] = s->x.regs[k];
             st.valid |= 1u << d;

@@ -27,6 +27,10 @@ typedef enum icpp_uw_status {
 
 const char *icpp_uw_status_name(int s);
 
+/* The DWARF register number of perf_event register bit `bit` (PERF_REG_X86_*),
+ * -1 for flags and segment registers. */
+int icpp_uw_dwarf_reg(int bit);
+
 typedef struct icpp_uframe {
     int32_t          module;    /* replay module index */
     uint64_t         pc;        /* runtime: the sample IP (leaf) or a return address */

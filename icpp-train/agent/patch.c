@@ -1,5 +1,6 @@
 /* patch.c -- decides how each function entry is hooked, builds stubs near the module, writes the jmp/int3. */
 #include "internal.h"
+#include "lde.h"
 #include "reloc.h"
 #include "sys.h"
 
@@ -328,29 +329,24 @@ static void classify(work *w, const rows *rs, uint64_t next)
     w->how = ICPP_AGENT_HOW_JMP;
 }
 
-/* Whether the instruction p[0..len) never falls through: ret, jmp, ud2,
- * hlt, int3 (after legacy and REX prefixes).  Calls do not count: a call to
- * a function that returns would run what follows. */
-static int no_fallthrough(const uint8_t *p, size_t len)
+/* Whether a decoded instruction never falls through: ret, jmp, ud2, ud1,
+ * hlt, int3.  Calls do not count: a call to a function that returns would
+ * run what follows. */
+static int no_fallthrough(const icpp_agent_lde_insn *in)
 {
-    size_t i = 0;
-    while (i < len && (p[i] == 0x66 || p[i] == 0x67 || p[i] == 0xf2 || p[i] == 0xf3 ||
-                       p[i] == 0x2e || p[i] == 0x3e || p[i] == 0x26 || p[i] == 0x36 ||
-                       p[i] == 0x64 || p[i] == 0x65))
-        i++;
-    if (i < len && (p[i] & 0xf0) == 0x40)
-        i++;
-    if (i >= len)
+    if (in->enc != ICPP_AGENT_LDE_LEGACY)
         return 0;
-    switch (p[i]) {
-    case 0xc3: case 0xc2: case 0xcb: case 0xca:     /* ret */
-    case 0xe9: case 0xeb:                            /* jmp rel */
-    case 0xf4: case 0xcc:                            /* hlt, int3 */
+    if (in->map == 1)
+        return in->opcode == 0x0b || in->opcode == 0xb9;            /* ud2, ud1 */
+    if (in->map != 0)
+        return 0;
+    switch (in->opcode) {
+    case 0xc3: case 0xc2: case 0xcb: case 0xca:                      /* ret */
+    case 0xe9: case 0xeb:                                            /* jmp rel */
+    case 0xf4: case 0xcc:                                            /* hlt, int3 */
         return 1;
-    case 0xff:                                       /* jmp r/m (/4, /5) */
-        return i + 1 < len && (((p[i + 1] >> 3) & 7) == 4 || ((p[i + 1] >> 3) & 7) == 5);
-    case 0x0f:
-        return i + 1 < len && (p[i + 1] == 0x0b || p[i + 1] == 0xb9);   /* ud2, ud1 */
+    case 0xff:                                                       /* jmp r/m (/4, /5) */
+        return ((in->modrm >> 3) & 7) == 4 || ((in->modrm >> 3) & 7) == 5;
     default:
         return 0;
     }
@@ -473,13 +469,14 @@ static void scan_conflicts(work **ws, size_t n, gaps *g)
             continue;                  /* unknown extent: not scanned (BUILD.md) */
         const uint8_t *p = (const uint8_t *)(uintptr_t)w->addr;
         for (uint64_t off = 0; off < w->avail;) {
-            uint64_t t;
-            size_t len = icpp_agent_branch_target(p + off, w->avail - off, w->addr + off, &t);
+            icpp_agent_lde_insn in;
+            size_t len = icpp_agent_lde_decode(p + off, w->avail - off, &in);
             if (!len) {
                 off++;                 /* data or padding: resync */
                 continue;
             }
-            if (t) {
+            if (in.rel_size) {
+                uint64_t t = w->addr + off + len + (uint64_t)(int64_t)in.rel;
                 work *c = cand_holding(cand, nc, t);
                 uint64_t at = w->addr + off;
                 if (c) {
@@ -493,7 +490,7 @@ static void scan_conflicts(work **ws, size_t n, gaps *g)
                     gp->bad = 1;
             }
             if (w->size && !w->inferred && off + len == w->size)
-                w->ends_flow = (uint8_t)no_fallthrough(p + off, len);
+                w->ends_flow = (uint8_t)no_fallthrough(&in);
             off += len;
         }
     }

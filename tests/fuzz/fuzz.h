@@ -40,6 +40,21 @@ static inline void fuzz_put_le64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* Structured inputs: values taken from the front of the fuzz input. */
+typedef struct fuzz_reader {
+    const uint8_t *p;
+    size_t         n;
+} fuzz_reader;
+
+/* The next `bytes` bytes, little-endian; zeros once the input is used up. */
+static inline uint64_t fuzz_take(fuzz_reader *in, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes && in->n; i++, in->p++, in->n--)
+        v |= (uint64_t)*in->p << (8 * i);
+    return v;
+}
+
 /* A malloc'd copy of data[0..size) (at least 1 byte, so never NULL for 0). */
 static inline uint8_t *fuzz_dup(const uint8_t *data, size_t size)
 {

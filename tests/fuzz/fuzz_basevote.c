@@ -40,20 +40,6 @@
 #define NCAND       8       /* basevote.c: nominees per thread */
 #define CAP_HEIGHTS 80      /* a "deep" node: more heights than ICPP_BV_MAX_HEIGHTS */
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t         n;
-} reader;
-
-/* The next `bytes` bytes, little-endian; zeros once the input is used up. */
-static uint64_t take(reader *in, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes && in->n; i++, in->p++, in->n--)
-        v |= (uint64_t)*in->p << (8 * i);
-    return v;
-}
-
 typedef struct hc {
     int64_t  h;
     uint64_t count;
@@ -249,9 +235,9 @@ static double min_support_of(uint8_t b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    reader in = {data, size};
-    uint32_t nf = (uint32_t)(take(&in, 1) % (MAX_FUNCS + 1));
-    uint32_t nn = nf ? (uint32_t)(take(&in, 1) % (MAX_NODES + 1)) : 0;
+    fuzz_reader in = {data, size};
+    uint32_t nf = (uint32_t)(fuzz_take(&in, 1) % (MAX_FUNCS + 1));
+    uint32_t nn = nf ? (uint32_t)(fuzz_take(&in, 1) % (MAX_NODES + 1)) : 0;
     icpp_pathmap *pm = icpp_pathmap_new();
     icpp_build_id bid = {20, {0xab}};
     uint32_t mod, fn[MAX_FUNCS];
@@ -259,32 +245,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (uint32_t i = 0; i < nf; i++)
         FUZZ_CHECK(icpp_pathmap_add_func(pm, mod, 0x1000 * (i + 1), "f", &fn[i]) == 0 && fn[i] == i, "func %u", i);
     for (uint32_t i = 0; i < nn; i++) {
-        uint32_t parent = (uint32_t)(take(&in, 1) % icpp_pathmap_nnodes(pm));
-        uint32_t func = (uint32_t)(take(&in, 1) % nf);
+        uint32_t parent = (uint32_t)(fuzz_take(&in, 1) % icpp_pathmap_nnodes(pm));
+        uint32_t func = (uint32_t)(fuzz_take(&in, 1) % nf);
         uint32_t node;
         FUZZ_CHECK(icpp_pathmap_child(pm, parent, func, &node) == 0, "child");
-        uint8_t nh = (uint8_t)take(&in, 1);
+        uint8_t nh = (uint8_t)fuzz_take(&in, 1);
         if (nh & 0x80) {                /* deep: more heights than a function votes with */
             for (uint32_t k = 0; k < CAP_HEIGHTS; k++)
                 icpp_pathmap_add_height(pm, node, 16 * (int64_t)(k + 1), (k * 7919u + nh) % 13);
             continue;
         }
         for (uint32_t k = 0; k < nh % 5u; k++) {
-            uint8_t kind = (uint8_t)take(&in, 1);
+            uint8_t kind = (uint8_t)fuzz_take(&in, 1);
             int64_t h;
             if (kind % 8 == 0)
-                h = (int64_t)take(&in, 8);
+                h = (int64_t)fuzz_take(&in, 8);
             else if (kind % 8 == 1)
-                h = -8 * (int64_t)take(&in, 1);
+                h = -8 * (int64_t)fuzz_take(&in, 1);
             else
-                h = 8 * ((int64_t)take(&in, 1) + 1);
-            uint8_t cb = (uint8_t)take(&in, 1);
-            uint64_t count = cb == 255 ? UINT64_MAX - take(&in, 1) : cb;
+                h = 8 * ((int64_t)fuzz_take(&in, 1) + 1);
+            uint8_t cb = (uint8_t)fuzz_take(&in, 1);
+            uint64_t count = cb == 255 ? UINT64_MAX - fuzz_take(&in, 1) : cb;
             FUZZ_CHECK(icpp_pathmap_add_height(pm, node, h, count) == 0, "height");
         }
     }
-    double min_support = min_support_of((uint8_t)take(&in, 1));
-    uint8_t flags = (uint8_t)take(&in, 1);
+    double min_support = min_support_of((uint8_t)fuzz_take(&in, 1));
+    uint8_t flags = (uint8_t)fuzz_take(&in, 1);
 
     mfunc mf[MAX_FUNCS];
     memset(mf, 0, sizeof mf);
@@ -299,20 +285,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t ns = 0;
     FUZZ_CHECK(smp != NULL, "out of memory");
     while (in.n && ns < MAX_SAMPLES) {
-        uint8_t t = (uint8_t)take(&in, 1);
+        uint8_t t = (uint8_t)fuzz_take(&in, 1);
         uint32_t pid = 100 + (t & 3), tid = t & 4 ? pid : pid + 1 + ((t >> 3) & 1), gen = (t >> 4) & 3;
-        uint8_t fsel = (uint8_t)take(&in, 1);
+        uint8_t fsel = (uint8_t)fuzz_take(&in, 1);
         int64_t func = fsel == 255 ? INT64_MAX : fsel == 254 ? (int64_t)nf : (int64_t)(fsel % (nf + 1)) - 1;
-        uint8_t e = (uint8_t)take(&in, 1);
+        uint8_t e = (uint8_t)fuzz_take(&in, 1);
         uint64_t base = bases[e & 7], esp;
         if (e & 0x80) {
-            esp = take(&in, 8);
+            esp = fuzz_take(&in, 8);
         } else if ((e & 0x60) == 0x60) {
             esp = 0;
         } else if (!(e & 0x40) && func >= 0 && (uint64_t)func < nf && mf[func].nall) {
-            esp = base - (uint64_t)mf[func].all[take(&in, 1) % mf[func].nall].h;
+            esp = base - (uint64_t)mf[func].all[fuzz_take(&in, 1) % mf[func].nall].h;
         } else {
-            esp = base - 8 * take(&in, 1);
+            esp = base - 8 * fuzz_take(&in, 1);
         }
         uint64_t recorded = e & 0x20 ? base : 0;
         FUZZ_CHECK(icpp_basevote_add(bv, pid, tid, gen, func, esp, recorded) == 0, "add");

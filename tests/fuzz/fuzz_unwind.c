@@ -84,19 +84,6 @@ static uint64_t snap_ret;           /* snap_take's return address */
 static uint8_t *snap_stack;
 static uint32_t snap_size;
 
-/* perf register bit -> DWARF register, -1 for flags and segment registers */
-static int dwarf_of_perf(int bit)
-{
-    static const int map[] = {[PERF_REG_X86_AX] = 0, [PERF_REG_X86_BX] = 3, [PERF_REG_X86_CX] = 2,
-                              [PERF_REG_X86_DX] = 1, [PERF_REG_X86_SI] = 4, [PERF_REG_X86_DI] = 5,
-                              [PERF_REG_X86_BP] = 6, [PERF_REG_X86_SP] = 7, [PERF_REG_X86_IP] = 16};
-    if (bit <= PERF_REG_X86_IP)
-        return map[bit];
-    if (bit >= PERF_REG_X86_R8 && bit <= PERF_REG_X86_R15)
-        return 8 + (bit - PERF_REG_X86_R8);
-    return -1;
-}
-
 /* What icpp-sample --validate records (icpp_event_setup): every register but DS, ES, FS, GS. */
 static uint64_t validate_mask(void)
 {
@@ -223,7 +210,7 @@ static void init(void)
     FUZZ_CHECK(rp != NULL, "replay_open: %s", err.msg);
     icpp_rsample s;
     FUZZ_CHECK(icpp_replay_next(rp, &s, &err) == 1, "the recording's sample: %s", err.msg);
-    unlink(file);       /* the reader has it open; the modules are opened by their own paths */
+    unlink(file);       /* the fuzz_reader has it open; the modules are opened by their own paths */
     rmdir(dir);
     uw = icpp_unwinder_new(rp);
     FUZZ_CHECK(uw != NULL, "out of memory");
@@ -298,20 +285,6 @@ static void init(void)
 
 /* ---- one input ---- */
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t         n;
-} reader;
-
-/* The next `bytes` bytes, little-endian; zeros once the input is used up. */
-static uint64_t take(reader *in, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes && in->n; i++, in->p++, in->n--)
-        v |= (uint64_t)*in->p << (8 * i);
-    return v;
-}
-
 typedef struct ustate {
     uint64_t r[NREG];       /* DWARF order; r[16] = the sample's ip */
     uint64_t other;         /* the value of registers without a DWARF number (flags, segments) */
@@ -322,24 +295,24 @@ typedef struct ustate {
     int      max;
 } ustate;
 
-static uint64_t code_addr(reader *in)
+static uint64_t code_addr(fuzz_reader *in)
 {
-    const hmod *h = &mods[take(in, 1) & 1];
-    return h->lo + take(in, 4) % (h->hi - h->lo);
+    const hmod *h = &mods[fuzz_take(in, 1) & 1];
+    return h->lo + fuzz_take(in, 4) % (h->hi - h->lo);
 }
 
-static uint64_t func_addr(reader *in)
+static uint64_t func_addr(fuzz_reader *in)
 {
-    uint8_t sel = (uint8_t)take(in, 1);
+    uint8_t sel = (uint8_t)fuzz_take(in, 1);
     const hmod *h = &mods[sel & 1];
-    const icpp_func *f = &h->funcs[take(in, 3) % h->nfuncs];
+    const icpp_func *f = &h->funcs[fuzz_take(in, 3) % h->nfuncs];
     uint64_t off = sel & 2 ? 0 : sel >> 2;      /* the entry, or up to 63 bytes in: the prologue */
     return h->bias + f->addr + off;
 }
 
-static uint64_t stack_ptr(reader *in, const ustate *u)
+static uint64_t stack_ptr(fuzz_reader *in, const ustate *u)
 {
-    return u->r[DW_RSP] + (take(in, 2) & ~(uint64_t)7);
+    return u->r[DW_RSP] + (fuzz_take(in, 2) & ~(uint64_t)7);
 }
 
 static void put_word(ustate *u, uint32_t off, uint64_t v)
@@ -348,58 +321,58 @@ static void put_word(ustate *u, uint32_t off, uint64_t v)
         fuzz_put_le64(u->stack + off % (u->size - 7), v);
 }
 
-static void apply_op(reader *in, ustate *u)
+static void apply_op(fuzz_reader *in, ustate *u)
 {
-    uint8_t op = (uint8_t)take(in, 1);
+    uint8_t op = (uint8_t)fuzz_take(in, 1);
     switch (op % 18) {              /* operands are read in order: one statement each */
     case 0: u->r[DW_RIP] = code_addr(in); break;
     case 1: u->r[DW_RIP] = func_addr(in); break;
-    case 2: u->r[DW_RIP] = pool[take(in, 2) % npool]; break;
-    case 3: u->r[DW_RIP] = take(in, 8); break;
+    case 2: u->r[DW_RIP] = pool[fuzz_take(in, 2) % npool]; break;
+    case 3: u->r[DW_RIP] = fuzz_take(in, 8); break;
     case 4: case 5: case 6: {       /* a register: a value, a pointer into the copy, code */
-        int r = (int)(take(in, 1) % NREG);
-        u->r[r] = op % 18 == 4 ? take(in, 8) : op % 18 == 5 ? stack_ptr(in, u) : code_addr(in);
+        int r = (int)(fuzz_take(in, 1) % NREG);
+        u->r[r] = op % 18 == 4 ? fuzz_take(in, 8) : op % 18 == 5 ? stack_ptr(in, u) : code_addr(in);
         break;
     }
     case 7: {                       /* resize the copy: cut short, or grow with zeros */
-        uint32_t ns = (uint32_t)(take(in, 2) % (STACK_MAX + 1));
+        uint32_t ns = (uint32_t)(fuzz_take(in, 2) % (STACK_MAX + 1));
         if (ns > u->size)
             memset(u->stack + u->size, 0, ns - u->size);
         u->size = ns;
         break;
     }
     case 8: {
-        uint32_t o = (uint32_t)take(in, 2);
-        put_word(u, o, take(in, 8));
+        uint32_t o = (uint32_t)fuzz_take(in, 2);
+        put_word(u, o, fuzz_take(in, 8));
         break;
     }
     case 9: {
-        uint32_t o = (uint32_t)take(in, 2);
-        put_word(u, o, pool[take(in, 2) % npool]);
+        uint32_t o = (uint32_t)fuzz_take(in, 2);
+        put_word(u, o, pool[fuzz_take(in, 2) % npool]);
         break;
     }
     case 10: {
-        uint32_t o = (uint32_t)take(in, 2);
+        uint32_t o = (uint32_t)fuzz_take(in, 2);
         put_word(u, o, code_addr(in));
         break;
     }
     case 11: {
-        uint32_t o = (uint32_t)take(in, 2);
+        uint32_t o = (uint32_t)fuzz_take(in, 2);
         put_word(u, o, stack_ptr(in, u));
         break;
     }
     case 12: {
-        uint32_t o = (uint32_t)take(in, 2);
-        uint8_t x = (uint8_t)take(in, 1);
+        uint32_t o = (uint32_t)fuzz_take(in, 2);
+        uint8_t x = (uint8_t)fuzz_take(in, 1);
         if (u->size)
             u->stack[o % u->size] ^= x ? x : 1;
         break;
     }
-    case 13: u->mask = take(in, 8); break;
-    case 14: u->mask ^= 1ull << (take(in, 1) % 64); break;
+    case 13: u->mask = fuzz_take(in, 8); break;
+    case 14: u->mask ^= 1ull << (fuzz_take(in, 1) % 64); break;
     case 15: u->pid = OTHER_PID; break;
-    case 16: u->max = (int)(take(in, 1) % 40); break;
-    case 17: u->r[DW_RSP] += (uint64_t)(int64_t)(int16_t)take(in, 2); break;  /* the copy stays where it was */
+    case 16: u->max = (int)(fuzz_take(in, 1) % 40); break;
+    case 17: u->r[DW_RSP] += (uint64_t)(int64_t)(int16_t)fuzz_take(in, 2); break;  /* the copy stays where it was */
     }
 }
 
@@ -419,7 +392,7 @@ static int unwind_state(const ustate *u, icpp_uframe **frp, int *n)
     FUZZ_CHECK(regs && fr, "out of memory");
     for (int bit = 0, k = 0; bit < 64; bit++)
         if (u->mask & (1ull << bit)) {
-            int d = dwarf_of_perf(bit);
+            int d = icpp_uw_dwarf_reg(bit);
             regs[k++] = d >= 0 ? u->r[d] : u->other;
         }
     s.x = (icpp_sample_extra){0, NULL, nregs, nregs ? regs : NULL, u->mask, u->size, stack};
@@ -451,8 +424,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     init();
     static ustate u;
-    reader in = {data, size};
-    uint8_t first = (uint8_t)take(&in, 1);
+    fuzz_reader in = {data, size};
+    uint8_t first = (uint8_t)fuzz_take(&in, 1);
     memset(u.r, 0, sizeof u.r);
     u.other = 0x246;
     u.mask = validate_mask();
