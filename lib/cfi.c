@@ -18,6 +18,14 @@ typedef struct row {
     int32_t  w;         /* off << 8 | reg << 3 | kind */
 } row;
 
+/* The unwinding rules of a row (rbp, return address) live in a parallel
+ * byte array, so the 8-byte rows that passive samples search stay as they
+ * are: bits 0-5 rbp (0 same value, 1..62 saved at CFA - 8k, 63 unknown),
+ * bits 6-7 the return address (icpp_ra_kind). */
+#define X_RBP(x)      ((uint8_t)((x) & 63))
+#define X_RA(x)       ((uint8_t)((x) >> 6))
+#define X_RBP_UNKNOWN 63
+
 #define W_KIND(w) ((uint8_t)((w) & 7))
 #define W_REG(w)  ((uint8_t)(((w) >> 3) & 31))
 #define W_OFF(w)  ((int32_t)(w) >> 8)
@@ -27,6 +35,7 @@ typedef struct row {
 struct icpp_cfi {
     uint64_t  base;     /* address of rows[0], page aligned */
     row      *rows;     /* sorted; last row is an ICPP_CFA_NOFDE sentinel */
+    uint8_t  *regs;     /* regs[i]: rbp and return-address rules of rows[i] */
     size_t    nrows;
     uint32_t *page;     /* page[p] = last row with start <= p's first byte */
     size_t    npages;
@@ -73,6 +82,7 @@ int icpp_fde_list(Elf *elf, int which, icpp_fde **out, size_t *nout, icpp_err *e
 typedef struct seg {
     uint64_t lo, hi;
     int32_t  w;
+    uint8_t  x;         /* X_RBP / X_RA */
 } seg;
 
 typedef struct segv {
@@ -80,9 +90,9 @@ typedef struct segv {
     size_t n, cap;
 } segv;
 
-static int segv_push(segv *s, uint64_t lo, uint64_t hi, int32_t w)
+static int segv_push(segv *s, uint64_t lo, uint64_t hi, int32_t w, uint8_t x)
 {
-    if (s->n && s->v[s->n - 1].hi == lo && s->v[s->n - 1].w == w) {
+    if (s->n && s->v[s->n - 1].hi == lo && s->v[s->n - 1].w == w && s->v[s->n - 1].x == x) {
         s->v[s->n - 1].hi = hi;
         return 0;
     }
@@ -94,7 +104,7 @@ static int segv_push(segv *s, uint64_t lo, uint64_t hi, int32_t w)
         s->v = nv;
         s->cap = nc;
     }
-    s->v[s->n++] = (seg){lo, hi, w};
+    s->v[s->n++] = (seg){lo, hi, w, x};
     return 0;
 }
 
@@ -129,6 +139,60 @@ static int32_t classify(Dwarf_Frame *fr)
     return pack(ICPP_CFA_EXPR, 0, 0);
 }
 
+/* Where register reg is saved: 0 same value, 1 in memory at CFA + *off,
+ * 2 undefined, 3 anything else (another register, an expression, a value). */
+static int saved_at(Dwarf_Frame *fr, int reg, int64_t *off)
+{
+    Dwarf_Op buf[3], *ops = NULL;
+    size_t nops = 0;
+    int r = dwarf_frame_register(fr, reg, buf, &ops, &nops);
+    if (r < 0)
+        return 3;
+    if (nops == 0)
+        return ops == buf ? 2 : 0;
+    if (r != 0 || ops[0].atom != DW_OP_call_frame_cfa)
+        return 3;
+    if (nops == 1) {
+        *off = 0;
+        return 1;
+    }
+    if (nops == 2 && ops[1].atom == DW_OP_plus_uconst) {
+        *off = (int64_t)ops[1].number;
+        return 1;
+    }
+    if (nops == 3 && (ops[1].atom == DW_OP_consts || ops[1].atom == DW_OP_constu) && ops[2].atom == DW_OP_plus) {
+        *off = (int64_t)ops[1].number;
+        return 1;
+    }
+    return 3;
+}
+
+/* The X_ byte of a frame row. */
+static uint8_t classify_regs(Dwarf_Frame *fr)
+{
+    int64_t off = 0;
+    uint8_t rbp = X_RBP_UNKNOWN, ra = ICPP_RA_OTHER;
+    switch (saved_at(fr, 6, &off)) {
+    case 0:
+        rbp = 0;
+        break;
+    case 1:
+        if (off < 0 && off % 8 == 0 && -off / 8 < X_RBP_UNKNOWN)
+            rbp = (uint8_t)(-off / 8);
+        break;
+    }
+    switch (saved_at(fr, 16, &off)) {
+    case 1:
+        if (off == -8)
+            ra = ICPP_RA_CFA8;
+        break;
+    case 2:
+        ra = ICPP_RA_UNDEF;
+        break;
+    }
+    return (uint8_t)(ra << 6 | rbp);
+}
+
 /* Walk the CFI rows of [lo, hi) with libdw and append segments. */
 static int walk_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, segv *out)
 {
@@ -137,6 +201,7 @@ static int walk_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, segv *out)
         Dwarf_Frame *fr = NULL;
         uint64_t next = pc + 1;
         int32_t w;
+        uint8_t x = 0;
         if (dwarf_cfi_addrframe(cfi, pc, &fr) != 0) {
             w = pack(ICPP_CFA_NOFDE, 0, 0);
         } else {
@@ -144,11 +209,12 @@ static int walk_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, segv *out)
             if (dwarf_frame_info(fr, &s, &e, NULL) >= 0 && e > pc)
                 next = e;
             w = classify(fr);
+            x = classify_regs(fr);
             free(fr);
         }
         if (next > hi)
             next = hi;
-        if (segv_push(out, pc, next, w) < 0)
+        if (segv_push(out, pc, next, w, x) < 0)
             return -1;
         pc = next;
     }
@@ -249,7 +315,8 @@ icpp_cfi *icpp_cfi_build(const icpp_module *m, icpp_err *err)
     /* Rows: segments in order, clipped so they do not overlap, with NOFDE
      * rows in the gaps and a NOFDE sentinel at the end. */
     t->rows = malloc((2 * segs.n + 1) * sizeof *t->rows);
-    if (!t->rows)
+    t->regs = malloc(2 * segs.n + 1);
+    if (!t->rows || !t->regs)
         goto oom;
     t->base = segs.n ? segs.v[0].lo & ~(uint64_t)((1 << PAGE_SHIFT) - 1) : 0;
     uint64_t cur = t->base;
@@ -262,16 +329,21 @@ icpp_cfi *icpp_cfi_build(const icpp_module *m, icpp_err *err)
             icpp_err_set(err, ICPP_EUNSUPPORTED, "%s: code spans more than 4 GiB", path);
             goto fail;
         }
-        if (lo > cur && (!t->nrows || t->rows[t->nrows - 1].w != nofde))
+        if (lo > cur && (!t->nrows || t->rows[t->nrows - 1].w != nofde)) {
+            t->regs[t->nrows] = 0;
             t->rows[t->nrows++] = (row){(uint32_t)(cur - t->base), nofde};
-        if (!t->nrows || t->rows[t->nrows - 1].w != segs.v[i].w)
+        }
+        if (!t->nrows || t->rows[t->nrows - 1].w != segs.v[i].w || t->regs[t->nrows - 1] != segs.v[i].x) {
+            t->regs[t->nrows] = segs.v[i].x;
             t->rows[t->nrows++] = (row){(uint32_t)(lo - t->base), segs.v[i].w};
+        }
         cur = segs.v[i].hi;
     }
     if (cur - t->base > UINT32_MAX) {
         icpp_err_set(err, ICPP_EUNSUPPORTED, "%s: code spans more than 4 GiB", path);
         goto fail;
     }
+    t->regs[t->nrows] = 0;
     t->rows[t->nrows++] = (row){(uint32_t)(cur - t->base), nofde};
 
     t->npages = ((uint64_t)t->rows[t->nrows - 1].start >> PAGE_SHIFT) + 2;
@@ -312,15 +384,16 @@ void icpp_cfi_free(icpp_cfi *t)
     if (!t)
         return;
     free(t->rows);
+    free(t->regs);
     free(t->page);
     free(t);
 }
 
-static inline int32_t lookup_w(const icpp_cfi *t, uint64_t pc)
+static inline const row *lookup_row(const icpp_cfi *t, uint64_t pc)
 {
     uint64_t d = pc - t->base;
     if (pc < t->base || d >= t->rows[t->nrows - 1].start)
-        return 0;   /* NOFDE */
+        return &t->rows[t->nrows - 1];   /* the NOFDE sentinel */
     size_t p = (size_t)(d >> PAGE_SHIFT);
     /* Last row in [page[p], page[p+1]] with start <= d.  Branch-free halving:
      * samples land on random PCs, so a branchy search mispredicts half the time. */
@@ -332,13 +405,25 @@ static inline int32_t lookup_w(const icpp_cfi *t, uint64_t pc)
         r = r[half].start <= d32 ? r + half : r;
         len -= half;
     }
-    return r->w;
+    return r;
+}
+
+static inline int32_t lookup_w(const icpp_cfi *t, uint64_t pc)
+{
+    return lookup_row(t, pc)->w;
 }
 
 icpp_cfa_rule icpp_cfi_lookup(const icpp_cfi *t, uint64_t pc)
 {
-    int32_t w = lookup_w(t, pc);
-    return (icpp_cfa_rule){W_KIND(w), W_REG(w), W_OFF(w)};
+    const row *r = lookup_row(t, pc);
+    int32_t w = r->w;
+    uint8_t x = t->regs[r - t->rows];
+    icpp_cfa_rule out = {W_KIND(w), W_REG(w), W_OFF(w), ICPP_RBP_SAME, X_RA(x), 0};
+    if (X_RBP(x) == X_RBP_UNKNOWN)
+        out.rbp = ICPP_RBP_UNKNOWN;
+    else if (X_RBP(x))
+        out.rbp = ICPP_RBP_AT, out.rbp_off = (int16_t)(-8 * X_RBP(x));
+    return out;
 }
 
 int icpp_cfi_entry_sp(const icpp_cfi *t, uint64_t pc, uint64_t sp, uint64_t bp, uint64_t *entry_sp)
@@ -362,7 +447,7 @@ void icpp_cfi_get_stats(const icpp_cfi *t, icpp_cfi_stats *s)
     s->rows = t->nrows;
     s->fdes_eh = t->fdes_eh;
     s->fdes_debug = t->fdes_debug;
-    s->bytes = sizeof *t + t->nrows * sizeof *t->rows + t->npages * sizeof *t->page;
+    s->bytes = sizeof *t + t->nrows * (sizeof *t->rows + 1) + t->npages * sizeof *t->page;
     for (size_t i = 0; i < t->nrows; i++)
         s->by_kind[W_KIND(t->rows[i].w)]++;
 }

@@ -21,10 +21,27 @@ typedef enum icpp_cfa_kind {
     ICPP_CFA_UNDEF,         /* CFA undefined: outermost frame */
 } icpp_cfa_kind;
 
+/* Where the caller's %rbp and the return address are, for unwinding a
+ * stack copy (lib/stackwalk.h).  A passive sample needs only the CFA. */
+typedef enum icpp_rbp_kind {
+    ICPP_RBP_SAME = 0,      /* the caller's rbp is this frame's rbp (not saved yet, or never) */
+    ICPP_RBP_AT,            /* saved in memory at CFA + rbp_off */
+    ICPP_RBP_UNKNOWN,       /* undefined, in another register, or an expression */
+} icpp_rbp_kind;
+
+typedef enum icpp_ra_kind {
+    ICPP_RA_CFA8 = 0,       /* the return address is at CFA - 8 (every call on x86-64) */
+    ICPP_RA_UNDEF,          /* undefined: the outermost frame (_start, a thread's clone) */
+    ICPP_RA_OTHER,          /* any other rule: not followed */
+} icpp_ra_kind;
+
 typedef struct icpp_cfa_rule {
     uint8_t kind;           /* icpp_cfa_kind */
     uint8_t reg;            /* DWARF register number for ICPP_CFA_REG (x86-64: 6 rbp, 7 rsp) */
     int32_t off;            /* offset for RSP/RBP/REG */
+    uint8_t rbp;            /* icpp_rbp_kind */
+    uint8_t ra;             /* icpp_ra_kind */
+    int16_t rbp_off;        /* ICPP_RBP_AT: a multiple of 8, -8 * 62 .. -8 */
 } icpp_cfa_rule;
 
 /* Build the table for a module from its .eh_frame, then .debug_frame for

@@ -10,12 +10,39 @@
 #include <string.h>
 #include <time.h>
 
+/* libdw's rule for register reg, read independently of lib/cfi.c:
+ * 0 same value, 1 saved at CFA + *off, 2 undefined, 3 other. */
+static int ref_reg(Dwarf_Frame *fr, int reg, int64_t *off)
+{
+    Dwarf_Op mem[3], *ops = NULL;
+    size_t n = 0;
+    int r = dwarf_frame_register(fr, reg, mem, &ops, &n);
+    if (r < 0)
+        return 3;
+    if (n == 0)
+        return ops == mem ? 2 : 0;
+    if (r != 0 || ops[0].atom != DW_OP_call_frame_cfa)
+        return 3;
+    int64_t o = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (ops[i].atom == DW_OP_plus_uconst)
+            o += (int64_t)ops[i].number;
+        else if ((ops[i].atom == DW_OP_consts || ops[i].atom == DW_OP_constu) && i + 1 < n &&
+                 ops[i + 1].atom == DW_OP_plus)
+            o += (int64_t)ops[i++].number;
+        else
+            return 3;
+    }
+    *off = o;
+    return 1;
+}
+
 /* The reference: ask libdw directly, .eh_frame first, then .debug_frame,
  * and classify the CFA expression independently of lib/cfi.c. */
 static icpp_cfa_rule reference(Dwarf_CFI *eh, Dwarf_CFI *dbg, uint64_t pc)
 {
     Dwarf_Frame *fr = NULL;
-    icpp_cfa_rule r = {ICPP_CFA_NOFDE, 0, 0};
+    icpp_cfa_rule r = {.kind = ICPP_CFA_NOFDE};
     if ((!eh || dwarf_cfi_addrframe(eh, pc, &fr) != 0) &&
         (!dbg || dwarf_cfi_addrframe(dbg, pc, &fr) != 0))
         return r;
@@ -31,10 +58,27 @@ static icpp_cfa_rule reference(Dwarf_CFI *eh, Dwarf_CFI *dbg, uint64_t pc)
         r.off = (int32_t)off;
         r.kind = ops[0].number == 7 ? ICPP_CFA_RSP : ops[0].number == 6 ? ICPP_CFA_RBP : ICPP_CFA_REG;
         if (off > (1 << 23) - 1 || off < -((1 << 23) - 1) || ops[0].number > 31)
-            r = (icpp_cfa_rule){ICPP_CFA_EXPR, 0, 0};
+            r = (icpp_cfa_rule){.kind = ICPP_CFA_EXPR};
     } else {
         r.kind = ICPP_CFA_EXPR;
     }
+    int64_t off = 0;
+    switch (ref_reg(fr, 6, &off)) {
+    case 0:
+        r.rbp = ICPP_RBP_SAME;
+        break;
+    case 1:
+        if (off < 0 && off >= -8 * 62 && off % 8 == 0) {
+            r.rbp = ICPP_RBP_AT;
+            r.rbp_off = (int16_t)off;
+            break;
+        }
+        /* fall through */
+    default:
+        r.rbp = ICPP_RBP_UNKNOWN;
+    }
+    int ra = ref_reg(fr, 16, &off);
+    r.ra = ra == 2 ? ICPP_RA_UNDEF : ra == 1 && off == -8 ? ICPP_RA_CFA8 : ICPP_RA_OTHER;
     free(fr);
     return r;
 }
@@ -42,6 +86,8 @@ static icpp_cfa_rule reference(Dwarf_CFI *eh, Dwarf_CFI *dbg, uint64_t pc)
 static int same(icpp_cfa_rule a, icpp_cfa_rule b)
 {
     if (a.kind != b.kind)
+        return 0;
+    if (a.kind != ICPP_CFA_NOFDE && (a.rbp != b.rbp || a.rbp_off != b.rbp_off || a.ra != b.ra))
         return 0;
     if (a.kind == ICPP_CFA_RSP || a.kind == ICPP_CFA_RBP || a.kind == ICPP_CFA_REG)
         return a.off == b.off && a.reg == b.reg;
@@ -77,8 +123,9 @@ static void check_binary(const char *path)
         with_fde += want.kind != ICPP_CFA_NOFDE;
         if (!same(want, got)) {
             if (bad < 10)
-                fprintf(stderr, "%s: pc 0x%" PRIx64 ": libdw kind %d reg %d off %d, table kind %d reg %d off %d\n",
-                        path, pc, want.kind, want.reg, want.off, got.kind, got.reg, got.off);
+                fprintf(stderr, "%s: pc 0x%" PRIx64 ": libdw kind %d reg %d off %d rbp %d/%d ra %d, "
+                        "table kind %d reg %d off %d rbp %d/%d ra %d\n", path, pc, want.kind, want.reg, want.off,
+                        want.rbp, want.rbp_off, want.ra, got.kind, got.reg, got.off, got.rbp, got.rbp_off, got.ra);
             bad++;
         }
         /* entry_sp must be CFA - 8 with the right register. */
