@@ -5,7 +5,9 @@
 #include "module.h"
 #include "perfring.h"
 #include "procmaps.h"
+#include "replay.h"
 #include "samples.h"
+#include "stackwalk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,11 +27,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_EVENTS 8
+#define MAX_EVENTS 16     /* 8 named events and their learn events */
+#define MAX_NAMED  8
+#define LEARN_EVERY_DEFAULT 16
 
 static const char *usage_text =
     "usage: icpp-sample [-e EVENT[,EVENT...]] [-c PERIOD | -F FREQ] [-o FILE] [-m PAGES]\n"
-    "                   [--validate] [--stack-size BYTES] [-q] (-p PID | -- PROG [ARGS...])\n"
+    "                   [--validate] [--stack-size BYTES] [--learn[=N] | --no-learn] [-q]\n"
+    "                   (-p PID | -- PROG [ARGS...])\n"
     "       icpp-sample --list-events\n"
     "\n"
     "Record, for each sample, only what ICPP needs: the user-space IP, SP and BP,\n"
@@ -55,7 +60,13 @@ static const char *usage_text =
     "      --validate       also record each sample's user callchain and a copy\n"
     "                       of the user stack, so `icpp-resolve --check` can\n"
     "                       measure accuracy against the true stacks. Costs more.\n"
-    "      --stack-size N   bytes of stack to copy with --validate (default 16384).\n"
+    "      --stack-size N   bytes of stack to copy with --validate and for learn\n"
+    "                       samples (default 16384).\n"
+    "      --learn[=N]      also take one sample in N (default 16) with the user\n"
+    "                       stack, unwind it here and keep its frames, so that\n"
+    "                       icpp-resolve learns the contexts training never ran\n"
+    "                       (on by default; the stack copy itself is not kept).\n"
+    "      --no-learn       only IP, SP and BP: no learn samples.\n"
     "  -q, --quiet          no summary on stderr.\n"
     "      --list-events    list the events this machine knows.\n"
     "  -h, --help           this text.\n"
@@ -82,6 +93,15 @@ typedef struct session {
     /* processes seen: pid -> startstack, exe */
     struct proc { uint32_t pid; uint64_t startstack; char exe[512]; } *procs;
     size_t           nprocs, capprocs;
+    /* --learn: a replay that mirrors the side-band records written, to
+     * unwind learn samples with the recording's own mappings */
+    icpp_err         ring_err;          /* why a ring buffer could not be mapped */
+    uint32_t         learn_every;       /* 0 = no learning */
+    icpp_replay     *live;
+    uint64_t         learned, learned_root;
+    uint64_t         learn_status[ICPP_SW_MAX];
+    icpp_sw_frame    frames[ICPP_LEARN_MAX_FRAMES];
+    uint64_t         fpc[ICPP_LEARN_MAX_FRAMES], fesp[ICPP_LEARN_MAX_FRAMES];
 } session;
 
 static volatile sig_atomic_t stop_requested, forward_signal;
@@ -178,6 +198,70 @@ static struct proc *add_proc(session *s, uint32_t pid, uint64_t startstack, cons
     return p;
 }
 
+/* Side-band records go to the file and, when learning, to the live replay. */
+static void emit_proc(session *s, uint32_t pid, uint32_t ppid, uint64_t ss, const char *exe, uint32_t flags)
+{
+    icpp_swriter_proc(s->w, pid, ppid, ss, exe, flags);
+    if (s->live) {
+        icpp_srec r = {.type = ICPP_SREC_PROC};
+        r.u.proc.pid = pid;
+        r.u.proc.ppid = ppid;
+        r.u.proc.startstack = ss;
+        r.u.proc.path = exe;
+        r.u.proc.flags = flags;
+        icpp_replay_feed(s->live, &r, NULL);
+    }
+}
+
+static void emit_mmap(session *s, uint32_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t prot,
+                      const char *path, const icpp_build_id *bid)
+{
+    icpp_swriter_mmap(s->w, pid, start, len, pgoff, prot, path, bid);
+    if (s->live) {
+        icpp_srec r = {.type = ICPP_SREC_MMAP};
+        r.u.mmap.pid = pid;
+        r.u.mmap.start = start;
+        r.u.mmap.len = len;
+        r.u.mmap.pgoff = pgoff;
+        r.u.mmap.prot = prot;
+        r.u.mmap.path = path;
+        r.u.mmap.build_id = *bid;
+        icpp_replay_feed(s->live, &r, NULL);
+    }
+}
+
+typedef struct learn_ctx {
+    icpp_replay *live;
+    uint32_t     pid;
+} learn_ctx;
+
+static const icpp_cfi *learn_lookup(void *ctx, uint64_t addr, uint64_t *link)
+{
+    learn_ctx *c = ctx;
+    int32_t mi;
+    if (icpp_replay_locate(c->live, c->pid, addr, &mi, link) < 0)
+        return NULL;
+    return icpp_replay_cfi(c->live, (uint32_t)mi);
+}
+
+/* A learn sample: unwind its stack copy now and keep only the frames. */
+static void learn_sample(session *s, uint32_t pid, uint32_t tid, uint32_t ev, uint64_t time, uint64_t ip,
+                         uint64_t sp, uint64_t bp, const uint8_t *stack, size_t size)
+{
+    learn_ctx c = {s->live, pid};
+    int n = 0;
+    int st = icpp_stackwalk(learn_lookup, &c, ip, sp, bp, stack, size, s->frames, ICPP_LEARN_MAX_FRAMES, &n);
+    for (int i = 0; i < n; i++) {
+        s->fpc[i] = s->frames[i].pc;
+        s->fesp[i] = s->frames[i].entry_sp;
+    }
+    icpp_learn_chain l = {(uint8_t)st, (uint32_t)n, s->fpc, s->fesp};
+    icpp_swriter_learn(s->w, pid, tid, ev, time, ip, sp, bp, &l);
+    s->learned++;
+    s->learned_root += st == ICPP_SW_ROOT;
+    s->learn_status[st]++;
+}
+
 /* Build-id of a file, read from its ELF notes (empty if none or unreadable). */
 static void file_build_id(const char *path, icpp_build_id *bid)
 {
@@ -200,7 +284,7 @@ static void snapshot_process(session *s, pid_t pid, uint32_t ppid, uint32_t flag
     if (icpp_proc_startstack(pid, &ss, &err) < 0)
         fprintf(stderr, "icpp-sample: warning: %s: main-thread heights of pid %d will be unknown\n", err.msg, (int)pid);
     add_proc(s, (uint32_t)pid, ss, exe);
-    icpp_swriter_proc(s->w, (uint32_t)pid, ppid, ss, exe, flags);
+    emit_proc(s, (uint32_t)pid, ppid, ss, exe, flags);
     icpp_maps mm;
     icpp_maps_init(&mm);
     if (icpp_maps_read(&mm, pid, &err) < 0) {
@@ -211,7 +295,7 @@ static void snapshot_process(session *s, pid_t pid, uint32_t ppid, uint32_t flag
         const icpp_mapping *m = &mm.v[i];
         icpp_build_id bid;
         file_build_id((m->prot & PROT_EXEC) ? m->path : NULL, &bid);
-        icpp_swriter_mmap(s->w, (uint32_t)pid, m->start, m->end - m->start, m->pgoff, m->prot, m->path, &bid);
+        emit_mmap(s, (uint32_t)pid, m->start, m->end - m->start, m->pgoff, m->prot, m->path, &bid);
     }
     icpp_maps_free(&mm);
 }
@@ -291,6 +375,10 @@ static int on_record(void *ctx, const struct perf_event_header *h)
             p += size;
             if (size)
                 TAKE(dyn);
+            if (s->ev[ev].learn) {
+                learn_sample(s, pid, tid, ev, time, ip, sp, bp, stack, dyn < size ? dyn : size);
+                return 0;
+            }
             x = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, a->sample_regs_user,
                                     (uint32_t)(dyn < size ? dyn : size), stack};
             xp = &x;
@@ -331,7 +419,7 @@ static int on_record(void *ctx, const struct perf_event_header *h)
         if (!bid.len && (prot & PROT_EXEC))
             file_build_id(path, &bid);
         int anon = path[0] == '/' ? 0 : 1;
-        icpp_swriter_mmap(s->w, pid, addr, len, pgoff, prot, anon && path[0] != '[' ? NULL : path, &bid);
+        emit_mmap(s, pid, addr, len, pgoff, prot, anon && path[0] != '[' ? NULL : path, &bid);
         return 0;
     }
     case PERF_RECORD_COMM: {
@@ -354,7 +442,7 @@ static int on_record(void *ctx, const struct perf_event_header *h)
             exe[n > 0 ? n : 0] = 0;
             icpp_proc_startstack((pid_t)pid, &ss, NULL);
             add_proc(s, pid, ss, exe);
-            icpp_swriter_proc(s->w, pid, 0, ss, exe, ICPP_PROC_EXEC);
+            emit_proc(s, pid, 0, ss, exe, ICPP_PROC_EXEC);
         }
         return 0;
     }
@@ -370,7 +458,7 @@ static int on_record(void *ctx, const struct perf_event_header *h)
             char exe[512];
             snprintf(exe, sizeof exe, "%s", pp ? pp->exe : "");
             add_proc(s, pid, ss, exe);
-            icpp_swriter_proc(s->w, pid, ppid, ss, exe, 0);
+            emit_proc(s, pid, ppid, ss, exe, 0);
         }
         return 0;
     }
@@ -527,6 +615,14 @@ static int open_for_task(session *s, pid_t tid, int enable_on_exec, int *bad, in
                 return -errno;
             }
             if (ring_owner[c] < 0) {
+                /* The owner's ring must exist before other events can be
+                 * redirected into it (the kernel refuses SET_OUTPUT to an
+                 * event without a buffer). */
+                if (icpp_ring_map(&s->rings[c], fd, s->pages, &s->ring_err) < 0) {
+                    close(fd);
+                    *bad = e;
+                    return -(s->ring_err.code ? s->ring_err.code : ENOMEM);
+                }
                 ring_owner[c] = fd;
             } else if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_owner[c]) < 0) {
                 int er = errno;
@@ -574,19 +670,6 @@ static void close_all(session *s)
     s->nfds = 0;
 }
 
-/* Map the ring buffers of the CPU owners. */
-static void map_rings(session *s, const int *ring_owner)
-{
-    icpp_err err;
-    s->rings = s->ncpus > 0 ? calloc((size_t)(unsigned)s->ncpus, sizeof *s->rings) : NULL;
-    if (!s->rings)
-        die("out of memory");
-    for (int c = 0; c < s->ncpus; c++) {
-        if (icpp_ring_map(&s->rings[c], ring_owner[c], s->pages, &err) < 0)
-            die("%s", err.msg);
-    }
-}
-
 static void write_header(session *s, int argc, char **argv)
 {
     char cmd[4096] = "";
@@ -603,7 +686,8 @@ static void write_header(session *s, int argc, char **argv)
     for (int e = 0; e < s->nev; e++) {
         const struct perf_event_attr *a = &s->ev[e].attr;
         icpp_swriter_event(s->w, (uint32_t)e, s->ev[e].name, a->type, a->config,
-                           a->freq ? a->sample_freq : a->sample_period, a->freq, a->precise_ip);
+                           a->freq ? a->sample_freq : a->sample_period, a->freq, a->precise_ip,
+                           s->ev[e].learn ? ICPP_EVENT_LEARN : 0);
     }
 }
 
@@ -612,8 +696,8 @@ static void parse_events(session *s, const char *list)
     char *dup = strdup(list), *save = NULL;
     icpp_err err;
     for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (s->nev == MAX_EVENTS)
-            die("at most %d events at once", MAX_EVENTS);
+        if (s->nev == MAX_NAMED)
+            die("at most %d events at once", MAX_NAMED);
         if (icpp_event_parse(t, &s->ev[s->nev], &err) < 0)
             die("%s", err.msg);
         s->nev++;
@@ -621,6 +705,18 @@ static void parse_events(session *s, const char *list)
     free(dup);
     if (!s->nev)
         die("-e needs at least one event name");
+}
+
+/* Set up the named events and, when learning, a learn event for each. */
+static void setup_events(session *s, int amd)
+{
+    int named = s->nev;
+    for (int e = 0; e < named; e++) {
+        icpp_event_setup(&s->ev[e], &s->so, amd);
+        if (s->learn_every)
+            icpp_event_setup_learn(&s->ev[e], &s->ev[s->nev++], s->learn_every,
+                                   s->so.stack_bytes ? s->so.stack_bytes : 16384);
+    }
 }
 
 static uint64_t parse_u64(const char *opt, const char *v, uint64_t min, uint64_t max)
@@ -644,12 +740,14 @@ int main(int argc, char **argv)
     pid_t attach = 0;
     int quiet = 0, fell_back = 0;
     s.pages = 128;
-    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST };
+    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN };
+    s.learn_every = LEARN_EVERY_DEFAULT;
     static const struct option lo[] = {
         {"event", required_argument, 0, 'e'},   {"period", required_argument, 0, 'c'},
         {"freq", required_argument, 0, 'F'},    {"output", required_argument, 0, 'o'},
         {"mmap-pages", required_argument, 0, 'm'}, {"pid", required_argument, 0, 'p'},
         {"validate", no_argument, 0, OPT_VALIDATE}, {"stack-size", required_argument, 0, OPT_STACK},
+        {"learn", optional_argument, 0, OPT_LEARN}, {"no-learn", no_argument, 0, OPT_NO_LEARN},
         {"quiet", no_argument, 0, 'q'},         {"list-events", no_argument, 0, OPT_LIST},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c;
@@ -670,6 +768,10 @@ int main(int argc, char **argv)
         case 'q': quiet = 1; break;
         case OPT_VALIDATE: s.so.validate = 1; break;
         case OPT_STACK: s.so.stack_bytes = (uint32_t)parse_u64("--stack-size", optarg, 8, 65528) & ~7u; break;
+        case OPT_LEARN:
+            s.learn_every = optarg ? (uint32_t)parse_u64("--learn", optarg, 1, 1u << 20) : LEARN_EVERY_DEFAULT;
+            break;
+        case OPT_NO_LEARN: s.learn_every = 0; break;
         case OPT_LIST: icpp_event_list(stdout); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
@@ -691,14 +793,18 @@ int main(int argc, char **argv)
     int user_chose = events != NULL;
     parse_events(&s, events ? events : "cycles");
     int amd = icpp_cpu_is_amd();
-    for (int e = 0; e < s.nev; e++)
-        icpp_event_setup(&s.ev[e], &s.so, amd);
+    setup_events(&s, amd);
+    if (s.learn_every)
+        s.live = icpp_replay_live();
     s.ncpus = online_cpus(&s.cpus);
     int *ring_owner = malloc((size_t)s.ncpus * sizeof *ring_owner);
     if (!ring_owner || !s.cpus)
         die("out of memory");
     for (int i = 0; i < s.ncpus; i++)
         ring_owner[i] = -1;
+    s.rings = calloc((size_t)(unsigned)s.ncpus, sizeof *s.rings);
+    if (!s.rings)
+        die("out of memory");
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -752,11 +858,14 @@ int main(int argc, char **argv)
         fell_back = 1;
         s.nev = 0;
         parse_events(&s, "cpu-clock");
-        icpp_event_setup(&s.ev[0], &s.so, amd);
+        setup_events(&s, amd);
         r = open_target(&s, target, !attach, &bad, ring_owner);
     }
     if (r < 0) {
-        icpp_event_open_error(&err, -r, &s.ev[bad], target);
+        if (s.ring_err.code)
+            err = s.ring_err;
+        else
+            icpp_event_open_error(&err, -r, &s.ev[bad], target);
         if (child_pid > 0) {
             kill(child_pid, SIGKILL);
             waitpid(child_pid, NULL, 0);
@@ -766,7 +875,6 @@ int main(int argc, char **argv)
     for (int i = 0; i < s.ncpus; i++)
         if (ring_owner[i] < 0)
             die("no event could be opened on CPU %d", s.cpus[i]);
-    map_rings(&s, ring_owner);
 
     s.w = icpp_swriter_open(out, &err);
     if (!s.w) {
@@ -866,7 +974,11 @@ int main(int argc, char **argv)
     if (!quiet) {
         fprintf(stderr, "icpp-sample: %" PRIu64 " samples of %s", s.samples, s.ev[0].name);
         for (int e = 1; e < s.nev; e++)
-            fprintf(stderr, ",%s", s.ev[e].name);
+            if (!s.ev[e].learn)
+                fprintf(stderr, ",%s", s.ev[e].name);
+        if (s.learn_every)
+            fprintf(stderr, " and %" PRIu64 " learn samples (%" PRIu64 " unwound to the root)", s.learned,
+                    s.learned_root);
         fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s\n", s.lost,
                 s.lost ? ": the ring buffer overflowed, try a larger -m or a longer period" : "", bytes,
                 s.samples ? (double)bytes / (double)s.samples : 0.0, out);
@@ -878,6 +990,7 @@ int main(int argc, char **argv)
     icpp_hmap_free(&s.ids);
     free(s.rings);
     free(s.procs);
+    icpp_replay_close(s.live);
     if (werr < 0 && status == 0)
         return 1;
     return status;

@@ -97,6 +97,27 @@ void icpp_event_setup(icpp_event *ev, const icpp_sample_opts *o, int is_amd)
     }
 }
 
+void icpp_event_setup_learn(const icpp_event *primary, icpp_event *learn, uint32_t every, uint32_t stack_bytes)
+{
+    *learn = *primary;
+    learn->learn = 1;
+    struct perf_event_attr *a = &learn->attr;
+    a->sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                     PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    a->sample_regs_user = ICPP_REGS_MASK;
+    a->sample_stack_user = stack_bytes;
+    a->exclude_callchain_kernel = 0;
+    a->mmap = a->mmap2 = a->mmap_data = a->comm = a->comm_exec = a->task = a->build_id = 0;
+    if (every < 1)
+        every = 1;
+    if (a->freq) {
+        a->sample_freq = a->sample_freq / every ? a->sample_freq / every : 1;
+    } else {
+        uint64_t p = a->sample_period * every;
+        a->sample_period = p / every == a->sample_period ? p : UINT64_MAX >> 1;
+    }
+}
+
 int icpp_perf_event_open(struct perf_event_attr *attr, int pid, int cpu, int group, unsigned long flags)
 {
     return (int)syscall(SYS_perf_event_open, attr, pid, cpu, group, flags);

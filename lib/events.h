@@ -13,6 +13,7 @@ typedef struct icpp_event {
     char                   name[128];   /* as the user wrote it */
     struct perf_event_attr attr;
     int                    hardware;    /* PMU event (may use PEBS/IBS) */
+    int                    learn;       /* a learn event: samples with a stack copy (icpp_event_setup_learn) */
 } icpp_event;
 
 /* Registers every sample carries (PERF_SAMPLE_REGS_USER), in bit order. */
@@ -38,6 +39,13 @@ typedef struct icpp_sample_opts {
  * IP/SP pair consistent (DESIGN-NOTES section 4).  On AMD precise_ip stays 0:
  * IBS pairs its own IP with interrupt-time SP. */
 void icpp_event_setup(icpp_event *ev, const icpp_sample_opts *o, int is_amd);
+
+/* The learn event that goes with `primary` (set up already): the same
+ * event at `every` times its period (or 1/every of its frequency), with
+ * the user stack copied (`stack_bytes`) and only IP, SP and BP, and no
+ * side-band records (the primary event has them).  A separate event, so
+ * the primary one keeps large-PEBS-compatible attributes. */
+void icpp_event_setup_learn(const icpp_event *primary, icpp_event *learn, uint32_t every, uint32_t stack_bytes);
 
 /* 1 if the CPU is AMD (cpuid vendor). */
 int icpp_cpu_is_amd(void);

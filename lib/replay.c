@@ -26,6 +26,7 @@ struct icpp_replay {
     size_t           nprocs, capprocs;
     icpp_rmodule    *mods;
     size_t           nmods, capmods;
+    int              want_learn;
 };
 
 const char *icpp_rs_status_name(int s)
@@ -51,6 +52,16 @@ icpp_replay *icpp_replay_open(const char *path, icpp_err *err)
         return NULL;
     }
     return rp;
+}
+
+icpp_replay *icpp_replay_live(void)
+{
+    return calloc(1, sizeof(icpp_replay));
+}
+
+void icpp_replay_learn_samples(icpp_replay *rp, int on)
+{
+    rp->want_learn = on;
 }
 
 void icpp_replay_close(icpp_replay *rp)
@@ -196,6 +207,15 @@ int icpp_replay_locate(const icpp_replay *crp, uint32_t pid, uint64_t addr, int3
     return 0;
 }
 
+const icpp_cfi *icpp_replay_cfi(icpp_replay *rp, uint32_t i)
+{
+    if (i >= rp->nmods || !rp->mods[i].mod)
+        return NULL;
+    if (!rp->mods[i].cfi)
+        rp->mods[i].cfi = icpp_cfi_build(rp->mods[i].mod, NULL);
+    return rp->mods[i].cfi;
+}
+
 static void resolve(icpp_replay *rp, icpp_rsample *s)
 {
     s->module = -1;
@@ -257,6 +277,36 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
     s->status = s->func ? ICPP_RS_OK : ICPP_RS_NOFUNC;
 }
 
+int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err)
+{
+    switch (r->type) {
+    case ICPP_SREC_INFO:
+        if (!strcmp(r->u.info.key, "command"))
+            snprintf(rp->info.command, sizeof rp->info.command, "%s", r->u.info.val);
+        break;
+    case ICPP_SREC_EVENT:
+        if (r->u.event.id < 8 && !r->u.event.role) {
+            snprintf(rp->info.event_names[r->u.event.id], 128, "%s", r->u.event.name);
+            if (r->u.event.id + 1 > rp->info.nevents)
+                rp->info.nevents = r->u.event.id + 1;
+        }
+        break;
+    case ICPP_SREC_PROC:
+        on_proc(rp, r);
+        break;
+    case ICPP_SREC_MMAP:
+        if (on_mmap(rp, r) < 0)
+            return icpp_err_set(err, ENOMEM, "out of memory");
+        break;
+    case ICPP_SREC_LOST:
+        rp->info.lost += r->u.lost.count;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
 int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
 {
     icpp_srec r;
@@ -267,44 +317,30 @@ int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
             rp->info.clean_end = rp->pd ? icpp_perfdata_clean_end(rp->pd) : icpp_sreader_clean_end(rp->rd);
             return rc;
         }
-        switch (r.type) {
-        case ICPP_SREC_INFO:
-            if (!strcmp(r.u.info.key, "command"))
-                snprintf(rp->info.command, sizeof rp->info.command, "%s", r.u.info.val);
-            break;
-        case ICPP_SREC_EVENT:
-            if (r.u.event.id < 8) {
-                snprintf(rp->info.event_names[r.u.event.id], 128, "%s", r.u.event.name);
-                if (r.u.event.id + 1 > rp->info.nevents)
-                    rp->info.nevents = r.u.event.id + 1;
-            }
-            break;
-        case ICPP_SREC_PROC:
-            on_proc(rp, &r);
-            break;
-        case ICPP_SREC_MMAP:
-            if (on_mmap(rp, &r) < 0)
-                return icpp_err_set(err, ENOMEM, "out of memory");
-            break;
-        case ICPP_SREC_LOST:
-            rp->info.lost += r.u.lost.count;
-            break;
-        case ICPP_SREC_SAMPLE: {
-            memset(out, 0, sizeof *out);
-            out->pid = r.u.sample.pid;
-            out->tid = r.u.sample.tid;
-            out->event = r.u.sample.event;
-            out->time = r.u.sample.time;
-            out->ip = r.u.sample.ip;
-            out->sp = r.u.sample.sp;
-            out->bp = r.u.sample.bp;
+        if (r.type == ICPP_SREC_LSAMPLE) {
+            rp->info.learn_samples++;
+            if (!rp->want_learn)
+                continue;
+        }
+        if (r.type != ICPP_SREC_SAMPLE && r.type != ICPP_SREC_LSAMPLE) {
+            if (icpp_replay_feed(rp, &r, err) < 0)
+                return -1;
+            continue;
+        }
+        memset(out, 0, sizeof *out);
+        out->pid = r.u.sample.pid;
+        out->tid = r.u.sample.tid;
+        out->event = r.u.sample.event;
+        out->time = r.u.sample.time;
+        out->ip = r.u.sample.ip;
+        out->sp = r.u.sample.sp;
+        out->bp = r.u.sample.bp;
+        out->learn = r.type == ICPP_SREC_LSAMPLE;
+        if (!out->learn)
             rp->info.samples++;
-            resolve(rp, out);
-            out->x = r.u.sample.x;
-            return 1;
-        }
-        default:
-            break;
-        }
+        resolve(rp, out);
+        out->x = r.u.sample.x;
+        out->l = r.u.sample.l;
+        return 1;
     }
 }

@@ -48,12 +48,25 @@ typedef struct icpp_rsample {
     int      base_kind;         /* icpp_base_kind */
     int64_t  height;
     icpp_sample_extra x;        /* --validate recordings: callchain, registers, stack (else zero) */
+    icpp_learn_chain  l;        /* learn samples: the frames the sampler unwound (else zero) */
+    int               learn;    /* a learn sample (only with icpp_replay_learn_samples) */
 } icpp_rsample;
 
 typedef struct icpp_replay icpp_replay;
 
 /* Open an ICPP sample file or a perf.data (by its first bytes). */
 icpp_replay *icpp_replay_open(const char *path, icpp_err *err);
+/* A replay without a file, kept up to date by icpp_replay_feed: the
+ * sampler mirrors what it writes into one, to unwind learn samples with
+ * the recording's own mappings and modules. */
+icpp_replay *icpp_replay_live(void);
+/* Apply one record (PROC, MMAP, EVENT, INFO, LOST; others are ignored). */
+int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err);
+/* Learn samples (--learn) are skipped by icpp_replay_next unless this is
+ * set; then they come out too, with `learn` set and their frames in `l`. */
+void icpp_replay_learn_samples(icpp_replay *rp, int on);
+/* The CFA table of replay module i, built on first use; NULL if none. */
+const icpp_cfi *icpp_replay_cfi(icpp_replay *rp, uint32_t i);
 void         icpp_replay_close(icpp_replay *rp);
 /* Next sample: 1, 0 at the end, negative for a corrupt file.  Pointers in
  * *out stay valid until the next call. */
@@ -65,8 +78,9 @@ typedef struct icpp_replay_info {
     uint64_t samples;           /* samples read */
     size_t   truncated;         /* bytes of an incomplete tail (sampler killed) */
     int      clean_end;
-    uint32_t nevents;
+    uint32_t nevents;           /* profile events (ids 0..nevents-1) */
     char     event_names[8][128];
+    uint64_t learn_samples;     /* learn samples seen (counted whether or not they are returned) */
     char     command[1024];
     char     exe[1024];         /* the first process's executable */
 } icpp_replay_info;

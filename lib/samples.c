@@ -159,7 +159,7 @@ void icpp_swriter_info(icpp_swriter *w, const char *key, const char *val)
 }
 
 void icpp_swriter_event(icpp_swriter *w, uint32_t id, const char *name, uint32_t type, uint64_t config,
-                        uint64_t period, int freq, int precise)
+                        uint64_t period, int freq, int precise, uint32_t role)
 {
     if (rec_begin(w, ICPP_SREC_EVENT, strlen(name) + 40) < 0)
         return;
@@ -170,6 +170,7 @@ void icpp_swriter_event(icpp_swriter *w, uint32_t id, const char *name, uint32_t
     icpp_wbuf_uv(&w->blk, period);
     icpp_wbuf_uv(&w->blk, (uint64_t)!!freq);
     icpp_wbuf_uv(&w->blk, (uint64_t)precise);
+    icpp_wbuf_uv(&w->blk, role);
 }
 
 void icpp_swriter_proc(icpp_swriter *w, uint32_t pid, uint32_t ppid, uint64_t startstack, const char *path,
@@ -201,43 +202,47 @@ void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t l
         icpp_wbuf_bytes(&w->blk, bid->bytes, bl);
 }
 
-void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
-                         uint64_t sp, uint64_t bp, const icpp_sample_extra *x)
+/* The writer's index of thread (pid, tid), announced by a THREAD record
+ * the first time; -1 after an error. */
+static ssize_t thread_index(icpp_swriter *w, uint32_t pid, uint32_t tid)
+{
+    uint64_t *ix = icpp_hmap_get(&w->threads, pid, tid);
+    if (ix)
+        return (ssize_t)*ix;
+    if (w->nts == w->capts) {
+        size_t nc = w->capts ? 2 * w->capts : 64;
+        tstate *n = realloc(w->ts, nc * sizeof *n);
+        if (!n) {
+            icpp_err_set(&w->err, ENOMEM, "out of memory");
+            return -1;
+        }
+        w->ts = n;
+        w->capts = nc;
+    }
+    if (icpp_hmap_put(&w->threads, pid, tid, w->nts) < 0) {
+        icpp_err_set(&w->err, ENOMEM, "out of memory");
+        return -1;
+    }
+    w->ts[w->nts] = (tstate){0, 0, 0};
+    rec_begin(w, ICPP_SREC_THREAD, 16);
+    icpp_wbuf_uv(&w->blk, pid);
+    icpp_wbuf_uv(&w->blk, tid);
+    return (ssize_t)w->nts++;
+}
+
+/* Begin a SAMPLE, VSAMPLE or LSAMPLE record with the fields they share. */
+static int sample_head(icpp_swriter *w, int type, size_t extra, uint32_t pid, uint32_t tid, uint32_t event,
+                       uint64_t time, uint64_t ip, uint64_t sp, uint64_t bp)
 {
     if (w->err.code) {
         w->dropped++;
-        return;
+        return -1;
     }
-    uint64_t *ix = icpp_hmap_get(&w->threads, pid, tid);
-    size_t t;
-    if (ix) {
-        t = (size_t)*ix;
-    } else {
-        if (w->nts == w->capts) {
-            size_t nc = w->capts ? 2 * w->capts : 64;
-            tstate *n = realloc(w->ts, nc * sizeof *n);
-            if (!n) {
-                icpp_err_set(&w->err, ENOMEM, "out of memory");
-                return;
-            }
-            w->ts = n;
-            w->capts = nc;
-        }
-        if (icpp_hmap_put(&w->threads, pid, tid, w->nts) < 0) {
-            icpp_err_set(&w->err, ENOMEM, "out of memory");
-            return;
-        }
-        t = w->nts++;
-        w->ts[t] = (tstate){0, 0, 0};
-        rec_begin(w, ICPP_SREC_THREAD, 16);
-        icpp_wbuf_uv(&w->blk, pid);
-        icpp_wbuf_uv(&w->blk, tid);
-    }
-    size_t extra = x ? 24 + (size_t)x->nchain * 10 + (size_t)x->nregs * 10 + x->stack_size : 0;
-    if (rec_begin(w, x ? ICPP_SREC_VSAMPLE : ICPP_SREC_SAMPLE, 48 + extra) < 0)
-        return;
+    ssize_t t = thread_index(w, pid, tid);
+    if (t < 0 || rec_begin(w, type, 48 + extra) < 0)
+        return -1;
     tstate *s = &w->ts[t];
-    icpp_wbuf_uv(&w->blk, t);
+    icpp_wbuf_uv(&w->blk, (uint64_t)t);
     icpp_wbuf_uv(&w->blk, event);
     icpp_wbuf_sv(&w->blk, (int64_t)(time - w->last_time));
     icpp_wbuf_sv(&w->blk, (int64_t)(ip - s->ip));
@@ -245,6 +250,15 @@ void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t e
     icpp_wbuf_sv(&w->blk, (int64_t)(bp - s->bp));
     w->last_time = time;
     *s = (tstate){ip, sp, bp};
+    return 0;
+}
+
+void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
+                         uint64_t sp, uint64_t bp, const icpp_sample_extra *x)
+{
+    size_t extra = x ? 24 + (size_t)x->nchain * 10 + (size_t)x->nregs * 10 + x->stack_size : 0;
+    if (sample_head(w, x ? ICPP_SREC_VSAMPLE : ICPP_SREC_SAMPLE, extra, pid, tid, event, time, ip, sp, bp) < 0)
+        return;
     if (!x)
         return;
     icpp_wbuf_uv(&w->blk, x->nchain);
@@ -259,6 +273,22 @@ void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t e
         icpp_wbuf_uv(&w->blk, x->regs[i]);
     icpp_wbuf_uv(&w->blk, x->stack_size);
     icpp_wbuf_bytes(&w->blk, x->stack, x->stack_size);
+}
+
+void icpp_swriter_learn(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
+                        uint64_t sp, uint64_t bp, const icpp_learn_chain *l)
+{
+    if (sample_head(w, ICPP_SREC_LSAMPLE, 16 + (size_t)l->n * 20, pid, tid, event, time, ip, sp, bp) < 0)
+        return;
+    icpp_wbuf_uv(&w->blk, l->status);
+    icpp_wbuf_uv(&w->blk, l->n);
+    /* Frame 0 is the sample (its pc is ip); callers are deltas from the
+     * frame below: return addresses signed, entry SPs grow upwards. */
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (i)
+            icpp_wbuf_sv(&w->blk, (int64_t)(l->pc[i] - l->pc[i - 1]));
+        icpp_wbuf_uv(&w->blk, l->entry_sp[i] - (i ? l->entry_sp[i - 1] : sp));
+    }
 }
 
 void icpp_swriter_lost(icpp_swriter *w, uint64_t count)
@@ -341,6 +371,7 @@ struct icpp_sreader {
     char          *s1, *s2;     /* strings of the current record */
     uint64_t      *u64;         /* chain/regs of the current record */
     size_t         capu64;
+    uint32_t       version;     /* of the file */
 };
 
 int icpp_samples_is(const uint8_t *buf, size_t len)
@@ -359,8 +390,8 @@ icpp_sreader *icpp_sreader_mem(const uint8_t *buf, size_t len, icpp_err *err)
         return NULL;
     }
     uint32_t v = (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
-    if (v != ICPP_SAMPLES_VERSION) {
-        icpp_err_set(err, ICPP_EVERSION, "sample file version %u; this build reads version %d", v,
+    if (v < 1 || v > ICPP_SAMPLES_VERSION) {
+        icpp_err_set(err, ICPP_EVERSION, "sample file version %u; this build reads versions 1 to %d", v,
                      ICPP_SAMPLES_VERSION);
         return NULL;
     }
@@ -369,6 +400,7 @@ icpp_sreader *icpp_sreader_mem(const uint8_t *buf, size_t len, icpp_err *err)
         icpp_err_set(err, ENOMEM, "out of memory");
         return NULL;
     }
+    r->version = v;
     r->buf = buf;
     r->len = len;
     r->pos = HDR_LEN;
@@ -470,8 +502,10 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             r->s1 = icpp_rbuf_str(q, MAX_STR);
             uint64_t ty = icpp_rbuf_uv(q), cfg = icpp_rbuf_uv(q), per = icpp_rbuf_uv(q);
             uint64_t fr = icpp_rbuf_uv(q), pr = icpp_rbuf_uv(q);
-            if (id > UINT32_MAX || ty > UINT32_MAX || fr > 1 || pr > 3)
+            uint64_t role = r->version >= 2 ? icpp_rbuf_uv(q) : 0;
+            if (id > UINT32_MAX || ty > UINT32_MAX || fr > 1 || pr > 3 || role > ICPP_EVENT_LEARN)
                 q->bad = 1;
+            rec->u.event.role = (uint32_t)role;
             rec->u.event.id = (uint32_t)id;
             rec->u.event.name = r->s1;
             rec->u.event.type = (uint32_t)ty;
@@ -529,7 +563,8 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             continue;       /* internal */
         }
         case ICPP_SREC_SAMPLE:
-        case ICPP_SREC_VSAMPLE: {
+        case ICPP_SREC_VSAMPLE:
+        case ICPP_SREC_LSAMPLE: {
             uint64_t t = icpp_rbuf_uv(q), ev = icpp_rbuf_uv(q);
             int64_t dt = icpp_rbuf_sv(q), di = icpp_rbuf_sv(q), ds = icpp_rbuf_sv(q), db = icpp_rbuf_sv(q);
             if (q->bad || t >= r->nth || ev > UINT32_MAX)
@@ -539,7 +574,7 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             th->ip += (uint64_t)di;
             th->sp += (uint64_t)ds;
             th->bp += (uint64_t)db;
-            rec->type = ICPP_SREC_SAMPLE;
+            rec->type = type == ICPP_SREC_LSAMPLE ? ICPP_SREC_LSAMPLE : ICPP_SREC_SAMPLE;
             rec->u.sample.pid = th->pid;
             rec->u.sample.tid = th->tid;
             rec->u.sample.event = (uint32_t)ev;
@@ -549,6 +584,27 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             rec->u.sample.bp = th->bp;
             if (type == ICPP_SREC_SAMPLE)
                 break;
+            if (type == ICPP_SREC_LSAMPLE) {
+                icpp_learn_chain *l = &rec->u.sample.l;
+                uint64_t st = icpp_rbuf_uv(q), n = icpp_rbuf_uv(q);
+                /* each frame takes at least 2 bytes (1 for frame 0) */
+                if (q->bad || st > 255 || n > ICPP_LEARN_MAX_FRAMES || n > icpp_rbuf_left(q) ||
+                    need_u64(r, 2 * n + 2) < 0)
+                    BAD("bad learn sample", icpp_rbuf_pos(q));
+                uint64_t *pc = r->u64, *esp = r->u64 + n;
+                for (uint64_t i = 0; i < n && !q->bad; i++) {
+                    pc[i] = i ? pc[i - 1] + (uint64_t)icpp_rbuf_sv(q) : th->ip;
+                    uint64_t d = icpp_rbuf_uv(q);
+                    if (i && (d == 0 || esp[i - 1] + d < esp[i - 1]))
+                        q->bad = 1;     /* callers' frames lie strictly above */
+                    esp[i] = (i ? esp[i - 1] : th->sp) + d;
+                }
+                l->status = (uint8_t)st;
+                l->n = (uint32_t)n;
+                l->pc = pc;
+                l->entry_sp = esp;
+                break;
+            }
             icpp_sample_extra *x = &rec->u.sample.x;
             uint64_t nc = icpp_rbuf_uv(q);
             if (q->bad || nc > 4096 || nc > icpp_rbuf_left(q) || need_u64(r, nc + 64) < 0)

@@ -8,7 +8,7 @@
 #include "defs.h"
 #include "err.h"
 
-#define ICPP_SAMPLES_VERSION 1
+#define ICPP_SAMPLES_VERSION 2   /* reads 1 and 2; 2 added LSAMPLE and the EVENT role */
 
 typedef enum icpp_srec_type {
     ICPP_SREC_INFO = 1,     /* key/value about the recording */
@@ -21,6 +21,7 @@ typedef enum icpp_srec_type {
     ICPP_SREC_EXIT,         /* a thread or process ended */
     ICPP_SREC_VSAMPLE,      /* --validate: a sample with its callchain, registers, user stack */
     ICPP_SREC_END,          /* clean end: totals */
+    ICPP_SREC_LSAMPLE,      /* --learn: a sample with its unwound frames (pc, entry SP) */
     ICPP_SREC_MAX
 } icpp_srec_type;
 
@@ -39,18 +40,35 @@ typedef struct icpp_sample_extra {
     const uint8_t  *stack;
 } icpp_sample_extra;
 
+/* EVENT roles (version 2). */
+#define ICPP_EVENT_LEARN 1  /* samples of this event are learn samples, not profile samples */
+
+/* What --learn adds to a sample: its frames as the sampler unwound them
+ * (lib/stackwalk.h), leaf first -- pc[0] is the sample's IP, pc[i] a return
+ * address; entry_sp[i] = CFA - 8 of frame i -- and how the walk ended. */
+#define ICPP_LEARN_MAX_FRAMES 4096
+
+typedef struct icpp_learn_chain {
+    uint8_t         status;     /* icpp_sw_status: 0 = reached the root */
+    uint32_t        n;
+    const uint64_t *pc;
+    const uint64_t *entry_sp;
+} icpp_learn_chain;
+
 typedef struct icpp_srec {
     int type;
     union {
         struct { const char *key, *val; } info;
-        struct { uint32_t id; const char *name; uint32_t type; uint64_t config, period; uint8_t freq, precise; } event;
+        struct { uint32_t id; const char *name; uint32_t type; uint64_t config, period; uint8_t freq, precise;
+                 uint32_t role; } event;   /* role: ICPP_EVENT_LEARN or 0 */
         struct { uint32_t pid, ppid; uint64_t startstack; const char *path; uint32_t flags; } proc;
         struct { uint32_t pid; uint64_t start, len, pgoff; uint32_t prot; const char *path; icpp_build_id build_id; } mmap;
         struct {
             uint32_t pid, tid, event;
             uint64_t time, ip, sp, bp;
             icpp_sample_extra x;        /* all zero unless --validate */
-        } sample;
+            icpp_learn_chain  l;        /* LSAMPLE only */
+        } sample;                       /* SAMPLE, VSAMPLE (as SAMPLE) and LSAMPLE */
         struct { uint64_t count; } lost;
         struct { uint32_t pid, tid; } exit;
         struct { uint64_t samples, lost; } end;
@@ -66,7 +84,7 @@ typedef struct icpp_swriter icpp_swriter;
 icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err);
 void icpp_swriter_info(icpp_swriter *w, const char *key, const char *val);
 void icpp_swriter_event(icpp_swriter *w, uint32_t id, const char *name, uint32_t type, uint64_t config,
-                        uint64_t period, int freq, int precise);
+                        uint64_t period, int freq, int precise, uint32_t role);
 void icpp_swriter_proc(icpp_swriter *w, uint32_t pid, uint32_t ppid, uint64_t startstack, const char *path,
                        uint32_t flags);
 void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t prot,
@@ -74,6 +92,9 @@ void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t l
 /* x: NULL, or the --validate extras (written as one VSAMPLE record). */
 void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
                          uint64_t sp, uint64_t bp, const icpp_sample_extra *x);
+/* A learn sample (an LSAMPLE record): the sample and its unwound frames. */
+void icpp_swriter_learn(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
+                        uint64_t sp, uint64_t bp, const icpp_learn_chain *l);
 void icpp_swriter_lost(icpp_swriter *w, uint64_t count);
 void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid);
 /* Write out the current block (call periodically and before blocking). */
@@ -97,7 +118,8 @@ void          icpp_sreader_close(icpp_sreader *r);
 /* Next record (pointers in *rec stay valid until the next call): 1, or 0 at
  * the end, or a negative error for a corrupt file.  THREAD records are
  * consumed internally; samples (SAMPLE and VSAMPLE both come out as
- * ICPP_SREC_SAMPLE) have pid/tid and absolute values. */
+ * ICPP_SREC_SAMPLE, LSAMPLE as ICPP_SREC_LSAMPLE) have pid/tid and absolute
+ * values. */
 int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err);
 /* After the end: bytes of an incomplete last block (writer killed), and
  * whether an END record was seen. */

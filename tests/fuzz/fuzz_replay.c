@@ -106,7 +106,7 @@ static size_t rewrite(const uint8_t *buf, size_t len, want *w)
             break;
         case ICPP_SREC_EVENT:
             icpp_swriter_event(sw, rec.u.event.id, rec.u.event.name, rec.u.event.type, rec.u.event.config,
-                               rec.u.event.period, rec.u.event.freq, rec.u.event.precise);
+                               rec.u.event.period, rec.u.event.freq, rec.u.event.precise, rec.u.event.role);
             break;
         case ICPP_SREC_PROC:
             icpp_swriter_proc(sw, rec.u.proc.pid, rec.u.proc.ppid, rec.u.proc.startstack, confine(rec.u.proc.path),
@@ -127,6 +127,10 @@ static size_t rewrite(const uint8_t *buf, size_t len, want *w)
                              extra_crc(x->chain, x->nchain, x->regs, x->nregs, x->stack, x->stack_size)};
             break;
         }
+        case ICPP_SREC_LSAMPLE:
+            icpp_swriter_learn(sw, rec.u.sample.pid, rec.u.sample.tid, rec.u.sample.event, rec.u.sample.time,
+                               rec.u.sample.ip, rec.u.sample.sp, rec.u.sample.bp, &rec.u.sample.l);
+            break;
         case ICPP_SREC_LOST:
             icpp_swriter_lost(sw, rec.u.lost.count);
             break;
