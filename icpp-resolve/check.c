@@ -30,6 +30,7 @@ typedef struct tally {
     uint64_t site_contains;     /* path correct and every true call site among the recorded ones */
     uint64_t total, no_truth, truncated;
     uint64_t aligned;           /* matched modulo a signal frame's alignment (lib/resolve.c) */
+    uint64_t by_learned[V_MAX]; /* samples whose true (or only) candidate was a learned-only context */
     uint64_t no_truth_by[ICPP_UW_MAX];
 } tally;
 
@@ -125,7 +126,8 @@ static double pc(uint64_t a, uint64_t b)
     return b ? 100.0 * (double)a / (double)b : 0.0;
 }
 
-int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json)
+int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json,
+              const icpp_learn_stats *ls)
 {
     icpp_err err;
     icpp_cidx *x = icpp_cidx_build(pm, &err);
@@ -165,7 +167,7 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         int nt = truth_path(x, rp, fr, nf, tp);
         icpp_resolve_sample(x, rp, &s, &r);
         int v;
-        uint32_t hit = 0;
+        uint32_t hit = 0, hit_i = 0;
         if (r.kind == ICPP_RES_UNRESOLVED) {
             v = V_UNRESOLVED;
         } else if (r.kind == ICPP_RES_MISSING) {
@@ -176,8 +178,11 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
                 if (matches(pm, r.cand[i].node, tp, nt, complete)) {
                     found = 1;
                     hit = r.cand[i].node;
+                    hit_i = i;
                 }
             v = !found ? V_INCORRECT : r.kind == ICPP_RES_PRECISE ? V_PRECISE : V_AMBIG_OK;
+            if (icpp_cand_learned_only(&r.cand[found ? hit_i : 0]))
+                t.by_learned[v]++;
         }
         t.fn[v]++;
         t.aligned += r.aligned;
@@ -261,6 +266,16 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
                 t.site_precise, t.site_contains);
         fprintf(out, " \"aligned_matches\": %" PRIu64 ",\n", t.aligned);
+        fprintf(out, " \"by_learned_contexts\": {");
+        for (int v = 0; v < V_MAX; v++)
+            fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.by_learned[v]);
+        fprintf(out, "},\n");
+        if (ls)
+            fprintf(out, " \"learning\": {\"learn_samples\": %" PRIu64 ", \"learned\": %" PRIu64
+                         ", \"anchored\": %" PRIu64 ", \"not_rooted\": %" PRIu64 ", \"foreign\": %" PRIu64
+                         ", \"new_contexts\": %" PRIu64 ", \"new_paths\": %" PRIu64 "},\n",
+                    ls->samples, ls->learned, ls->anchored, ls->not_rooted, ls->foreign, ls->new_contexts,
+                    ls->new_paths);
         fprintf(out, " \"incorrect_samples\": [");
         for (size_t i = 0; i < nshown; i++) {
             fprintf(out, "%s\n  {\"height\": %" PRId64 ", \"truth\": ", i ? "," : "", shownv[i].height);
@@ -303,6 +318,11 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         if (t.aligned)
             fprintf(out, "%" PRIu64 " samples under a signal frame matched their context modulo the frame's "
                          "64-byte alignment\n", t.aligned);
+        if (ls)
+            fprintf(out, "learning: %" PRIu64 " learn samples, %" PRIu64 " learned (%" PRIu64 " new contexts); "
+                         "samples resolved through learned-only contexts: precise %" PRIu64 ", ambiguous %" PRIu64
+                         ", incorrect %" PRIu64 "\n", ls->samples, ls->learned, ls->new_contexts,
+                    t.by_learned[V_PRECISE], t.by_learned[V_AMBIG_OK], t.by_learned[V_INCORRECT]);
     }
     free(dps);
     icpp_hmap_free(&paths);

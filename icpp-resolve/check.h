@@ -4,10 +4,15 @@
 
 #include <stdio.h>
 
+#include "learn.h"
 #include "pathmap.h"
 
 /* Replay `samples` against the map and print the accuracy report (text, or
- * JSON if json).  Returns 0, or 1 with a message on stderr. */
-int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json);
+ * JSON if json).  Only profile samples are judged: learn samples are never
+ * judged, and a --validate sample's stack copy is truth, never learning
+ * input.  ls: what learning added to the map (NULL if it was off).
+ * Returns 0, or 1 with a message on stderr. */
+int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json,
+              const icpp_learn_stats *ls);
 
 #endif

@@ -1,6 +1,7 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
 #include "basevote.h"
 #include "defs.h"
+#include "learn.h"
 #include "module.h"
 #include "check.h"
 #include "output.h"
@@ -18,7 +19,8 @@
 #include <unistd.h>
 
 static const char *usage_text =
-    "usage: icpp-resolve [-m MAP] [--format FORMAT] [-n N] [-o OUT] [--check] SAMPLES\n"
+    "usage: icpp-resolve [-m MAP] [--format FORMAT] [-n N] [-o OUT] [--check]\n"
+    "                    [--no-learn] [--save-map OUT] SAMPLES\n"
     "       icpp-resolve --script SAMPLES\n"
     "\n"
     "Turn an icpp-sample recording into call-path profiles using the path map\n"
@@ -49,6 +51,15 @@ static const char *usage_text =
     "  --sort EVENT      rank by this event when several were recorded.\n"
     "  --min PCT         tree: hide nodes below PCT% inclusive (default 0.5).\n"
     "  -o, --output OUT  write there instead of standard output.\n"
+    "  --no-learn        ignore the recording's learn samples (icpp-sample --learn).\n"
+    "                    By default each one becomes a path of the map before\n"
+    "                    the samples are resolved: contexts training never ran\n"
+    "                    are learned from the recording itself. With no map at\n"
+    "                    all (none given, none by the default name), a recording\n"
+    "                    with learn samples resolves against what it learned.\n"
+    "  --save-map OUT    write the map with what was learned added to OUT (it can\n"
+    "                    be the map itself), so the map improves with every\n"
+    "                    recording.\n"
     "  --check           accuracy against the true stacks of an `icpp-sample\n"
     "                    --validate` recording: precise, ambiguous-containing-\n"
     "                    truth, incorrect, missing, unresolved; by samples and\n"
@@ -130,7 +141,8 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 
 int main(int argc, char **argv)
 {
-    enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE };
+    enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
+           OPT_NOLEARN, OPT_SAVEMAP };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"format", required_argument, 0, OPT_FORMAT},
@@ -141,10 +153,12 @@ int main(int argc, char **argv)
                                        {"sort", required_argument, 0, OPT_SORT},
                                        {"min", required_argument, 0, OPT_MIN},
                                        {"check", no_argument, 0, OPT_CHECK},
+                                       {"no-learn", no_argument, 0, OPT_NOLEARN},
+                                       {"save-map", required_argument, 0, OPT_SAVEMAP},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    int c, do_script = 0, check = 0, inlines = 1;
-    const char *map_path = NULL, *out_path = NULL, *sort_name = NULL;
+    int c, do_script = 0, check = 0, inlines = 1, learn = 1;
+    const char *map_path = NULL, *out_path = NULL, *sort_name = NULL, *save_map = NULL;
     fmt_t fmt = F_TEXT;
     out_opts oo = {20, 0, 0, 0.5, 0};
     while ((c = getopt_long(argc, argv, "m:o:n:h", lo, NULL)) != -1) {
@@ -182,6 +196,8 @@ int main(int argc, char **argv)
         case OPT_SORT: sort_name = optarg; break;
         case OPT_MIN: oo.min_pct = atof(optarg); break;
         case OPT_CHECK: check = 1; break;
+        case OPT_NOLEARN: learn = 0; break;
+        case OPT_SAVEMAP: save_map = optarg; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -205,11 +221,49 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    int given = map_path == dflt ? 0 : 1, learned_only = 0;
     icpp_pathmap *pm = icpp_pathmap_read(map_path, &err);
+    if (!pm && !given && err.code == ENOENT && learn) {
+        learned_only = 1;
+        /* No map: a recording with learn samples resolves against them alone. */
+        pm = icpp_pathmap_new();
+        if (pm)
+            fprintf(stderr, "icpp-resolve: no path map %s: resolving with the contexts this recording learned "
+                            "(train the program with icpp-train for more)\n", map_path);
+        map_path = "(learned)";
+        if (!pm) {
+            fprintf(stderr, "icpp-resolve: out of memory\n");
+            return 1;
+        }
+    }
     if (!pm) {
         fprintf(stderr, "icpp-resolve: %s%s\n", err.msg,
                 dflt && err.code == ENOENT ? " (the default map name; train with icpp-train or give -m MAP)" : "");
         free(dflt);
+        return 1;
+    }
+    icpp_learn_stats ls;
+    memset(&ls, 0, sizeof ls);
+    if (learn) {
+        if (icpp_learn_file(samples, pm, &ls, &err) < 0) {
+            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+            return 1;
+        }
+        if (ls.foreign)
+            fprintf(stderr, "icpp-resolve: %s: %" PRIu64 " learn samples are of another program than the map's; "
+                            "not learned\n", samples, ls.foreign);
+        else if (ls.samples)
+            fprintf(stderr, "icpp-resolve: %s: learned %" PRIu64 " of %" PRIu64 " learn samples (%" PRIu64
+                            " new contexts, %" PRIu64 " new paths)\n", samples, ls.learned, ls.samples,
+                    ls.new_contexts, ls.new_paths);
+    }
+    if (learned_only && !ls.learned) {
+        fprintf(stderr, "icpp-resolve: no path map %s, and %s has no learn samples to resolve with: train the "
+                        "program with icpp-train, or record with icpp-sample --learn\n", dflt, samples);
+        return 1;
+    }
+    if (save_map && icpp_pathmap_write(pm, save_map, &err) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
     if (check) {
@@ -218,7 +272,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
             return 1;
         }
-        int r = check_run(samples, pm, map_path, co, fmt == F_JSON);
+        int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL);
         if (co != stdout)
             fclose(co);
         icpp_pathmap_free(pm);

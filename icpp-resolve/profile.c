@@ -288,7 +288,7 @@ int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icp
         /* Share the sample among the candidates in proportion to how often
          * each was entered at this height in training. */
         for (uint32_t i = 0; i < r->ncand; i++) {
-            double share = r->cand_total ? (double)r->cand[i].count / (double)r->cand_total : 1.0 / r->ncand;
+            double share = r->cand_total ? (double)icpp_cand_weight(r, i) / (double)r->cand_total : 1.0 / r->ncand;
             if (add_weight(p, r->cand[i].node, (uint32_t)chain, ev, share, 1) < 0)
                 return -ENOMEM;
         }

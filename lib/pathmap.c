@@ -170,33 +170,49 @@ void icpp_pathmap_add_count(icpp_pathmap *pm, uint32_t node, uint64_t count)
         pm->nodes[node].count += count;
 }
 
+/* Node's entry for height, added (counts 0) if absent; NULL if out of memory. */
+static icpp_pm_height *height_slot(icpp_pathmap *pm, icpp_pm_node *n, uint32_t node, int64_t height)
+{
+    if (n->nheights <= SCAN_MAX) {
+        for (uint32_t i = 0; i < n->nheights; i++)
+            if (n->heights[i].height == height)
+                return &n->heights[i];
+    } else {
+        uint64_t *v = icpp_hmap_get(&pm->height_ix, node, (uint64_t)height);
+        if (v)
+            return &n->heights[*v];
+    }
+    size_t cap = n->capheights;
+    if (grow_from((void **)&n->heights, &cap, (size_t)n->nheights + 1, sizeof *n->heights, 1) < 0)
+        return NULL;
+    n->capheights = (uint32_t)cap;
+    n->heights[n->nheights++] = (icpp_pm_height){height, 0, 0};
+    /* Past the scan limit: index them all (once), then each new one. */
+    for (uint32_t i = n->nheights == SCAN_MAX + 1 ? 0 : n->nheights - 1; n->nheights > SCAN_MAX && i < n->nheights; i++)
+        if (icpp_hmap_put(&pm->height_ix, node, (uint64_t)n->heights[i].height, i) < 0)
+            return NULL;
+    return &n->heights[n->nheights - 1];
+}
+
 int icpp_pathmap_add_height(icpp_pathmap *pm, uint32_t node, int64_t height, uint64_t count)
 {
     if (node >= pm->nnodes)
         return -EINVAL;
-    icpp_pm_node *n = &pm->nodes[node];
-    if (n->nheights <= SCAN_MAX) {
-        for (uint32_t i = 0; i < n->nheights; i++)
-            if (n->heights[i].height == height) {
-                n->heights[i].count += count;
-                return 0;
-            }
-    } else {
-        uint64_t *v = icpp_hmap_get(&pm->height_ix, node, (uint64_t)height);
-        if (v) {
-            n->heights[*v].count += count;
-            return 0;
-        }
-    }
-    size_t cap = n->capheights;
-    if (grow_from((void **)&n->heights, &cap, (size_t)n->nheights + 1, sizeof *n->heights, 1) < 0)
+    icpp_pm_height *h = height_slot(pm, &pm->nodes[node], node, height);
+    if (!h)
         return -ENOMEM;
-    n->capheights = (uint32_t)cap;
-    n->heights[n->nheights++] = (icpp_pm_height){height, count};
-    /* Past the scan limit: index them all (once), then each new one. */
-    for (uint32_t i = n->nheights == SCAN_MAX + 1 ? 0 : n->nheights - 1; n->nheights > SCAN_MAX && i < n->nheights; i++)
-        if (icpp_hmap_put(&pm->height_ix, node, (uint64_t)n->heights[i].height, i) < 0)
-            return -ENOMEM;
+    h->count += count;
+    return 0;
+}
+
+int icpp_pathmap_add_learned(icpp_pathmap *pm, uint32_t node, int64_t height, uint64_t n)
+{
+    if (node >= pm->nnodes)
+        return -EINVAL;
+    icpp_pm_height *h = height_slot(pm, &pm->nodes[node], node, height);
+    if (!h)
+        return -ENOMEM;
+    h->learned += n;
     return 0;
 }
 
@@ -357,7 +373,7 @@ void icpp_pmenc_node(icpp_pmenc *e, uint64_t parent_distance, uint32_t func, uin
     icpp_wbuf_uv(b, nh);
     for (uint32_t k = 0; k < nh; k++) {
         icpp_wbuf_sv(b, h[k].height);
-        icpp_wbuf_uv(b, h[k].count);
+        icpp_wbuf_uv(b, h[k].count + h[k].learned);
     }
     icpp_wbuf_uv(b, ns);
     for (uint32_t k = 0; k < ns; k++) {
@@ -612,7 +628,9 @@ int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err
         nodemap[i] = d;
         dst->nodes[d].count += n->count;
         for (uint32_t k = 0; k < n->nheights; k++)
-            if (icpp_pathmap_add_height(dst, d, n->heights[k].height, n->heights[k].count) < 0)
+            if (icpp_pathmap_add_height(dst, d, n->heights[k].height, n->heights[k].count) < 0 ||
+                (n->heights[k].learned &&
+                 icpp_pathmap_add_learned(dst, d, n->heights[k].height, n->heights[k].learned) < 0))
                 goto out;
         for (uint32_t k = 0; k < n->nsites; k++)
             if (icpp_pathmap_add_site(dst, d, modmap[n->sites[k].module], n->sites[k].addr, n->sites[k].count) < 0)

@@ -34,7 +34,9 @@ typedef struct icpp_pm_func {
 
 typedef struct icpp_pm_height {
     int64_t  height;
-    uint64_t count;
+    uint64_t count;                 /* entries at this height, from training (and saved maps) */
+    uint64_t learned;               /* learn samples at this height (icpp-resolve, in memory only;
+                                       written out as entries: see icpp_pathmap_add_learned) */
 } icpp_pm_height;
 
 typedef struct icpp_pm_site {
@@ -65,6 +67,10 @@ int  icpp_pathmap_add_func(icpp_pathmap *pm, uint32_t module, uint64_t addr, con
 /* The child of `parent` for `func`, created (count 0) if absent. */
 int  icpp_pathmap_child(icpp_pathmap *pm, uint32_t parent, uint32_t func, uint32_t *idx);
 int  icpp_pathmap_add_height(icpp_pathmap *pm, uint32_t node, int64_t height, uint64_t count);
+/* A context seen by `n` learn samples (lib/learn.h): kept apart from the
+ * training entries so a resolver can tell learned contexts from trained
+ * ones; a map written afterwards stores count + learned as its entries. */
+int  icpp_pathmap_add_learned(icpp_pathmap *pm, uint32_t node, int64_t height, uint64_t n);
 int  icpp_pathmap_add_site(icpp_pathmap *pm, uint32_t node, uint32_t module, uint64_t addr,
                            uint64_t count);
 void icpp_pathmap_add_count(icpp_pathmap *pm, uint32_t node, uint64_t count);

@@ -18,7 +18,7 @@
 typedef struct sigctx {
     uint32_t func, node;
     int64_t  height;
-    uint64_t count;
+    uint64_t count, learned;
     uint8_t  depth;         /* signal frames on the path */
 } sigctx;
 
@@ -89,7 +89,8 @@ static int index_signal_contexts(icpp_cidx *x)
     for (uint32_t i = 1; i < nn; i++) {
         const icpp_pm_node *n = icpp_pathmap_node(pm, i);
         for (uint32_t k = 0; depth[i] && k < n->nheights; k++)
-            x->sig[x->nsig++] = (sigctx){n->func, i, n->heights[k].height, n->heights[k].count, depth[i]};
+            x->sig[x->nsig++] = (sigctx){n->func, i, n->heights[k].height, n->heights[k].count,
+                                         n->heights[k].learned, depth[i]};
     }
     if (x->nsig)
         qsort(x->sig, x->nsig, sizeof *x->sig, sig_cmp);
@@ -136,10 +137,12 @@ static uint32_t aligned_lookup(icpp_cidx *x, uint32_t func, int64_t height)
         uint32_t k;
         for (k = 0; k < n && x->fz[k].node != c->node; k++)
             ;
-        if (k < n)
+        if (k < n) {
             x->fz[k].count += c->count;
-        else
-            x->fz[n++] = (icpp_cand){c->node, c->count};
+            x->fz[k].learned += c->learned;
+        } else {
+            x->fz[n++] = (icpp_cand){c->node, c->count, c->learned};
+        }
     }
     return n;
 }
@@ -183,7 +186,7 @@ icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err)
         for (uint32_t k = 0; k < n->nheights; k++) {
             uint64_t *v = icpp_hmap_get(&x->cid, n->func, (uint64_t)n->heights[k].height);
             uint32_t o = (uint32_t)(*v >> 32), c = (uint32_t)*v;
-            x->cands[o + c] = (icpp_cand){i, n->heights[k].count};
+            x->cands[o + c] = (icpp_cand){i, n->heights[k].count, n->heights[k].learned};
             *v = (uint64_t)o << 32 | (c + 1);
         }
     }
@@ -285,6 +288,8 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         return;
     }
     for (uint32_t i = 0; i < out->ncand; i++)
-        out->cand_total += out->cand[i].count;
+        out->by_learned |= out->cand[i].learned != 0;
+    for (uint32_t i = 0; i < out->ncand; i++)
+        out->cand_total += icpp_cand_weight(out, i);
     out->kind = out->ncand == 1 ? ICPP_RES_PRECISE : ICPP_RES_AMBIGUOUS;
 }

@@ -10,10 +10,12 @@
 
 typedef struct icpp_cidx icpp_cidx;
 
-/* One candidate path for a CID, with its training count at that height. */
+/* One candidate path for a CID, with its training count at that height and
+ * the learn samples that saw it there (lib/learn.h). */
 typedef struct icpp_cand {
     uint32_t node;
     uint64_t count;
+    uint64_t learned;
 } icpp_cand;
 
 /* Build the index of a path map: (function, height) -> candidate nodes. */
@@ -49,8 +51,24 @@ typedef struct icpp_resolution {
     int64_t          func;      /* path-map function, -1 if none */
     uint32_t         ncand;
     const icpp_cand *cand;
-    uint64_t         cand_total;  /* sum of candidate counts */
+    uint64_t         cand_total;  /* sum of the candidates' weights (icpp_cand_weight) */
+    int              by_learned;  /* weights are learn counts: this recording's own */
 } icpp_resolution;
+
+/* The weight of candidate i when a sample is shared among its candidates:
+ * the learn samples of this recording where any candidate has some (they
+ * measure this run's time, where training counts measure another run's
+ * entries), else the training counts. */
+static inline uint64_t icpp_cand_weight(const icpp_resolution *r, uint32_t i)
+{
+    return r->by_learned ? r->cand[i].learned : r->cand[i].count;
+}
+
+/* The candidate is known only from learn samples (never trained). */
+static inline int icpp_cand_learned_only(const icpp_cand *c)
+{
+    return c->learned && !c->count;
+}
 
 void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample *s, icpp_resolution *out);
 

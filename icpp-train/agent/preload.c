@@ -392,7 +392,7 @@ static int write_part(const icpp_agent_thread *t, int pid)
         size_t np = icpp_agent_node_heights(it.n, pairs, 256, NULL), nh = 0, ns = 0;
         for (size_t i = 0; i < np && i < 256; i++)
             if (pairs[i].count)
-                hs[nh++] = (icpp_pm_height){(int64_t)pairs[i].key, pairs[i].count};
+                hs[nh++] = (icpp_pm_height){(int64_t)pairs[i].key, pairs[i].count, 0};
         np = icpp_agent_node_sites(it.n, pairs, 256, NULL);
         for (size_t i = 0; i < np && i < 256; i++) {
             int m = pairs[i].count ? find_module(pairs[i].key) : -1;

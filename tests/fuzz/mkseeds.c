@@ -122,7 +122,7 @@ static void seeds_pathmap(void)
         icpp_pmenc_func(&e, 0, 0x401000 + 0x40 * i, i == 3 ? "f.cold" : "f");
     icpp_pmenc_nodes(&e);
     for (uint32_t i = 0; i < 40; i++) {
-        icpp_pm_height h[2] = {{(int64_t)i * 32 + 8, i + 1}, {(int64_t)i * 32 + 24, 1}};
+        icpp_pm_height h[2] = {{(int64_t)i * 32 + 8, i + 1, 0}, {(int64_t)i * 32 + 24, 1, 0}};
         icpp_pm_site s = {0, 0x401010 + i, i};
         icpp_pmenc_node(&e, 1, i % 4, i, h, 1 + (i % 2), &s, i % 3 ? 1 : 0);
     }

@@ -206,7 +206,7 @@ int main(void)
         icpp_pm_height *hs = malloc(2 * N * sizeof *hs);
         icpp_pm_site *ss = malloc(2 * N * sizeof *ss);
         for (uint32_t i = 0; i < 2 * N; i++) {
-            hs[i] = (icpp_pm_height){(int64_t)(i % N) * 8 - 64, 1 + (i >= N)};
+            hs[i] = (icpp_pm_height){(int64_t)(i % N) * 8 - 64, 1 + (i >= N), 0};
             ss[i] = (icpp_pm_site){0, 0x1000 + (i % N), 1 + (i >= N)};
         }
         icpp_wbuf wb = {0};

@@ -1,0 +1,50 @@
+/* learn.h -- learned contexts: the frames of `icpp-sample --learn` samples become paths of the path map. */
+#ifndef ICPP_LEARN_H
+#define ICPP_LEARN_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "pathmap.h"
+#include "replay.h"
+
+/* A learn sample carries the frames the sampler unwound (lib/stackwalk.h):
+ * every frame's pc and entry SP.  With the sample's thread base that is a
+ * call path with the height of every function on it -- exactly what
+ * training records (docs/definitions.md), in the map's representation:
+ *   - function = (module build-id, start of the function holding the pc;
+ *     a return address is looked up at ra - 1; a foo.cold part is foo);
+ *   - frames in modules the map did not train are left out, as training
+ *     never saw them (docs/train.md); a map without functions (no map at
+ *     all) takes every module;
+ *   - tail calls need nothing: the caller's frame is gone in both;
+ *   - a walk that reached the root adds the whole path from the root; one
+ *     that stopped early (stack copy too short, a signal frame, a PLT stub)
+ *     is joined at its outermost frame whose (function, height) the map
+ *     knows as exactly one path -- else it is not learned;
+ *   - the outermost frame of a rooted walk (_start, a thread's clone) has
+ *     no caller to measure its entry SP against: it names the root but adds
+ *     no height.
+ * Each context on the path gets one learn count (icpp_pathmap_add_learned);
+ * the training counts are left alone, so a resolver can tell them apart. */
+
+typedef struct icpp_learn_stats {
+    uint64_t samples;           /* learn samples read */
+    uint64_t learned;           /* turned into a path */
+    uint64_t anchored;          /* of those, joined at a known context (walk not rooted) */
+    uint64_t not_rooted;        /* walk ended early with no known context to join */
+    uint64_t no_base;           /* thread base unknown */
+    uint64_t unreadable;        /* a frame in a module that cannot be read or changed since */
+    uint64_t untrained_only;    /* no frame in a trained module */
+    uint64_t foreign;           /* of another program than the map's (refused) */
+    uint64_t new_paths;         /* nodes the map did not have */
+    uint64_t new_contexts;      /* (node, height) pairs the map did not have */
+} icpp_learn_stats;
+
+/* Learn from every learn sample of `samples` into pm.  Refuses, counting
+ * them as foreign, learn samples of a recording whose executable is not the
+ * map's main module (by build-id).  Returns 0, or negative for an unreadable
+ * file or out of memory (err says which). */
+int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, icpp_err *err);
+
+#endif
