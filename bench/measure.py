@@ -240,6 +240,22 @@ class Bench:
     def builds(self):
         return ["fp", "nofp"] if self.a.nofp else ["fp"]
 
+    # How each recording is resolved for figure 3: what the map alone knows, then
+    # with the recording's learn samples (icpp-sample --learn, on by default),
+    # then with static completion where icpp-resolve has it (--no-complete).
+    CHECK_MODES = [("trained", ["--no-learn", "--no-complete"]), ("learned", ["--no-complete"]),
+                   ("completed", [])]
+
+    def check_modes(self, mp, rec):
+        out = {}
+        for mode, extra in self.CHECK_MODES:
+            c = self.check(mp, rec, extra)
+            if "unknown-option" in c:      # an icpp-resolve without completion: the first two modes only
+                c = self.check(mp, rec, [e for e in extra if e != "--no-complete"]) if mode != "completed" else None
+            if c is not None:
+                out[mode] = c
+        return out
+
     def fig_precision(self):
         maps = self.res.get("maps", {})
         out = self.res.setdefault("precision", {})
@@ -265,14 +281,51 @@ class Bench:
                             self.error("icpp-resolve %s %s<-%s" % (name, mid, tid), rcmd,
                                        {"rc": p.returncode, "err": p.stderr.decode(errors="replace")})
                             row["resolve"] = {"error": tail(p.stderr.decode(errors="replace"), 2)}
-                        row["check"] = self.check(t["map"], m["recording"])
+                        row["checks"] = self.check_modes(t["map"], m["recording"])
+                        row["check"] = row["checks"].get("completed") or row["checks"].get("learned") or \
+                            row["checks"].get("trained") or {"error": "no --check ran"}
                         rows.append(row)
             self.save()
 
-    def check(self, mp, rec):
-        ccmd = [self.resolve, "-m", mp, "--check", "--format", "json", rec]
+    LEARN_RATES = [4, 16, 64]
+
+    def fig_learnrate(self):
+        """Precision online at several learn rates: one train -> measure pair per program (fp)."""
+        maps = self.res.get("maps", {})
+        out = self.res.setdefault("learnrate", {})
+        for name in self.order:
+            prog = self.programs[name]
+            ents = maps.get(name, {}).get("fp", {})
+            if len(prog["inputs"]) < 2:
+                continue
+            a, b = prog["inputs"][0], prog["inputs"][1]
+            if "map" not in ents.get(a["id"], {}):
+                continue
+            rows = out.setdefault(name, [])
+            cmd = self.prog_cmd(name, "fp", b)
+            stdin = b["file"] if b["stdin"] else None
+            for n in self.LEARN_RATES:
+                rec = os.path.join(self.work, "rec", "%s-fp-%s-learn%d.samples" % (name, b["id"], n))
+                rm(rec)
+                scmd = [self.sample, "--validate", "--learn=%d" % n, "-e", "cpu-clock", "-c", str(self.a.period),
+                        "-o", rec, "--"] + cmd
+                log("recording %s %s --learn=%d" % (name, b["id"], n))
+                r = run(scmd, stdin, self.env, self.a.timeout)
+                if r["rc"] != 0 or not os.path.exists(rec):
+                    self.error("icpp-sample --learn=%d %s" % (n, name), scmd, r)
+                    continue
+                rows.append({"train": a["id"], "measure": b["id"], "every": n,
+                             "record_cmd": shq(scmd), "checks": self.check_modes(ents[a["id"]]["map"], rec)})
+                if not self.a.keep_recordings:
+                    rm(rec)
+            self.save()
+
+    def check(self, mp, rec, extra=()):
+        ccmd = [self.resolve, "-m", mp, "--check", "--format", "json"] + list(extra) + [rec]
         p = subprocess.run(ccmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
         err = p.stderr.decode(errors="replace")
+        if p.returncode == 2 and ("unrecognized option" in err or "unknown option" in err):
+            return {"unknown-option": tail(err, 1)}
         if p.returncode != 0:
             if "not implemented" in err or "unrecognized option" in err or "invalid option" in err:
                 return {"pending": tail(err, 1)}
@@ -282,7 +335,8 @@ class Bench:
         except ValueError as e:
             return {"error": "unreadable --check JSON: %s" % e, "cmd": shq(ccmd)}
         c = {k: j.get(k) for k in ("samples", "with_truth", "truncated_truth", "distinct_paths",
-                                   "by_samples", "by_paths", "call_sites", "no_truth")}
+                                   "by_samples", "by_paths", "call_sites", "no_truth", "learning",
+                                   "by_learned_contexts", "inferred", "uncertain")}
         ex = []
         for s in j.get("incorrect_samples") or []:
             pair = (s.get("truth"), s.get("candidates"))
@@ -348,7 +402,12 @@ class Bench:
     def fig_sample(self):
         P = str(self.a.period)
         tools = {"plain": lambda o: [],
-                 "icpp-sample": lambda o: [self.sample, "-e", "cpu-clock", "-c", P, "-o", o, "--"]}
+                 "icpp-sample": lambda o: [self.sample, "-e", "cpu-clock", "-c", P, "-o", o, "--"],
+                 "icpp-sample-nolearn": lambda o: [self.sample, "--no-learn", "-e", "cpu-clock", "-c", P, "-o", o,
+                                                   "--"]}
+        for n in self.LEARN_RATES:
+            tools["icpp-sample-learn%d" % n] = (lambda n: lambda o: [self.sample, "--learn=%d" % n, "-e", "cpu-clock",
+                                                                     "-c", P, "-o", o, "--"])(n)
         if self.perf:
             # --no-bpf-event: perf 6.1 otherwise waits out a 1 s poll of its side-band
             # thread at exit, which would count as sampling overhead
@@ -552,7 +611,8 @@ def main():
     ap.add_argument("--tools", required=True, help="meson build directory holding the icpp tools")
     ap.add_argument("--work", required=True, help="scratch directory (maps, recordings)")
     ap.add_argument("--out", required=True, help="results JSON")
-    ap.add_argument("--figures", default="maps,precision,cfi,resolve,sample,train,rewrite")
+    ap.add_argument("--figures", default="maps,precision,learnrate,cfi,resolve,sample,train,rewrite")
+    ap.add_argument("--keep-recordings", action="store_true")
     ap.add_argument("--setups-train", type=int, default=8)
     ap.add_argument("--setups-sample", type=int, default=10)
     ap.add_argument("--period", type=int, default=250000, help="sample period, ns of cpu-clock")
@@ -565,7 +625,7 @@ def main():
     figs = a.figures.split(",")
     b.res["meta"]["figures"] = figs
     t0 = time.time()
-    for f in ("maps", "precision", "cfi", "resolve", "sample", "train", "rewrite"):
+    for f in ("maps", "precision", "learnrate", "cfi", "resolve", "sample", "train", "rewrite"):
         if f in figs:
             t = time.time()
             log("figure %s" % f)

@@ -25,6 +25,11 @@ TRAIN_VARIANTS = [("icpp-train", "icpp-train"), ("icpp-train-main", "icpp-train 
                   ("hooks-only", "hooks only (records nothing)"), ("uftrace", "uftrace record -P .")]
 SAMPLE_VARIANTS = [("icpp-sample", "icpp-sample"), ("perf-flat", "perf flat"), ("perf-g", "perf -g"),
                    ("perf-dwarf", "perf --call-graph dwarf")]
+# icpp-sample's learn rates (issue #11): the default is --learn=16 ("icpp-sample" above)
+LEARN_VARIANTS = [("icpp-sample-nolearn", "--no-learn"), ("icpp-sample-learn4", "--learn=4"),
+                  ("icpp-sample", "--learn=16 (default)"), ("icpp-sample-learn16", "--learn=16"),
+                  ("icpp-sample-learn64", "--learn=64")]
+CHECK_MODES = [("trained", "map only"), ("learned", "+ learned"), ("completed", "+ completed")]
 
 # Kept from earlier versions of this file: CFI measurements not repeated by bench/run.
 CFI_HISTORY = """Earlier runs of the same benchmark (2026-11-22, before bench/run existed), command
@@ -365,103 +370,151 @@ class Report:
                     self.bad("bytes per sample of %s: no icpp-sample figure" % n)
             self.w("| %s | %s |" % (n, " | ".join(cells)))
         self.w()
+        self.learncost(data, cmds)
+
+    def learncost(self, data, cmds):
+        lv = [(v, l) for v, l in LEARN_VARIANTS if v in cmds and v != "icpp-sample-nolearn"]
+        if "icpp-sample-nolearn" not in cmds or not lv:
+            return
+        self.w("Learning's cost (issue #11): each learn rate against `icpp-sample --no-learn` in the same setup --")
+        self.w("wall time ratio (median [95% interval]) and file size ratio (median). Target at the default rate:")
+        self.w("wall time within 3%, file at most 2x.")
+        self.w()
+        self.w("| program | %s |" % " | ".join("%s: time, size" % l for _, l in lv))
+        self.w("|---|%s" % ("---|" * len(lv)))
+        for n in self.order:
+            d = data.get(n)
+            if not d:
+                continue
+            cells = []
+            for v, _ in lv:
+                s = ratio_summary(ratios(d["runs"], v, base="icpp-sample-nolearn"))
+                sz = [r[v]["bytes"] / r["icpp-sample-nolearn"]["bytes"] for r in d["runs"]
+                      if r.get(v, {}).get("bytes") and r.get("icpp-sample-nolearn", {}).get("bytes")]
+                cells.append("%s, %s" % (fmt_ratio(s, 3), "%.2fx" % statistics.median(sz) if sz else "n/a"))
+            self.w("| %s | %s |" % (n, " | ".join(cells)))
+        self.w()
 
     # -------------------------------------------------------------- figure 3
+    @staticmethod
+    def figures_of(c):
+        """Shares (%) of the judged samples from one --check JSON, or None."""
+        if not c or "error" in c or "pending" in c or "unknown-option" in c:
+            return None
+        bs, bp = c.get("by_samples") or {}, c.get("by_paths") or {}
+        judged = c.get("with_truth") or 0
+        npaths = c.get("distinct_paths") or 0
+        if not judged:
+            return None
+        f = {"judged": judged,
+             "precise": 100.0 * bs.get("precise", 0) / judged,
+             "correct": 100.0 * (bs.get("precise", 0) + bs.get("ambiguous-containing-truth", 0)) / judged,
+             "incorrect": 100.0 * bs.get("incorrect", 0) / judged,
+             "missing": 100.0 * bs.get("missing", 0) / judged,
+             "paths": 100.0 * bp.get("precise", 0) / npaths if npaths else None,
+             "known": (100.0 * bs.get("precise", 0) / (judged - bs.get("missing", 0))
+                       if judged - bs.get("missing", 0) else None)}
+        for k in ("inferred-correct", "inferred-incorrect", "uncertain-correct", "uncertain-incorrect"):
+            if k in bs:
+                f[k] = 100.0 * bs[k] / judged
+        return f
+
     def precision(self):
         self.w("## 3. Precision against the true stacks")
         self.w()
         self.w("Each input set is trained (`icpp-train`) and recorded with `icpp-sample --validate` (which also")
-        self.w("copies each sample's user stack); `icpp-resolve -m MAP --check --format json RECORDING` then")
-        self.w("unwinds every sample with DWARF CFI and compares the true call path with what the map resolves")
-        self.w("it to. Offline: trained and measured on the same input set; online: trained on one, measured on")
-        self.w("another. *precise*: exactly one candidate path and it is the true one; *correct*: the true path")
-        self.w("is among the candidates; by distinct paths, a path counts as precise if all its samples were.")
-        self.w("Percentages are of the samples that have a true stack.")
+        self.w("copies each sample's user stack, and takes one learn sample in 16 as every recording does by")
+        self.w("default); `icpp-resolve -m MAP --check --format json RECORDING` then unwinds every sample with")
+        self.w("DWARF CFI and compares the true call path with what the map resolves it to. Offline: trained and")
+        self.w("measured on the same input set; online: trained on one, measured on another. *precise*: exactly")
+        self.w("one candidate path and it is the true one; *correct*: the true path is among the candidates;")
+        self.w("*incorrect*: precise or ambiguous, and the true path is not among the candidates; by distinct")
+        self.w("paths, a path counts as precise if all its samples were. Percentages are of the samples that")
+        self.w("have a true stack. Each figure is given three ways (issue #11): with the map alone")
+        self.w("(`--no-learn --no-complete`), after learning from the recording's learn samples (`--no-complete`),")
+        self.w("and with static completion as well (the default) where icpp-resolve has it.")
         self.w()
         data = self.r.get("precision", {})
         if not data:
             self.w("Not measured in this run.")
             self.w()
             return
-        self.w("| program | build | trained on -> measured | kind | samples | precise (samples) | correct (samples) "
-               "| precise (distinct paths) | incorrect (samples) | missing from map |")
-        self.w("|---|---|---|---|---|---|---|---|---|---|")
-        agg = {"offline": [], "online": [], "offline_paths": [], "online_paths": [],
-               "offline_known": [], "online_known": []}
-        pending = None
+        modes = [(m, l) for m, l in CHECK_MODES
+                 if any(m in row.get("checks", {}) for rows in data.values() for row in rows)]
+        if not modes:
+            modes = [("check", "map only")]
+        heads = " / ".join(l for _, l in modes)
+        self.w("| program | build | trained on -> measured | kind | samples | precise (%s) | incorrect (%s) "
+               "| missing (%s) | correct, precise (distinct paths) |" % (heads, heads, heads))
+        self.w("|---|---|---|---|---|---|---|---|---|")
+        agg = {}
         examples = []
         for n in self.order:
             for row in data.get(n, []):
-                c = row.get("check", {})
+                checks = row.get("checks") or {"check": row.get("check")}
                 lab = "%s -> %s" % (row["train"], row["measure"])
-                if "pending" in c:
-                    pending = c["pending"]
-                    self.w("| %s | %s | %s | %s | pending `--check` | | | | | |" % (n, row["build"], lab, row["kind"]))
-                    continue
-                if "error" in c:
-                    self.w("| %s | %s | %s | %s | --check failed: %s | | | | | |" % (
-                        n, row["build"], lab, row["kind"], c["error"].replace("\n", " ").replace("|", "/")[:150]))
+                figs = {m: self.figures_of(checks.get(m)) for m, _ in modes}
+                last = next((figs[m] for m, _ in reversed(modes) if figs[m]), None)
+                if not last:
+                    c = checks.get(modes[0][0]) or {}
+                    why = (c.get("error") or c.get("pending") or "no judged samples").replace("\n", " ")
+                    self.w("| %s | %s | %s | %s | --check: %s | | | | |" % (n, row["build"], lab, row["kind"],
+                                                                          why.replace("|", "/")[:150]))
                     if self.a.check:
                         self.bad("--check failed for %s %s" % (n, lab))
                     continue
-                bs, bp = c.get("by_samples") or {}, c.get("by_paths") or {}
-                judged = c.get("with_truth") or 0
-                npaths = c.get("distinct_paths") or 0
-                if not judged:
-                    self.w("| %s | %s | %s | %s | 0 with a true stack | | | | | |" % (n, row["build"], lab, row["kind"]))
-                    continue
-                prec = 100.0 * bs.get("precise", 0) / judged
-                corr = 100.0 * (bs.get("precise", 0) + bs.get("ambiguous-containing-truth", 0)) / judged
-                pp = 100.0 * bp.get("precise", 0) / npaths if npaths else None
-                inc = 100.0 * bs.get("incorrect", 0) / judged
-                mis = 100.0 * bs.get("missing", 0) / judged
+                cell = lambda k: " / ".join(pct(figs[m][k]) if figs[m] else "n/a" for m, _ in modes)  # noqa: E731
+                self.w("| %s | %s | %s | %s | %d | %s | %s | %s | %s, %s |" % (
+                    n, row["build"], lab, row["kind"], last["judged"], cell("precise"), cell("incorrect"),
+                    cell("missing"), pct(last["correct"]), pct(last["paths"])))
                 if row["build"] == "fp":
-                    agg[row["kind"]].append((n, prec))
-                    known = judged - bs.get("missing", 0)
-                    if known:
-                        agg[row["kind"] + "_known"].append((n, 100.0 * bs.get("precise", 0) / known))
-                    if pp is not None:
-                        agg[row["kind"] + "_paths"].append((n, pp))
-                self.w("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |" % (
-                    n, row["build"], lab, row["kind"], judged, pct(prec), pct(corr), pct(pp), pct(inc), pct(mis)))
+                    for m, _ in modes:
+                        if figs[m]:
+                            for k in ("precise", "incorrect", "missing", "paths", "known"):
+                                if figs[m][k] is not None:
+                                    agg.setdefault((row["kind"], m, k), []).append((n, figs[m][k]))
+                c = checks.get(modes[-1][0]) or {}
                 for ex in c.get("incorrect_examples", [])[:1]:
                     if not any(e[0] == n for e in examples):     # one per program
                         examples.append((n, row["build"], lab, ex))
-                if self.a.check and not (0 <= prec <= 100):
+                if self.a.check and not (0 <= last["precise"] <= 100):
                     self.bad("precision of %s %s out of range" % (n, lab))
         self.w()
+
         def mean(xs):   # mean over programs of each program's mean over its rows
             per = {}
             for n, x in xs:
                 per.setdefault(n, []).append(x)
             return statistics.fmean(statistics.fmean(v) for v in per.values()) if per else None
-        self.w("| summary (fp build; mean over programs of each program's mean) | ICPP here "
-               "| paper (SPEC CPU2006, after ARR) |")
-        self.w("|---|---|---|")
-        self.w("| offline, precise by samples | %s | |" % pct(mean(agg["offline"])))
-        self.w("| offline, precise by distinct paths | %s | %.0f%% |" % (pct(mean(agg["offline_paths"])),
-                                                                       PAPER["offline"]))
-        self.w("| online, precise by samples | %s | |" % pct(mean(agg["online"])))
-        self.w("| online, precise by distinct paths | %s | %.0f%% |" % (pct(mean(agg["online_paths"])),
-                                                                      PAPER["online"]))
-        self.w("| online, precise by samples, of the samples whose context the training input ran | %s | |" %
-               pct(mean(agg["online_known"])))
+        self.w("| summary (fp build; mean over programs of each program's mean) | %s | paper (SPEC CPU2006, "
+               "after ARR) |" % " | ".join(l for _, l in modes))
+        self.w("|---|%s---|" % ("---|" * len(modes)))
+
+        def srow(label, kind, k, paper=""):
+            self.w("| %s | %s | %s |" % (label, " | ".join(pct(mean(agg.get((kind, m, k), []))) for m, _ in modes),
+                                         paper))
+        srow("offline, precise by samples", "offline", "precise")
+        srow("offline, precise by distinct paths", "offline", "paths", "%.0f%%" % PAPER["offline"])
+        srow("offline, incorrect by samples", "offline", "incorrect")
+        srow("online, precise by samples", "online", "precise")
+        srow("online, precise by distinct paths", "online", "paths", "%.0f%%" % PAPER["online"])
+        srow("online, incorrect by samples", "online", "incorrect")
+        srow("online, missing by samples", "online", "missing")
+        srow("online, precise by samples, of the samples whose context the map knows", "online", "known")
         raw = [(n, e["stats"]["unique_paths"]) for n in self.order
                for e in self.r.get("maps", {}).get(n, {}).get("fp", {}).values()
                if "stats" in e and "unique_paths" in e["stats"]]
-        self.w("| raw CID uniqueness (share of a map's paths whose CID is unique; section 4) | %s | %.0f%% |" % (
-            pct(mean(raw)), PAPER["raw"]))
+        self.w()
+        self.w("Raw CID uniqueness (share of a map's paths whose CID is unique; section 4): %s here, %.0f%% in "
+               "the paper." % (pct(mean(raw)), PAPER["raw"]))
         self.w()
         self.w("These figures are before rewriting (section 6 has them after ARR); the paper's 88%/74% are")
         self.w("after ARR. The input sets of a program differ on purpose (compress vs decompress, flat vs nested")
-        self.w("C, objects vs strings, OLTP vs analytics), so online losses are mostly samples whose context the")
-        self.w("training input never ran (\"missing from map\"), not wrong answers.")
-        if pending:
-            self.w()
-            self.w("**Pending `--check`**: `%s`. The harness runs it as soon as icpp-resolve has it." % pending)
+        self.w("C, objects vs strings, OLTP vs analytics), so online the map alone misses most of what the")
+        self.w("other input runs; learning fills it from the recording itself.")
         if examples:
             self.w()
-            self.w("An incorrect resolution per row, if any (true path / what the map resolved it to):")
+            self.w("An incorrect resolution per row, if any (true path / what was resolved), in the last mode:")
             self.w()
             for n, b, lab, (truth, cand) in examples[:8]:
                 cands = (cand or "").split(" | ")
@@ -469,6 +522,7 @@ class Report:
                 self.w("- %s %s %s:<br>true `%s`<br>resolved `%s`%s" % (
                     n, b, lab, self.short(truth), self.short(cands[0]), more))
         self.w()
+        self.learnrate(modes)
         self.w("Without ground truth, how the samples resolved (`icpp-resolve --format json`, shares of all")
         self.w("samples: one candidate / several / CID not in the map / no CID could be formed):")
         self.w()
@@ -490,6 +544,31 @@ class Report:
                     *(pct(100 * (sh_.get(k) or 0)) for k in ("precise", "ambiguous", "missing", "unresolved"))))
                 if self.a.check and not all(0 <= (sh_.get(k) or 0) <= 1 for k in sh_):
                     self.bad("resolve shares of %s %s out of range" % (n, lab))
+        self.w()
+
+    def learnrate(self, modes):
+        data = self.r.get("learnrate", {})
+        if not data:
+            return
+        self.w("### Learn rate and precision")
+        self.w()
+        self.w("One online pair per program (fp build), recorded again with `icpp-sample --validate --learn=N`;")
+        self.w("figures in the last mode (%s). The cost of each rate is in section 2." % modes[-1][1])
+        self.w()
+        self.w("| program | trained on -> measured | N | learn samples | learned | precise | incorrect | missing |")
+        self.w("|---|---|---|---|---|---|---|---|")
+        for n in self.order:
+            for row in data.get(n, []):
+                ch = row.get("checks", {})
+                c = next((ch[m] for m, _ in reversed(modes) if m in ch), None)
+                f = self.figures_of(c)
+                lr = (c or {}).get("learning") or {}
+                if not f:
+                    self.w("| %s | %s -> %s | %d | failed | | | | |" % (n, row["train"], row["measure"], row["every"]))
+                    continue
+                self.w("| %s | %s -> %s | %d | %s | %s | %s | %s | %s |" % (
+                    n, row["train"], row["measure"], row["every"], lr.get("learn_samples", "n/a"),
+                    lr.get("learned", "n/a"), pct(f["precise"]), pct(f["incorrect"]), pct(f["missing"])))
         self.w()
 
     # -------------------------------------------------------------- figure 4

@@ -152,6 +152,8 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
     icpp_resolution r;
     int rc, any_regs = 0;
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
+        if (s.learn)
+            continue;       /* learning input: never judged */
         t.total++;
         if (s.x.nregs)
             any_regs = 1;

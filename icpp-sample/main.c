@@ -62,10 +62,12 @@ static const char *usage_text =
     "                       measure accuracy against the true stacks. Costs more.\n"
     "      --stack-size N   bytes of stack to copy with --validate and for learn\n"
     "                       samples (default 16384).\n"
-    "      --learn[=N]      also take one sample in N (default 16) with the user\n"
-    "                       stack, unwind it here and keep its frames, so that\n"
-    "                       icpp-resolve learns the contexts training never ran\n"
-    "                       (on by default; the stack copy itself is not kept).\n"
+    "      --learn[=N]      one sample in N (default 16, N >= 2) also copies the\n"
+    "                       user stack; icpp-sample unwinds it at once and keeps\n"
+    "                       only its frames, so that icpp-resolve learns the\n"
+    "                       contexts training never ran. On by default; no extra\n"
+    "                       samples (the rate asked for is kept); the stack copy\n"
+    "                       itself is not written.\n"
     "      --no-learn       only IP, SP and BP: no learn samples.\n"
     "  -q, --quiet          no summary on stderr.\n"
     "      --list-events    list the events this machine knows.\n"
@@ -377,6 +379,7 @@ static int on_record(void *ctx, const struct perf_event_header *h)
                 TAKE(dyn);
             if (s->ev[ev].learn) {
                 learn_sample(s, pid, tid, ev, time, ip, sp, bp, stack, dyn < size ? dyn : size);
+                s->samples++;
                 return 0;
             }
             x = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, a->sample_regs_user,
@@ -687,7 +690,7 @@ static void write_header(session *s, int argc, char **argv)
         const struct perf_event_attr *a = &s->ev[e].attr;
         icpp_swriter_event(s->w, (uint32_t)e, s->ev[e].name, a->type, a->config,
                            a->freq ? a->sample_freq : a->sample_period, a->freq, a->precise_ip,
-                           s->ev[e].learn ? ICPP_EVENT_LEARN : 0);
+                           s->ev[e].learn ? ICPP_EVENT_LEARN : 0, s->ev[e].learn ? s->ev[e].of : 0);
     }
 }
 
@@ -714,7 +717,7 @@ static void setup_events(session *s, int amd)
     for (int e = 0; e < named; e++) {
         icpp_event_setup(&s->ev[e], &s->so, amd);
         if (s->learn_every)
-            icpp_event_setup_learn(&s->ev[e], &s->ev[s->nev++], s->learn_every,
+            icpp_event_setup_learn(&s->ev[e], (uint32_t)e, &s->ev[s->nev++], s->learn_every,
                                    s->so.stack_bytes ? s->so.stack_bytes : 16384);
     }
 }
@@ -769,7 +772,7 @@ int main(int argc, char **argv)
         case OPT_VALIDATE: s.so.validate = 1; break;
         case OPT_STACK: s.so.stack_bytes = (uint32_t)parse_u64("--stack-size", optarg, 8, 65528) & ~7u; break;
         case OPT_LEARN:
-            s.learn_every = optarg ? (uint32_t)parse_u64("--learn", optarg, 1, 1u << 20) : LEARN_EVERY_DEFAULT;
+            s.learn_every = optarg ? (uint32_t)parse_u64("--learn", optarg, 2, 1u << 20) : LEARN_EVERY_DEFAULT;
             break;
         case OPT_NO_LEARN: s.learn_every = 0; break;
         case OPT_LIST: icpp_event_list(stdout); return 0;
@@ -977,7 +980,7 @@ int main(int argc, char **argv)
             if (!s.ev[e].learn)
                 fprintf(stderr, ",%s", s.ev[e].name);
         if (s.learn_every)
-            fprintf(stderr, " and %" PRIu64 " learn samples (%" PRIu64 " unwound to the root)", s.learned,
+            fprintf(stderr, " (%" PRIu64 " of them learn samples, %" PRIu64 " unwound to the root)", s.learned,
                     s.learned_root);
         fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s\n", s.lost,
                 s.lost ? ": the ring buffer overflowed, try a larger -m or a longer period" : "", bytes,

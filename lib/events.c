@@ -97,24 +97,29 @@ void icpp_event_setup(icpp_event *ev, const icpp_sample_opts *o, int is_amd)
     }
 }
 
-void icpp_event_setup_learn(const icpp_event *primary, icpp_event *learn, uint32_t every, uint32_t stack_bytes)
+void icpp_event_setup_learn(icpp_event *primary, uint32_t of, icpp_event *learn, uint32_t every,
+                            uint32_t stack_bytes)
 {
+    if (every < 2)
+        every = 2;
     *learn = *primary;
     learn->learn = 1;
-    struct perf_event_attr *a = &learn->attr;
+    learn->of = of;
+    struct perf_event_attr *a = &learn->attr, *p = &primary->attr;
     a->sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
                      PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
     a->sample_regs_user = ICPP_REGS_MASK;
     a->sample_stack_user = stack_bytes;
-    a->exclude_callchain_kernel = 0;
     a->mmap = a->mmap2 = a->mmap_data = a->comm = a->comm_exec = a->task = a->build_id = 0;
-    if (every < 1)
-        every = 1;
-    if (a->freq) {
-        a->sample_freq = a->sample_freq / every ? a->sample_freq / every : 1;
+    if (p->freq) {
+        uint64_t f = p->sample_freq;
+        a->sample_freq = f / every ? f / every : 1;
+        p->sample_freq = f > a->sample_freq ? f - a->sample_freq : 1;
     } else {
-        uint64_t p = a->sample_period * every;
-        a->sample_period = p / every == a->sample_period ? p : UINT64_MAX >> 1;
+        uint64_t per = p->sample_period;
+        a->sample_period = per <= (UINT64_MAX >> 1) / every ? per * every : UINT64_MAX >> 1;
+        /* 1/primary + 1/learn = 1/per */
+        p->sample_period = per <= (UINT64_MAX >> 1) / every ? per * every / (every - 1) : per;
     }
 }
 

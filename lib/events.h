@@ -14,6 +14,7 @@ typedef struct icpp_event {
     struct perf_event_attr attr;
     int                    hardware;    /* PMU event (may use PEBS/IBS) */
     int                    learn;       /* a learn event: samples with a stack copy (icpp_event_setup_learn) */
+    uint32_t               of;          /* a learn event's profile event (index) */
 } icpp_event;
 
 /* Registers every sample carries (PERF_SAMPLE_REGS_USER), in bit order. */
@@ -40,12 +41,17 @@ typedef struct icpp_sample_opts {
  * IBS pairs its own IP with interrupt-time SP. */
 void icpp_event_setup(icpp_event *ev, const icpp_sample_opts *o, int is_amd);
 
-/* The learn event that goes with `primary` (set up already): the same
- * event at `every` times its period (or 1/every of its frequency), with
- * the user stack copied (`stack_bytes`) and only IP, SP and BP, and no
- * side-band records (the primary event has them).  A separate event, so
- * the primary one keeps large-PEBS-compatible attributes. */
-void icpp_event_setup_learn(const icpp_event *primary, icpp_event *learn, uint32_t every, uint32_t stack_bytes);
+/* The learn event that goes with `primary` (set up already; index `of`):
+ * the same event at `every` (>= 2) times its period (or 1/every of its
+ * frequency), with the user stack copied (`stack_bytes`) and only IP, SP
+ * and BP, and no side-band records (the primary event has them).  The
+ * primary's period becomes every/(every-1) times longer, so that the two
+ * together sample at the rate asked for: a learn sample is one of the
+ * profile's samples that happens to carry its stack, not an extra
+ * interrupt.  A separate event, so the primary keeps large-PEBS-compatible
+ * attributes. */
+void icpp_event_setup_learn(icpp_event *primary, uint32_t of, icpp_event *learn, uint32_t every,
+                            uint32_t stack_bytes);
 
 /* 1 if the CPU is AMD (cpuid vendor). */
 int icpp_cpu_is_amd(void);

@@ -202,7 +202,6 @@ int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st,
     icpp_replay *rp = icpp_replay_open(samples, err);
     if (!rp)
         return -1;
-    icpp_replay_learn_samples(rp, 1);
     learner L;
     memset(&L, 0, sizeof L);
     L.pm = pm;

@@ -26,7 +26,7 @@ struct icpp_replay {
     size_t           nprocs, capprocs;
     icpp_rmodule    *mods;
     size_t           nmods, capmods;
-    int              want_learn;
+    uint32_t         learn_of[16];  /* learn event id -> profile event id + 1 (0: not a learn event) */
 };
 
 const char *icpp_rs_status_name(int s)
@@ -57,11 +57,6 @@ icpp_replay *icpp_replay_open(const char *path, icpp_err *err)
 icpp_replay *icpp_replay_live(void)
 {
     return calloc(1, sizeof(icpp_replay));
-}
-
-void icpp_replay_learn_samples(icpp_replay *rp, int on)
-{
-    rp->want_learn = on;
 }
 
 void icpp_replay_close(icpp_replay *rp)
@@ -285,6 +280,8 @@ int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err)
             snprintf(rp->info.command, sizeof rp->info.command, "%s", r->u.info.val);
         break;
     case ICPP_SREC_EVENT:
+        if (r->u.event.role == ICPP_EVENT_LEARN && r->u.event.id < 16)
+            rp->learn_of[r->u.event.id] = r->u.event.of + 1;
         if (r->u.event.id < 8 && !r->u.event.role) {
             snprintf(rp->info.event_names[r->u.event.id], 128, "%s", r->u.event.name);
             if (r->u.event.id + 1 > rp->info.nevents)
@@ -317,11 +314,8 @@ int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
             rp->info.clean_end = rp->pd ? icpp_perfdata_clean_end(rp->pd) : icpp_sreader_clean_end(rp->rd);
             return rc;
         }
-        if (r.type == ICPP_SREC_LSAMPLE) {
+        if (r.type == ICPP_SREC_LSAMPLE)
             rp->info.learn_samples++;
-            if (!rp->want_learn)
-                continue;
-        }
         if (r.type != ICPP_SREC_SAMPLE && r.type != ICPP_SREC_LSAMPLE) {
             if (icpp_replay_feed(rp, &r, err) < 0)
                 return -1;
@@ -336,8 +330,9 @@ int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
         out->sp = r.u.sample.sp;
         out->bp = r.u.sample.bp;
         out->learn = r.type == ICPP_SREC_LSAMPLE;
-        if (!out->learn)
-            rp->info.samples++;
+        if (out->learn && out->event < 16 && rp->learn_of[out->event])
+            out->event = rp->learn_of[out->event] - 1;     /* a profile sample of that event too */
+        rp->info.samples++;
         resolve(rp, out);
         out->x = r.u.sample.x;
         out->l = r.u.sample.l;

@@ -49,7 +49,8 @@ typedef struct icpp_rsample {
     int64_t  height;
     icpp_sample_extra x;        /* --validate recordings: callchain, registers, stack (else zero) */
     icpp_learn_chain  l;        /* learn samples: the frames the sampler unwound (else zero) */
-    int               learn;    /* a learn sample (only with icpp_replay_learn_samples) */
+    int               learn;    /* a learn sample: a profile sample of `event` that also carries its
+                                   frames; accuracy checks must not judge it */
 } icpp_rsample;
 
 typedef struct icpp_replay icpp_replay;
@@ -62,9 +63,6 @@ icpp_replay *icpp_replay_open(const char *path, icpp_err *err);
 icpp_replay *icpp_replay_live(void);
 /* Apply one record (PROC, MMAP, EVENT, INFO, LOST; others are ignored). */
 int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err);
-/* Learn samples (--learn) are skipped by icpp_replay_next unless this is
- * set; then they come out too, with `learn` set and their frames in `l`. */
-void icpp_replay_learn_samples(icpp_replay *rp, int on);
 /* The CFA table of replay module i, built on first use; NULL if none. */
 const icpp_cfi *icpp_replay_cfi(icpp_replay *rp, uint32_t i);
 void         icpp_replay_close(icpp_replay *rp);
@@ -80,7 +78,7 @@ typedef struct icpp_replay_info {
     int      clean_end;
     uint32_t nevents;           /* profile events (ids 0..nevents-1) */
     char     event_names[8][128];
-    uint64_t learn_samples;     /* learn samples seen (counted whether or not they are returned) */
+    uint64_t learn_samples;     /* of `samples`, learn samples (icpp-sample --learn) */
     char     command[1024];
     char     exe[1024];         /* the first process's executable */
 } icpp_replay_info;

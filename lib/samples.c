@@ -18,9 +18,45 @@ static const char MAGIC[8] = {'I', 'C', 'P', 'P', 'S', 'M', 'P', '\n'};
 #define BLOCK_MAX   (1024 * 1024)       /* no block may be larger */
 #define MAX_STR     4096
 
+/* The frames of a thread's last learn sample: the next one of the thread
+ * usually shares its outer frames (main ... the interpreter loop), which
+ * an LSAMPLE record then names by count instead of repeating them. */
+typedef struct lchain {
+    uint64_t *pc, *esp;
+    uint32_t  n, cap;
+} lchain;
+
 typedef struct tstate {
     uint64_t ip, sp, bp;
+    lchain   last;
 } tstate;
+
+static int lchain_set(lchain *c, const uint64_t *pc, const uint64_t *esp, uint32_t n)
+{
+    if (n > c->cap) {
+        uint32_t nc = n < 64 ? 64 : n;
+        uint64_t *a = realloc(c->pc, nc * sizeof *a), *b = a ? realloc(c->esp, nc * sizeof *b) : NULL;
+        if (a)
+            c->pc = a;
+        if (!b)
+            return -1;
+        c->esp = b;
+        c->cap = nc;
+    }
+    memmove(c->pc, pc, n * sizeof *pc);
+    memmove(c->esp, esp, n * sizeof *esp);
+    c->n = n;
+    return 0;
+}
+
+/* Outer frames chain (pc, esp, n) shares with c, counted from the root end. */
+static uint32_t lchain_common(const lchain *c, const uint64_t *pc, const uint64_t *esp, uint32_t n)
+{
+    uint32_t k = 0;
+    while (k < n && k < c->n && pc[n - 1 - k] == c->pc[c->n - 1 - k] && esp[n - 1 - k] == c->esp[c->n - 1 - k])
+        k++;
+    return k;
+}
 
 struct icpp_swriter {
     int        fd;
@@ -30,6 +66,7 @@ struct icpp_swriter {
     icpp_hmap  threads;         /* (pid, tid) -> index */
     tstate    *ts;
     size_t     nts, capts;
+    tstate    *cur;             /* the thread of the record being written */
     uint64_t   last_time;
     uint64_t   bytes, dropped;
     icpp_err   err;             /* first error, latched */
@@ -159,7 +196,7 @@ void icpp_swriter_info(icpp_swriter *w, const char *key, const char *val)
 }
 
 void icpp_swriter_event(icpp_swriter *w, uint32_t id, const char *name, uint32_t type, uint64_t config,
-                        uint64_t period, int freq, int precise, uint32_t role)
+                        uint64_t period, int freq, int precise, uint32_t role, uint32_t of)
 {
     if (rec_begin(w, ICPP_SREC_EVENT, strlen(name) + 40) < 0)
         return;
@@ -171,6 +208,7 @@ void icpp_swriter_event(icpp_swriter *w, uint32_t id, const char *name, uint32_t
     icpp_wbuf_uv(&w->blk, (uint64_t)!!freq);
     icpp_wbuf_uv(&w->blk, (uint64_t)precise);
     icpp_wbuf_uv(&w->blk, role);
+    icpp_wbuf_uv(&w->blk, of);
 }
 
 void icpp_swriter_proc(icpp_swriter *w, uint32_t pid, uint32_t ppid, uint64_t startstack, const char *path,
@@ -223,7 +261,7 @@ static ssize_t thread_index(icpp_swriter *w, uint32_t pid, uint32_t tid)
         icpp_err_set(&w->err, ENOMEM, "out of memory");
         return -1;
     }
-    w->ts[w->nts] = (tstate){0, 0, 0};
+    w->ts[w->nts] = (tstate){0, 0, 0, {NULL, NULL, 0, 0}};
     rec_begin(w, ICPP_SREC_THREAD, 16);
     icpp_wbuf_uv(&w->blk, pid);
     icpp_wbuf_uv(&w->blk, tid);
@@ -242,6 +280,7 @@ static int sample_head(icpp_swriter *w, int type, size_t extra, uint32_t pid, ui
     if (t < 0 || rec_begin(w, type, 48 + extra) < 0)
         return -1;
     tstate *s = &w->ts[t];
+    w->cur = s;
     icpp_wbuf_uv(&w->blk, (uint64_t)t);
     icpp_wbuf_uv(&w->blk, event);
     icpp_wbuf_sv(&w->blk, (int64_t)(time - w->last_time));
@@ -249,7 +288,9 @@ static int sample_head(icpp_swriter *w, int type, size_t extra, uint32_t pid, ui
     icpp_wbuf_sv(&w->blk, (int64_t)(sp - s->sp));
     icpp_wbuf_sv(&w->blk, (int64_t)(bp - s->bp));
     w->last_time = time;
-    *s = (tstate){ip, sp, bp};
+    s->ip = ip;
+    s->sp = sp;
+    s->bp = bp;
     return 0;
 }
 
@@ -278,17 +319,24 @@ void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t e
 void icpp_swriter_learn(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t event, uint64_t time, uint64_t ip,
                         uint64_t sp, uint64_t bp, const icpp_learn_chain *l)
 {
-    if (sample_head(w, ICPP_SREC_LSAMPLE, 16 + (size_t)l->n * 20, pid, tid, event, time, ip, sp, bp) < 0)
+    if (l->n > ICPP_LEARN_MAX_FRAMES || (l->n && l->pc[0] != ip) ||
+        sample_head(w, ICPP_SREC_LSAMPLE, 24 + (size_t)l->n * 20, pid, tid, event, time, ip, sp, bp) < 0)
         return;
+    lchain *last = &w->cur->last;
+    uint32_t k = lchain_common(last, l->pc, l->entry_sp, l->n);
     icpp_wbuf_uv(&w->blk, l->status);
     icpp_wbuf_uv(&w->blk, l->n);
-    /* Frame 0 is the sample (its pc is ip); callers are deltas from the
-     * frame below: return addresses signed, entry SPs grow upwards. */
-    for (uint32_t i = 0; i < l->n; i++) {
+    icpp_wbuf_uv(&w->blk, k);
+    /* The inner n - k frames: frame 0's pc is ip; callers are deltas from
+     * the frame below (return addresses signed, entry SPs grow upwards).
+     * The outer k frames are those of the thread's previous learn sample. */
+    for (uint32_t i = 0; i < l->n - k; i++) {
         if (i)
             icpp_wbuf_sv(&w->blk, (int64_t)(l->pc[i] - l->pc[i - 1]));
         icpp_wbuf_uv(&w->blk, l->entry_sp[i] - (i ? l->entry_sp[i - 1] : sp));
     }
+    if (lchain_set(last, l->pc, l->entry_sp, l->n) < 0)
+        icpp_err_set(&w->err, ENOMEM, "out of memory");
 }
 
 void icpp_swriter_lost(icpp_swriter *w, uint64_t count)
@@ -344,6 +392,10 @@ int icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_er
     int r = icpp_swriter_error(w, err);
     icpp_wbuf_free(&w->blk);
     icpp_hmap_free(&w->threads);
+    for (size_t i = 0; i < w->nts; i++) {
+        free(w->ts[i].last.pc);
+        free(w->ts[i].last.esp);
+    }
     free(w->ts);
     free(w->path);
     free(w);
@@ -355,6 +407,7 @@ int icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_er
 typedef struct rthread {
     uint32_t pid, tid;
     uint64_t ip, sp, bp;
+    lchain   last;          /* frames of its last learn sample */
 } rthread;
 
 struct icpp_sreader {
@@ -428,6 +481,10 @@ void icpp_sreader_close(icpp_sreader *r)
     if (!r)
         return;
     free(r->own);
+    for (size_t i = 0; i < r->nth; i++) {
+        free(r->th[i].last.pc);
+        free(r->th[i].last.esp);
+    }
     free(r->th);
     free(r->s1);
     free(r->s2);
@@ -502,10 +559,12 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             r->s1 = icpp_rbuf_str(q, MAX_STR);
             uint64_t ty = icpp_rbuf_uv(q), cfg = icpp_rbuf_uv(q), per = icpp_rbuf_uv(q);
             uint64_t fr = icpp_rbuf_uv(q), pr = icpp_rbuf_uv(q);
-            uint64_t role = r->version >= 2 ? icpp_rbuf_uv(q) : 0;
-            if (id > UINT32_MAX || ty > UINT32_MAX || fr > 1 || pr > 3 || role > ICPP_EVENT_LEARN)
+            uint64_t role = r->version >= 2 ? icpp_rbuf_uv(q) : 0, of = r->version >= 2 ? icpp_rbuf_uv(q) : 0;
+            if (id > UINT32_MAX || ty > UINT32_MAX || fr > 1 || pr > 3 || role > ICPP_EVENT_LEARN ||
+                of > UINT32_MAX)
                 q->bad = 1;
             rec->u.event.role = (uint32_t)role;
+            rec->u.event.of = (uint32_t)of;
             rec->u.event.id = (uint32_t)id;
             rec->u.event.name = r->s1;
             rec->u.event.type = (uint32_t)ty;
@@ -559,7 +618,7 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
                 r->th = nt;
                 r->capth = nc;
             }
-            r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0};
+            r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0, {NULL, NULL, 0, 0}};
             continue;       /* internal */
         }
         case ICPP_SREC_SAMPLE:
@@ -586,19 +645,30 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
                 break;
             if (type == ICPP_SREC_LSAMPLE) {
                 icpp_learn_chain *l = &rec->u.sample.l;
-                uint64_t st = icpp_rbuf_uv(q), n = icpp_rbuf_uv(q);
-                /* each frame takes at least 2 bytes (1 for frame 0) */
-                if (q->bad || st > 255 || n > ICPP_LEARN_MAX_FRAMES || n > icpp_rbuf_left(q) ||
-                    need_u64(r, 2 * n + 2) < 0)
+                uint64_t st = icpp_rbuf_uv(q), n = icpp_rbuf_uv(q), k = icpp_rbuf_uv(q);
+                /* each inner frame takes at least 2 bytes (1 for frame 0); the
+                 * k outer ones are the thread's previous learn sample's */
+                if (q->bad || st > 255 || n > ICPP_LEARN_MAX_FRAMES || k > n || k > th->last.n ||
+                    n - k > icpp_rbuf_left(q) || need_u64(r, 2 * n + 2) < 0)
                     BAD("bad learn sample", icpp_rbuf_pos(q));
                 uint64_t *pc = r->u64, *esp = r->u64 + n;
-                for (uint64_t i = 0; i < n && !q->bad; i++) {
+                for (uint64_t i = 0; i < n - k && !q->bad; i++) {
                     pc[i] = i ? pc[i - 1] + (uint64_t)icpp_rbuf_sv(q) : th->ip;
                     uint64_t d = icpp_rbuf_uv(q);
                     if (i && (d == 0 || esp[i - 1] + d < esp[i - 1]))
                         q->bad = 1;     /* callers' frames lie strictly above */
                     esp[i] = (i ? esp[i - 1] : th->sp) + d;
                 }
+                for (uint64_t j = 0; j < k; j++) {
+                    pc[n - 1 - j] = th->last.pc[th->last.n - 1 - j];
+                    esp[n - 1 - j] = th->last.esp[th->last.n - 1 - j];
+                }
+                if (k && k < n && esp[n - k] <= esp[n - k - 1])
+                    q->bad = 1;
+                if (!q->bad && n && pc[0] != th->ip)
+                    q->bad = 1;         /* frame 0 is the sample itself */
+                if (!q->bad && lchain_set(&th->last, pc, esp, (uint32_t)n) < 0)
+                    return icpp_err_set(err, ENOMEM, "out of memory");
                 l->status = (uint8_t)st;
                 l->n = (uint32_t)n;
                 l->pc = pc;

@@ -40,8 +40,12 @@ typedef struct icpp_sample_extra {
     const uint8_t  *stack;
 } icpp_sample_extra;
 
-/* EVENT roles (version 2). */
-#define ICPP_EVENT_LEARN 1  /* samples of this event are learn samples, not profile samples */
+/* EVENT roles (version 2).  A learn event samples the same thing as its
+ * profile event `of`, at a longer period, with the user stack: its samples
+ * (LSAMPLE) are profile samples of event `of` too, and also learning input
+ * (the sampler shortens the profile event's period so that both together
+ * sample at the rate asked for). */
+#define ICPP_EVENT_LEARN 1
 
 /* What --learn adds to a sample: its frames as the sampler unwound them
  * (lib/stackwalk.h), leaf first -- pc[0] is the sample's IP, pc[i] a return
@@ -60,7 +64,8 @@ typedef struct icpp_srec {
     union {
         struct { const char *key, *val; } info;
         struct { uint32_t id; const char *name; uint32_t type; uint64_t config, period; uint8_t freq, precise;
-                 uint32_t role; } event;   /* role: ICPP_EVENT_LEARN or 0 */
+                 uint32_t role, of; } event;   /* role: ICPP_EVENT_LEARN or 0; of: a learn event's
+                                                  profile event */
         struct { uint32_t pid, ppid; uint64_t startstack; const char *path; uint32_t flags; } proc;
         struct { uint32_t pid; uint64_t start, len, pgoff; uint32_t prot; const char *path; icpp_build_id build_id; } mmap;
         struct {
@@ -84,7 +89,7 @@ typedef struct icpp_swriter icpp_swriter;
 icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err);
 void icpp_swriter_info(icpp_swriter *w, const char *key, const char *val);
 void icpp_swriter_event(icpp_swriter *w, uint32_t id, const char *name, uint32_t type, uint64_t config,
-                        uint64_t period, int freq, int precise, uint32_t role);
+                        uint64_t period, int freq, int precise, uint32_t role, uint32_t of);
 void icpp_swriter_proc(icpp_swriter *w, uint32_t pid, uint32_t ppid, uint64_t startstack, const char *path,
                        uint32_t flags);
 void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t len, uint64_t pgoff, uint32_t prot,

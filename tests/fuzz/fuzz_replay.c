@@ -106,7 +106,8 @@ static size_t rewrite(const uint8_t *buf, size_t len, want *w)
             break;
         case ICPP_SREC_EVENT:
             icpp_swriter_event(sw, rec.u.event.id, rec.u.event.name, rec.u.event.type, rec.u.event.config,
-                               rec.u.event.period, rec.u.event.freq, rec.u.event.precise, rec.u.event.role);
+                               rec.u.event.period, rec.u.event.freq, rec.u.event.precise, rec.u.event.role,
+                               rec.u.event.of);
             break;
         case ICPP_SREC_PROC:
             icpp_swriter_proc(sw, rec.u.proc.pid, rec.u.proc.ppid, rec.u.proc.startstack, confine(rec.u.proc.path),

@@ -281,8 +281,8 @@ static void seeds_samples_synthetic(void)
     icpp_swriter *w = swopen("all.icpps");
     icpp_swriter_info(w, "command", "prog a b");
     icpp_swriter_info(w, "tool", "mkseeds");
-    icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0);
-    icpp_swriter_event(w, 1, "cycles", 0, 0, 1000003, 0, 2, 0);
+    icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0, 0);
+    icpp_swriter_event(w, 1, "cycles", 0, 0, 1000003, 0, 2, 0, 0);
     icpp_swriter_proc(w, 100, 1, 0x7ffc12345670, "/usr/bin/prog", 0);
     icpp_swriter_mmap(w, 100, 0x555555554000, 0x3000, 0, 5, "/usr/bin/prog", &bid);
     icpp_swriter_mmap(w, 100, 0x7ffff7fc1000, 0x2000, 0, 5, "[vdso]", NULL);
@@ -350,7 +350,7 @@ static void seed_samples_real(const elf *e, const char *path)
     uint64_t bias = e->eh->e_type == ET_DYN ? 0x555555554000ull : 0;
     icpp_swriter *w = swopen("real.icpps");
     icpp_swriter_info(w, "command", path);
-    icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0);
+    icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0, 0);
     uint64_t startstack = 0x7ffd12345670;
     icpp_swriter_proc(w, 4000, 1, startstack, path, 0);
     for (size_t i = 0; i < e->eh->e_phnum; i++) {

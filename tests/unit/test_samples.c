@@ -36,8 +36,8 @@ int main(void)
     icpp_swriter *w = icpp_swriter_open(path, &err);
     CHECK(w != NULL, "open: %s", err.msg);
     icpp_swriter_info(w, "tool", "test");
-    icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0);
-    icpp_swriter_event(w, 1, "cycles", 0, 0, 1000003, 0, 1, 0);
+    icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0, 0);
+    icpp_swriter_event(w, 1, "cycles", 0, 0, 1000003, 0, 1, 0, 0);
     icpp_swriter_proc(w, 100, 0, 0x7ffc12345670, "/bin/x", 0);
     icpp_build_id bid = {20, {1, 2, 3}};
     icpp_swriter_mmap(w, 100, 0x555555554000, 0x3000, 0x1000, 5, "/bin/x", &bid);
