@@ -31,6 +31,7 @@ typedef struct tally {
     uint64_t total, no_truth, truncated;
     uint64_t aligned;           /* matched modulo a signal frame's alignment (lib/resolve.c) */
     uint64_t by_learned[V_MAX]; /* samples whose true (or only) candidate was a learned-only context */
+    uint64_t voted[V_MAX];      /* samples made precise by the recording's learn votes */
     uint64_t no_truth_by[ICPP_UW_MAX];
 } tally;
 
@@ -127,10 +128,12 @@ static double pc(uint64_t a, uint64_t b)
 }
 
 int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json,
-              const icpp_learn_stats *ls)
+              const icpp_learn_stats *ls, uint32_t votes)
 {
     icpp_err err;
     icpp_cidx *x = icpp_cidx_build(pm, &err);
+    if (x)
+        icpp_cidx_set_votes(x, votes);
     icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;
     if (!rp) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
@@ -185,6 +188,7 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
             v = !found ? V_INCORRECT : r.kind == ICPP_RES_PRECISE ? V_PRECISE : V_AMBIG_OK;
             if (icpp_cand_learned_only(&r.cand[found ? hit_i : 0]))
                 t.by_learned[v]++;
+            t.voted[v] += r.voted;
         }
         t.fn[v]++;
         t.aligned += r.aligned;
@@ -271,6 +275,9 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         fprintf(out, " \"by_learned_contexts\": {");
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.by_learned[v]);
+        fprintf(out, "},\n \"by_learn_votes\": {");
+        for (int v = 0; v < V_MAX; v++)
+            fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.voted[v]);
         fprintf(out, "},\n");
         if (ls)
             fprintf(out, " \"learning\": {\"learn_samples\": %" PRIu64 ", \"learned\": %" PRIu64
@@ -325,6 +332,10 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
                          "samples resolved through learned-only contexts: precise %" PRIu64 ", ambiguous %" PRIu64
                          ", incorrect %" PRIu64 "\n", ls->samples, ls->learned, ls->new_contexts,
                     t.by_learned[V_PRECISE], t.by_learned[V_AMBIG_OK], t.by_learned[V_INCORRECT]);
+        if (t.voted[V_PRECISE] || t.voted[V_INCORRECT])
+            fprintf(out, "learn votes singled out one of several known paths for %" PRIu64 " samples: %" PRIu64
+                         " precise, %" PRIu64 " incorrect\n", t.voted[V_PRECISE] + t.voted[V_INCORRECT],
+                    t.voted[V_PRECISE], t.voted[V_INCORRECT]);
     }
     free(dps);
     icpp_hmap_free(&paths);

@@ -60,6 +60,10 @@ static const char *usage_text =
     "  --save-map OUT    write the map with what was learned added to OUT (it can\n"
     "                    be the map itself), so the map improves with every\n"
     "                    recording.\n"
+    "  --learn-votes K   where several known paths share a sample's (function,\n"
+    "                    height) and this recording's learn samples there all\n"
+    "                    took one of them, at least K times, resolve to that one\n"
+    "                    as precise (default 0: off; see docs/resolve.md).\n"
     "  --check           accuracy against the true stacks of an `icpp-sample\n"
     "                    --validate` recording: precise, ambiguous-containing-\n"
     "                    truth, incorrect, missing, unresolved; by samples and\n"
@@ -142,7 +146,7 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 int main(int argc, char **argv)
 {
     enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
-           OPT_NOLEARN, OPT_SAVEMAP };
+           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"format", required_argument, 0, OPT_FORMAT},
@@ -155,9 +159,11 @@ int main(int argc, char **argv)
                                        {"check", no_argument, 0, OPT_CHECK},
                                        {"no-learn", no_argument, 0, OPT_NOLEARN},
                                        {"save-map", required_argument, 0, OPT_SAVEMAP},
+                                       {"learn-votes", required_argument, 0, OPT_VOTES},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c, do_script = 0, check = 0, inlines = 1, learn = 1;
+    uint32_t votes = ICPP_LEARN_VOTES;
     const char *map_path = NULL, *out_path = NULL, *sort_name = NULL, *save_map = NULL;
     fmt_t fmt = F_TEXT;
     out_opts oo = {20, 0, 0, 0.5, 0};
@@ -198,6 +204,16 @@ int main(int argc, char **argv)
         case OPT_CHECK: check = 1; break;
         case OPT_NOLEARN: learn = 0; break;
         case OPT_SAVEMAP: save_map = optarg; break;
+        case OPT_VOTES: {
+            char *e;
+            long v = strtol(optarg, &e, 10);
+            if (*e || e == optarg || v < 0 || v > 1000000) {
+                fprintf(stderr, "icpp-resolve: --learn-votes wants a count (0 = off), not '%s'\n", optarg);
+                return 2;
+            }
+            votes = (uint32_t)v;
+            break;
+        }
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -272,7 +288,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
             return 1;
         }
-        int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL);
+        int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL, votes);
         if (co != stdout)
             fclose(co);
         icpp_pathmap_free(pm);
@@ -280,6 +296,8 @@ int main(int argc, char **argv)
         return r;
     }
     icpp_cidx *x = icpp_cidx_build(pm, &err);
+    if (x)
+        icpp_cidx_set_votes(x, votes);
     icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;
     if (!rp) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);

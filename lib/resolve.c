@@ -35,7 +35,13 @@ struct icpp_cidx {
     icpp_hmap  funcs;       /* (pm module, addr) -> func */
     int32_t   *modcache;    /* mkey -> pm module (-1 none, -2 not looked up) */
     size_t     nmodcache;
+    uint32_t   votes;       /* learn votes that single out one of several candidates; 0 = never */
 };
+
+void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes)
+{
+    x->votes = votes;
+}
 
 const char *icpp_res_kind_name(int k)
 {
@@ -155,6 +161,7 @@ icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err)
         return NULL;
     }
     x->pm = pm;
+    x->votes = ICPP_LEARN_VOTES;
     size_t nn = icpp_pathmap_nnodes(pm), total = 0;
     /* Pass 1: count candidates per CID.  Pass 2: place them contiguously. */
     for (uint32_t i = 1; i < nn; i++) {
@@ -287,8 +294,20 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         out->kind = ICPP_RES_MISSING;
         return;
     }
+    uint32_t seen = 0, only = 0;
     for (uint32_t i = 0; i < out->ncand; i++)
-        out->by_learned |= out->cand[i].learned != 0;
+        if (out->cand[i].learned) {
+            seen++;
+            only = i;
+        }
+    out->by_learned = seen > 0;
+    /* This recording's learn samples measure this run: where they all took
+     * one of the known paths (and often enough), that is the sample's path. */
+    if (seen == 1 && out->ncand > 1 && x->votes && out->cand[only].learned >= x->votes) {
+        out->cand += only;
+        out->ncand = 1;
+        out->voted = 1;
+    }
     for (uint32_t i = 0; i < out->ncand; i++)
         out->cand_total += icpp_cand_weight(out, i);
     out->kind = out->ncand == 1 ? ICPP_RES_PRECISE : ICPP_RES_AMBIGUOUS;

@@ -26,6 +26,13 @@ void       icpp_cidx_free(icpp_cidx *x);
  * count (0 if the CID is not in the map) and points *out at them. */
 uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, const icpp_cand **out);
 
+/* Several known paths share a CID, but the recording's own learn samples
+ * at that CID all took one of them, at least `votes` times: the sample is
+ * resolved to that one, as precise (`voted` set).  0 turns this off; the
+ * default is ICPP_LEARN_VOTES (docs/resolve.md says how it was chosen). */
+#define ICPP_LEARN_VOTES 0
+void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
+
 /* Path-map function index of (module build-id, link-time start address), or
  * -1.  Module build-ids are matched once per module and cached by `mkey`
  * (any small integer the caller uses for the module, e.g. the replay's). */
@@ -53,6 +60,8 @@ typedef struct icpp_resolution {
     const icpp_cand *cand;
     uint64_t         cand_total;  /* sum of the candidates' weights (icpp_cand_weight) */
     int              by_learned;  /* weights are learn counts: this recording's own */
+    int              voted;       /* precise because this recording's learn samples at the CID all
+                                     took one of several known candidates (icpp_cidx_set_votes) */
 } icpp_resolution;
 
 /* The weight of candidate i when a sample is shared among its candidates:

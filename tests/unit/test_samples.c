@@ -24,11 +24,130 @@ static uint64_t rnd(void)
     return rng;
 }
 
+/* Learn samples: frames come back exactly, through the outer-frame sharing
+ * with each thread's previous learn sample, interleaved across threads and
+ * with plain samples; a chain whose frame 0 is not the sample is refused. */
+static void test_learn(const char *dir)
+{
+    enum { T = 3, L = 3000, DEPTH = 60 };
+    char path[256];
+    snprintf(path, sizeof path, "%s/learn.samples", dir);
+    icpp_err err = {0};
+    icpp_swriter *w = icpp_swriter_open(path, &err);
+    CHECK(w != NULL, "open: %s", err.msg);
+    if (!w)
+        return;
+    icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0, 0);
+    icpp_swriter_event(w, 1, "cpu-clock", 1, 0, 250, 1, 0, ICPP_EVENT_LEARN, 0);
+    /* per thread a stack of frames (root last); each sample keeps a random
+     * number of the outer frames and pushes new inner ones */
+    static uint64_t pc[T][DEPTH], esp[T][DEPTH];
+    static uint32_t depth[T];
+    static uint64_t want_pc[L][DEPTH], want_esp[L][DEPTH];
+    static uint32_t want_n[L], want_tid[L];
+    static uint8_t want_st[L];
+    for (int t = 0; t < T; t++) {
+        depth[t] = 1;
+        pc[t][0] = 0x401000 + (uint64_t)t;          /* the root frame sits at index depth-1 */
+        esp[t][0] = 0x7ffc00100000ull + ((uint64_t)t << 24);
+    }
+    for (int i = 0; i < L; i++) {
+        int t = (int)(rnd() % T);
+        /* stack kept root-first in pc[t][0..depth-1]; pop some, push some */
+        uint32_t keep = 1 + (uint32_t)(rnd() % depth[t]);
+        uint32_t push = (uint32_t)(rnd() % 8);
+        if (keep + push > DEPTH)
+            push = DEPTH - keep;
+        for (uint32_t j = keep; j < keep + push; j++) {
+            pc[t][j] = 0x400000 + rnd() % 0x100000;
+            esp[t][j] = esp[t][j - 1] - 16 - 8 * (rnd() % 64);
+        }
+        depth[t] = keep + push;
+        uint32_t n = depth[t];
+        uint64_t cpc[DEPTH], cesp[DEPTH];
+        for (uint32_t j = 0; j < n; j++) {      /* leaf first */
+            cpc[j] = pc[t][n - 1 - j];
+            cesp[j] = esp[t][n - 1 - j];
+        }
+        uint64_t sp = cesp[0] - 8 * (rnd() % 8);
+        icpp_learn_chain l = {(uint8_t)(rnd() % 3), n, cpc, cesp};
+        icpp_swriter_learn(w, 200, 200 + (uint32_t)t, 1, 1000 + (uint64_t)i, cpc[0], sp, rnd(), &l);
+        if (rnd() % 2)
+            icpp_swriter_sample(w, 200, 200 + (uint32_t)t, 0, 1000 + (uint64_t)i, rnd(), sp, rnd(), NULL);
+        want_n[i] = n;
+        want_tid[i] = 200 + (uint32_t)t;
+        want_st[i] = l.status;
+        memcpy(want_pc[i], cpc, n * sizeof *cpc);
+        memcpy(want_esp[i], cesp, n * sizeof *cesp);
+    }
+    /* frame 0 must be the sample: such a chain is not written */
+    uint64_t bad_pc[2] = {0x401000, 0x402000}, bad_esp[2] = {0x7ffc00000000, 0x7ffc00000100};
+    icpp_learn_chain bad = {0, 2, bad_pc, bad_esp};
+    icpp_swriter_learn(w, 200, 200, 1, 99999, 0x999999, 0x7ffc00000000, 0, &bad);
+    uint64_t bytes = icpp_swriter_bytes(w);
+    CHECK(icpp_swriter_close(w, L, 0, &err) == 0, "close: %s", err.msg);
+    icpp_sreader *r = icpp_sreader_open(path, &err);
+    CHECK(r != NULL, "read: %s", err.msg);
+    if (!r)
+        return;
+    icpp_srec rec;
+    int k = 0, rc, mism = 0, roles = 0;
+    uint64_t frames = 0;
+    while ((rc = icpp_sreader_next(r, &rec, &err)) > 0) {
+        if (rec.type == ICPP_SREC_EVENT && rec.u.event.id == 1)
+            roles = rec.u.event.role == ICPP_EVENT_LEARN && rec.u.event.of == 0;
+        if (rec.type != ICPP_SREC_LSAMPLE)
+            continue;
+        const icpp_learn_chain *l = &rec.u.sample.l;
+        if (k >= L) {
+            mism++;
+            break;
+        }
+        int bad_one = l->n != want_n[k] || l->status != want_st[k] || rec.u.sample.tid != want_tid[k] ||
+                      rec.u.sample.ip != want_pc[k][0];
+        for (uint32_t j = 0; !bad_one && j < l->n; j++)
+            bad_one = l->pc[j] != want_pc[k][j] || l->entry_sp[j] != want_esp[k][j];
+        if (bad_one && mism++ < 3)
+            fprintf(stderr, "learn sample %d differs (n %u want %u)\n", k, l->n, want_n[k]);
+        frames += l->n;
+        k++;
+    }
+    CHECK(rc == 0, "learn file read: %s", err.msg);
+    CHECK(k == L, "%d learn samples read back, %d written", k, L);
+    CHECK(mism == 0, "%d learn samples differ", mism);
+    CHECK(roles, "the learn event's role and profile event did not come back");
+    printf("%d learn samples, %llu frames, in %llu bytes: %.1f bytes per frame\n", L, (unsigned long long)frames,
+           (unsigned long long)bytes, (double)bytes / (double)frames);
+    icpp_sreader_close(r);
+
+    /* The outer frames shared with the thread's previous learn sample are
+     * not repeated: the same 50-frame chain 1000 times costs what its first
+     * copy costs plus a few bytes per sample (about 250 per sample if not). */
+    w = icpp_swriter_open(path, &err);
+    CHECK(w != NULL, "open: %s", err.msg);
+    if (!w)
+        return;
+    uint64_t cpc[50], cesp[50];
+    for (int j = 0; j < 50; j++) {
+        cpc[j] = 0x400000 + rnd() % 0x100000;
+        cesp[j] = 0x7ffc00100000ull - 4096 + 80 * (uint64_t)j;
+    }
+    for (int i = 0; i < 1000; i++) {
+        icpp_learn_chain l = {0, 50, cpc, cesp};
+        icpp_swriter_learn(w, 300, 300, 1, 5000 + (uint64_t)i, cpc[0], cesp[0] - 8, 0, &l);
+    }
+    bytes = icpp_swriter_bytes(w);
+    CHECK(icpp_swriter_close(w, 1000, 0, &err) == 0, "close: %s", err.msg);
+    printf("the same 50-frame chain 1000 times: %.1f bytes per learn sample\n", (double)bytes / 1000);
+    CHECK(bytes < 1000 * 16, "%llu bytes: outer frames not shared", (unsigned long long)bytes);
+}
+
 int main(void)
 {
     icpp_err err = {0};
     char dir[] = "/tmp/icpp-smp-XXXXXX", path[256], old[300];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    test_learn(dir);
     snprintf(path, sizeof path, "%s/a.samples", dir);
     snprintf(old, sizeof old, "%s.old", path);
 
