@@ -1,0 +1,84 @@
+/* stackwalk_probe.c -- lib/stackwalk (learn samples' unwinder) against lib/unwind (libdw, the truth) on every
+ * sample of a --validate recording.  Prints one line: samples, compared, agreeing, mismatches. */
+#include "replay.h"
+#include "stackwalk.h"
+#include "unwind.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAXF 4096
+
+typedef struct ctx {
+    icpp_replay *rp;
+    uint32_t     pid;
+} ctx;
+
+static const icpp_cfi *lookup(void *vc, uint64_t addr, uint64_t *link)
+{
+    ctx *c = vc;
+    int32_t mi;
+    if (icpp_replay_locate(c->rp, c->pid, addr, &mi, link) < 0)
+        return NULL;
+    return icpp_replay_cfi(c->rp, (uint32_t)mi);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: stackwalk_probe RECORDING\n");
+        return 2;
+    }
+    icpp_err err;
+    icpp_replay *rp = icpp_replay_open(argv[1], &err);
+    if (!rp) {
+        fprintf(stderr, "stackwalk_probe: %s\n", err.msg);
+        return 1;
+    }
+    icpp_unwinder *u = icpp_unwinder_new(rp);
+    static icpp_uframe truth[MAXF];
+    static icpp_sw_frame got[MAXF];
+    uint64_t samples = 0, compared = 0, agree = 0, mismatch = 0, rooted_both = 0, rooted_truth = 0;
+    icpp_rsample s;
+    int rc;
+    while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
+        samples++;
+        if (s.learn || !s.x.nregs)
+            continue;
+        int nt = 0, ng = 0;
+        int ts = icpp_unwind(u, &s, truth, MAXF, &nt);
+        ctx c = {rp, s.pid};
+        int gs = icpp_stackwalk(lookup, &c, s.ip, s.sp, s.bp, s.x.stack, s.x.stack_size, got, MAXF, &ng);
+        if (nt == 0)
+            continue;
+        compared++;
+        /* Every frame both have must agree: pc and entry SP.  stackwalk
+         * stops at a signal frame (its CFA is an expression), the truth
+         * goes on: compare the common part. */
+        int n = nt < ng ? nt : ng, bad = 0;
+        for (int i = 0; i < n && !bad; i++)
+            if (truth[i].sigframe)
+                n = i;
+            else if (truth[i].pc != got[i].pc || truth[i].entry_sp != got[i].entry_sp)
+                bad = 1;
+        if (bad) {
+            if (mismatch++ < 5)
+                fprintf(stderr, "stackwalk_probe: sample at ip %#" PRIx64 ": frames differ (truth %d frames, %s; "
+                                "stackwalk %d, %s)\n", s.ip, nt, icpp_uw_status_name(ts), ng, icpp_sw_status_name(gs));
+            continue;
+        }
+        rooted_truth += ts == ICPP_UW_ROOT;
+        if (ts == ICPP_UW_ROOT && gs == ICPP_SW_ROOT && nt == ng) {
+            rooted_both++;
+            agree++;
+        } else if (ts != ICPP_UW_ROOT || gs != ICPP_SW_ROOT) {
+            agree++;        /* agree as far as both went */
+        }
+    }
+    printf("samples %" PRIu64 " compared %" PRIu64 " agree %" PRIu64 " mismatch %" PRIu64 " rooted_truth %" PRIu64
+           " rooted_both %" PRIu64 "\n", samples, compared, agree, mismatch, rooted_truth, rooted_both);
+    icpp_unwinder_free(u);
+    icpp_replay_close(rp);
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""test_learn.py -- learning contexts from the recording itself (issue #11).
+
+1. The learn samples' unwinder (lib/stackwalk.c, CFA tables) gives the same frames
+   -- return addresses and entry SPs -- as libdw's full CFI (lib/unwind.c, the
+   truth) on every sample of --validate recordings of the corpus.
+2. Learned paths are in the map's own representation: on every corpus binary,
+   trained and recorded on the same input, the paths learned from the recording
+   are the trained ones (no new context beyond the few training cannot see) and
+   nothing resolves incorrectly.
+3. Online, on workloads.c (trained on input "a", sampled on "b", which takes
+   paths "a" never runs): the map alone misses and misplaces samples; with
+   learning nothing is incorrect and next to nothing is missing; --save-map
+   keeps what was learned; with no map at all the recording resolves on its own.
+4. Bad input: learn samples of another program are refused; stack copies too
+   short to reach the root never produce a wrong path.
+"""
+import json
+import os
+import re
+import sys
+import tempfile
+
+from e2e import SOURCE, Checker, built, run, tool
+
+sys.path.insert(0, os.path.join(SOURCE, "tests"))
+import corpus  # noqa: E402
+
+c = Checker("e2e-learn")
+tmp = tempfile.mkdtemp(prefix="icpp-learn-")
+entries = [e for e in corpus.load_list(built("tests/programs/corpus-list.txt")) if "static" not in e.tags]
+probe = built("tests/e2e/stackwalk_probe")
+
+
+def sample(binary, args, out, extra=()):
+    r = run([tool("icpp-sample"), "-e", "cpu-clock", "-F", "4000", "-o", out] + list(extra) + ["--", binary] + args)
+    # icpp-sample exits with the program's status (longjmp.c ends with 3)
+    c.check(0 <= r.returncode < 64 and os.path.exists(out), f"icpp-sample {binary} {args}: {r.returncode} {r.stderr}")
+    return r
+
+
+def check(mapfile, samples, extra=()):
+    cmd = [tool("icpp-resolve"), "--check", "--format", "json"] + (["-m", mapfile] if mapfile else []) + \
+        list(extra) + [samples]
+    r = run(cmd, cwd=tmp)
+    if not c.check(r.returncode == 0, f"{' '.join(cmd)}: {r.stderr}"):
+        return None
+    return json.loads(r.stdout)
+
+
+def shares(d):
+    b, n = d["by_samples"], max(d["with_truth"], 1)
+    return {k: b[k] / n for k in b}
+
+
+# ---------------------------------------------------------------- 1. the unwinder
+probe_progs = {"recurse", "exceptions", "threads", "signals", "tailcall", "dlopen", "longjmp", "vla", "workloads"}
+tot = {"compared": 0, "mismatch": 0, "rooted_truth": 0, "rooted_both": 0}
+for e in entries:
+    if e.prog not in probe_progs:
+        continue
+    label = f"{e.prog}.{e.config}"
+    rec = os.path.join(tmp, label + ".v.samples")
+    sample(e.binary, ["4"], rec, ["-q", "--validate", "--no-learn"])
+    r = run([probe, rec])
+    if not c.check(r.returncode == 0, f"{label}: stackwalk_probe: {r.stderr}"):
+        continue
+    f = dict(zip(r.stdout.split()[0::2], map(int, r.stdout.split()[1::2])))
+    c.check(f["mismatch"] == 0, f"{label}: stackwalk and libdw disagree on {f['mismatch']} samples: {r.stderr}")
+    c.check(f["compared"] >= 50, f"{label}: only {f['compared']} samples compared")
+    for k in tot:
+        tot[k] += f[k]
+    os.unlink(rec)
+print(f"stackwalk vs libdw: {tot}")
+# Where libdw reaches the root, so does the table walk -- but for signal frames
+# (the kernel's frame has an expression CFA, which a table walk does not follow).
+c.check(tot["rooted_both"] >= 0.9 * tot["rooted_truth"],
+        f"stackwalk reached the root on {tot['rooted_both']} of {tot['rooted_truth']} samples libdw did")
+
+# ---------------------------------------------------------------- 2. representation
+new_ctx = learned = 0
+for e in entries:
+    if e.config not in ("O2-fp-pie", "O2-nofp-pie", "O0-fp-pie"):
+        continue
+    label = f"{e.prog}.{e.config}"
+    mapfile, rec = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".samples")
+    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", e.binary, "6"])
+    sample(e.binary, ["6"], rec, ["-q", "--validate", "--learn=4"])
+    d = check(mapfile, rec)
+    if not d:
+        continue
+    lr = d["learning"]
+    c.check(lr["learn_samples"] >= 20, f"{label}: only {lr['learn_samples']} learn samples")
+    c.check(lr["foreign"] == 0, f"{label}: learn samples of its own program refused: {lr}")
+    # exceptions: samples inside libgcc's unwinder while it installs a landing
+    # pad have a truth that is neither stack (see test_check.py)
+    eh = [s for s in d["incorrect_samples"] if "_Unwind_" in s["truth"]]
+    c.check(d["by_samples"]["incorrect"] == len(eh),
+            f"{label}: {d['by_samples']['incorrect']} incorrect with learning: {d['incorrect_samples'][:2]}")
+    learned += lr["learned"]
+    new_ctx += lr["new_contexts"]
+    c.check(lr["new_contexts"] <= max(3, lr["learned"] // 20),
+            f"{label}: learning added {lr['new_contexts']} contexts to a map trained on the same input: {lr}")
+    for f in (mapfile, rec):
+        os.unlink(f)
+print(f"offline: {learned} learn samples learned, {new_ctx} contexts new to the trained map")
+
+# ---------------------------------------------------------------- 3. online
+for e in entries:
+    if e.prog != "workloads" or e.config not in ("O2-fp-pie", "O2-nofp-pie", "O0-fp-pie", "O2-nofp-nopie"):
+        continue
+    label = f"{e.prog}.{e.config}"
+    mapfile, rec = os.path.join(tmp, label + ".a.icppmap"), os.path.join(tmp, label + ".b.samples")
+    r = run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", e.binary, "10", "a"])
+    c.check(r.returncode == 0, f"{label}: train: {r.stderr}")
+    r = sample(e.binary, ["10", "b"], rec, ["--validate", "--learn=4"])
+    m = re.search(r"(\d+) samples of .*\((\d+) of them learn samples", r.stderr)
+    if c.check(m is not None, f"{label}: no sample summary: {r.stderr}"):
+        n, nl = int(m.group(1)), int(m.group(2))
+        c.check(0.15 * n <= nl <= 0.35 * n, f"{label}: {nl} learn samples of {n} at --learn=4")
+    before = check(mapfile, rec, ["--no-learn"])
+    after = check(mapfile, rec)
+    if not before or not after:
+        continue
+    sb, sa = shares(before), shares(after)
+    print(f"{label}: map only {sb}; learned {sa}")
+    # the online problem, as the map alone sees it
+    c.check(sb["missing"] >= 0.10, f"{label}: map alone misses only {sb['missing']:.1%} (expected >= 10%)")
+    c.check(sb["incorrect"] >= 0.10, f"{label}: map alone misplaces only {sb['incorrect']:.1%} (op_mul vs op_add)")
+    # and with the recording's own learn samples
+    c.check(after["by_samples"]["incorrect"] == 0, f"{label}: incorrect with learning: {after['incorrect_samples'][:2]}")
+    c.check(sa["missing"] <= 0.02, f"{label}: {sa['missing']:.1%} missing after learning")
+    c.check(sa["precise"] + sa["ambiguous-containing-truth"] >= 0.98, f"{label}: correct {sa}")
+    # --save-map keeps what was learned: b's documented paths are in it, and
+    # resolving with it alone no longer misses b's contexts
+    saved = os.path.join(tmp, label + ".ab.icppmap")
+    r = run([tool("icpp-resolve"), "-m", mapfile, "--save-map", saved, "-o", os.devnull, rec])
+    c.check(r.returncode == 0 and os.path.exists(saved), f"{label}: --save-map: {r.stderr}")
+    r = run([tool("icpp-train"), "--paths", saved])
+    paths = {line.split("\t")[2] for line in r.stdout.splitlines() if not line.startswith("#")}
+    own = {";".join(n for n in p.split(";") if n in corpus.functions(e)) for p in paths}
+    for want in ("main;run;op_mul;leaf", "main;run;op_pow;pow_step;leaf"):
+        c.check(want in own, f"{label}: the saved map lacks {want}")
+    again = check(saved, rec, ["--no-learn"])
+    if again:
+        c.check(shares(again)["missing"] <= 0.02, f"{label}: the saved map still misses {shares(again)}")
+    # no map at all: the recording resolves against what it learned
+    alone = check(None, rec)
+    if alone:
+        s = shares(alone)
+        c.check(alone["by_samples"]["incorrect"] == 0, f"{label}: learned alone: incorrect {alone['incorrect_samples'][:2]}")
+        c.check(s["precise"] + s["ambiguous-containing-truth"] >= 0.95, f"{label}: learned alone: {s}")
+
+# ---------------------------------------------------------------- 4. bad input
+w = next(e for e in entries if e.prog == "workloads" and e.config == "O2-fp-pie")
+o = next(e for e in entries if e.prog == "orders" and e.config == "O2-fp-pie")
+wmap, orec = os.path.join(tmp, "w.icppmap"), os.path.join(tmp, "orders.samples")
+run([tool("icpp-train"), "-q", "--fresh", "-o", wmap, "--", w.binary, "4", "a"])
+sample(o.binary, ["4"], orec, ["-q", "--learn=2"])
+r = run([tool("icpp-resolve"), "-m", wmap, orec])
+c.check(r.returncode != 0, "a recording of another program resolved against the map")
+c.check("learn samples are of another program" in r.stderr and "not learned" in r.stderr,
+        f"learn samples of another program not reported: {r.stderr}")
+c.check(r.stderr.count("\n") <= 3, f"too many lines for one error: {r.stderr}")
+before = os.path.getsize(wmap)
+r = run([tool("icpp-resolve"), "-m", wmap, "--save-map", wmap, orec])
+c.check(os.path.getsize(wmap) == before, "learn samples of another program changed the map")
+# stack copies too short to reach the root: joined at a known context or not learned, never wrong
+short = os.path.join(tmp, "short.samples")
+sample(w.binary, ["10", "b"], short, ["-q", "--validate", "--learn=2", "--stack-size", "64"])
+d = check(wmap, short)
+if d:
+    lr = d["learning"]
+    c.check(lr["not_rooted"] + lr["anchored"] > 0.5 * lr["learn_samples"],
+            f"64-byte stack copies: walks should end early: {lr}")
+    c.check(d["by_learned_contexts"]["incorrect"] == 0,
+            f"short stack copies: contexts learned from them resolved samples wrongly: {d['by_learned_contexts']}")
+r = run([tool("icpp-sample"), "--learn=1", "-o", os.path.join(tmp, "x.samples"), "--", "/bin/true"])
+c.check(r.returncode == 2 and "--learn" in r.stderr, f"--learn=1 accepted: {r.returncode} {r.stderr}")
+
+c.done()
