@@ -265,13 +265,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "icpp-resolve: %s\n", err.msg);
             return 1;
         }
-        if (ls.foreign)
-            fprintf(stderr, "icpp-resolve: %s: %" PRIu64 " learn samples are of another program than the map's; "
-                            "not learned\n", samples, ls.foreign);
-        else if (ls.samples)
-            fprintf(stderr, "icpp-resolve: %s: learned %" PRIu64 " of %" PRIu64 " learn samples (%" PRIu64
-                            " new contexts, %" PRIu64 " new paths)\n", samples, ls.learned, ls.samples,
-                    ls.new_contexts, ls.new_paths);
+
     }
     if (learned_only && !ls.learned) {
         fprintf(stderr, "icpp-resolve: no path map %s, and %s has no learn samples to resolve with: train the "
@@ -319,6 +313,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: out of memory\n");
         return 1;
     }
+    prof.learn = learn ? &ls : NULL;
     icpp_rsample s;
     icpp_resolution r;
     int rc;

@@ -56,6 +56,10 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
     }
     fprintf(f, "],\n  \"samples\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"truncated_bytes\": %zu,\n", all, p->lost,
             p->truncated);
+    if (p->learn)
+        fprintf(f, "  \"learning\": {\"learn_samples\": %" PRIu64 ", \"learned\": %" PRIu64 ", \"new_contexts\": %" PRIu64
+                   ", \"new_paths\": %" PRIu64 ", \"foreign\": %" PRIu64 "},\n",
+                p->learn->samples, p->learn->learned, p->learn->new_contexts, p->learn->new_paths, p->learn->foreign);
     fprintf(f, "  \"shares\": {\"precise\": ");
     num(f, all ? (double)k[0] / (double)all : 0);
     fprintf(f, ", \"ambiguous\": ");

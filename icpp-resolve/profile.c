@@ -288,7 +288,7 @@ int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icp
         /* Share the sample among the candidates in proportion to how often
          * each was entered at this height in training. */
         for (uint32_t i = 0; i < r->ncand; i++) {
-            double share = r->cand_total ? (double)icpp_cand_weight(r, i) / (double)r->cand_total : 1.0 / r->ncand;
+            double share = icpp_cand_share(r, i);
             if (add_weight(p, r->cand[i].node, (uint32_t)chain, ev, share, 1) < 0)
                 return -ENOMEM;
         }
@@ -482,6 +482,9 @@ void prof_header(const profile *p, FILE *out, const char *lead)
         }
     fprintf(out, "%s\n", first ? "" : ")");
     fprintf(out, "%smap: %s  binary: %s  build-id: %s\n", lead, p->map_path, p->binary, p->map_build_id);
+    if (p->learn && p->learn->samples)
+        fprintf(out, "%slearned: %" PRIu64 " of %" PRIu64 " learn samples (%" PRIu64 " contexts new to the map)\n", lead,
+                p->learn->learned, p->learn->samples, p->learn->new_contexts);
     if (p->command[0])
         fprintf(out, "%srecorded: %s\n", lead, p->command);
     if (p->truncated)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "hmap.h"
+#include "learn.h"
 #include "pathmap.h"
 #include "replay.h"
 #include "resolve.h"
@@ -86,6 +87,7 @@ typedef struct profile {
     char         binary[1024];          /* main module of the map */
     char         map_build_id[2 * ICPP_BUILD_ID_MAX + 1];
     const icpp_replay *rp;              /* from prof_finish: its modules serve as the map's where they match */
+    const icpp_learn_stats *learn;      /* what the recording's learn samples added to the map, or NULL */
     struct icpp_module **mods;          /* the map's modules, opened for source lines and inlined calls */
     uint8_t     *mods_tried;            /* 1: opened here, 2: the replay's */
 } profile;

@@ -308,7 +308,9 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         out->ncand = 1;
         out->voted = 1;
     }
-    for (uint32_t i = 0; i < out->ncand; i++)
-        out->cand_total += icpp_cand_weight(out, i);
+    for (uint32_t i = 0; i < out->ncand; i++) {
+        out->cand_total += out->cand[i].count;
+        out->learned_total += out->cand[i].learned;
+    }
     out->kind = out->ncand == 1 ? ICPP_RES_PRECISE : ICPP_RES_AMBIGUOUS;
 }

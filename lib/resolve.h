@@ -58,19 +58,26 @@ typedef struct icpp_resolution {
     int64_t          func;      /* path-map function, -1 if none */
     uint32_t         ncand;
     const icpp_cand *cand;
-    uint64_t         cand_total;  /* sum of the candidates' weights (icpp_cand_weight) */
-    int              by_learned;  /* weights are learn counts: this recording's own */
+    uint64_t         cand_total;  /* sum of the candidates' training counts */
+    uint64_t         learned_total; /* sum of their learn counts in this recording */
+    int              by_learned;  /* learned_total > 0: shares follow this recording's learn counts */
     int              voted;       /* precise because this recording's learn samples at the CID all
                                      took one of several known candidates (icpp_cidx_set_votes) */
 } icpp_resolution;
 
-/* The weight of candidate i when a sample is shared among its candidates:
- * the learn samples of this recording where any candidate has some (they
- * measure this run's time, where training counts measure another run's
- * entries), else the training counts. */
-static inline uint64_t icpp_cand_weight(const icpp_resolution *r, uint32_t i)
+/* Candidate i's share of a sample shared among its candidates.  Where any
+ * candidate has learn samples in this recording, those decide (they measure
+ * this run's time; training counts measure another run's function entries),
+ * with the training shares as a prior worth one learn sample, so a path the
+ * learn samples missed keeps a small share instead of none:
+ *   (learned_i + count_i / sum count) / (sum learned + 1).
+ * Otherwise the training counts alone. */
+static inline double icpp_cand_share(const icpp_resolution *r, uint32_t i)
 {
-    return r->by_learned ? r->cand[i].learned : r->cand[i].count;
+    double prior = r->cand_total ? (double)r->cand[i].count / (double)r->cand_total : 1.0 / r->ncand;
+    if (!r->by_learned)
+        return prior;
+    return ((double)r->cand[i].learned + prior) / ((double)r->learned_total + 1.0);
 }
 
 /* The candidate is known only from learn samples (never trained). */

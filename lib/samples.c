@@ -43,8 +43,10 @@ static int lchain_set(lchain *c, const uint64_t *pc, const uint64_t *esp, uint32
         c->esp = b;
         c->cap = nc;
     }
-    memmove(c->pc, pc, n * sizeof *pc);
-    memmove(c->esp, esp, n * sizeof *esp);
+    if (n) {
+        memmove(c->pc, pc, n * sizeof *pc);
+        memmove(c->esp, esp, n * sizeof *esp);
+    }
     c->n = n;
     return 0;
 }

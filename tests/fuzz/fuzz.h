@@ -148,6 +148,15 @@ static inline void fuzz_check_srec(const icpp_srec *r, const uint8_t *buf, size_
         (void)sink;
         break;
     }
+    case ICPP_SREC_LSAMPLE: {
+        /* Learn frames: frame 0 is the sample, entry SPs grow towards the root. */
+        const icpp_learn_chain *l = &r->u.sample.l;
+        FUZZ_CHECK(l->n <= ICPP_LEARN_MAX_FRAMES && (!l->n || (l->pc && l->entry_sp)), "learn chain of %u", l->n);
+        FUZZ_CHECK(!l->n || l->pc[0] == r->u.sample.ip, "learn frame 0 is not the sample");
+        for (uint32_t i = 1; i < l->n; i++)
+            FUZZ_CHECK(l->entry_sp[i] > l->entry_sp[i - 1], "learn frame %u below its callee", i);
+        break;
+    }
     default:
         break;
     }

@@ -76,7 +76,9 @@ typedef struct want {
     uint64_t time, ip, sp, bp;
     uint32_t nchain, nregs, stack_size;
     uint64_t regs_mask;
-    uint32_t crc;               /* of chain, regs and stack */
+    uint32_t crc;               /* of chain, regs and stack, or of a learn sample's frames */
+    uint32_t learn_n;           /* a learn sample: its frames */
+    uint8_t  learn;
 } want;
 
 static uint32_t extra_crc(const uint64_t *chain, uint32_t nc, const uint64_t *regs, uint32_t nr, const uint8_t *st,
@@ -98,6 +100,7 @@ static size_t rewrite(const uint8_t *buf, size_t len, want *w)
     icpp_swriter *sw = icpp_swriter_open(file, &err);
     FUZZ_CHECK(sw != NULL, "swriter_open: %s", err.msg);
     size_t ns = 0;
+    uint32_t learn_of[16] = {0};    /* learn event id -> its profile event + 1 */
     icpp_srec rec;
     for (int k = 0; k < MAX_RECORDS && icpp_sreader_next(r, &rec, &err) == 1; k++) {
         switch (rec.type) {
@@ -105,6 +108,8 @@ static size_t rewrite(const uint8_t *buf, size_t len, want *w)
             icpp_swriter_info(sw, rec.u.info.key, rec.u.info.val);
             break;
         case ICPP_SREC_EVENT:
+            if (rec.u.event.role == ICPP_EVENT_LEARN && rec.u.event.id < 16)
+                learn_of[rec.u.event.id] = rec.u.event.of + 1;
             icpp_swriter_event(sw, rec.u.event.id, rec.u.event.name, rec.u.event.type, rec.u.event.config,
                                rec.u.event.period, rec.u.event.freq, rec.u.event.precise, rec.u.event.role,
                                rec.u.event.of);
@@ -128,10 +133,18 @@ static size_t rewrite(const uint8_t *buf, size_t len, want *w)
                              extra_crc(x->chain, x->nchain, x->regs, x->nregs, x->stack, x->stack_size)};
             break;
         }
-        case ICPP_SREC_LSAMPLE:
+        case ICPP_SREC_LSAMPLE: {
+            const icpp_learn_chain *l = &rec.u.sample.l;
             icpp_swriter_learn(sw, rec.u.sample.pid, rec.u.sample.tid, rec.u.sample.event, rec.u.sample.time,
-                               rec.u.sample.ip, rec.u.sample.sp, rec.u.sample.bp, &rec.u.sample.l);
+                               rec.u.sample.ip, rec.u.sample.sp, rec.u.sample.bp, l);
+            /* a learn sample is a profile sample of its event's profile event */
+            uint32_t ev = rec.u.sample.event < 16 && learn_of[rec.u.sample.event] ? learn_of[rec.u.sample.event] - 1
+                                                                                   : rec.u.sample.event;
+            w[ns++] = (want){rec.u.sample.pid, rec.u.sample.tid, ev, rec.u.sample.time, rec.u.sample.ip,
+                             rec.u.sample.sp, rec.u.sample.bp, 0, 0, 0, 0,
+                             extra_crc(l->pc, l->n, l->entry_sp, l->n, NULL, 0), l->n, 1};
             break;
+        }
         case ICPP_SREC_LOST:
             icpp_swriter_lost(sw, rec.u.lost.count);
             break;
@@ -170,9 +183,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(s.pid == x->pid && s.tid == x->tid && s.event == x->event && s.time == x->time && s.ip == x->ip &&
                        s.sp == x->sp && s.bp == x->bp,
                    "sample %zu differs from the one written", n);
-        FUZZ_CHECK(s.x.nchain == x->nchain && s.x.nregs == x->nregs && s.x.stack_size == x->stack_size &&
-                       s.x.regs_mask == x->regs_mask &&
-                       extra_crc(s.x.chain, s.x.nchain, s.x.regs, s.x.nregs, s.x.stack, s.x.stack_size) == x->crc,
+        FUZZ_CHECK(s.learn == x->learn && (!s.learn || (s.l.n == x->learn_n &&
+                   extra_crc(s.l.pc, s.l.n, s.l.entry_sp, s.l.n, NULL, 0) == x->crc)),
+                   "sample %zu: learn frames differ from the ones written", n);
+        FUZZ_CHECK(s.learn || (s.x.nchain == x->nchain && s.x.nregs == x->nregs && s.x.stack_size == x->stack_size &&
+                               s.x.regs_mask == x->regs_mask &&
+                               extra_crc(s.x.chain, s.x.nchain, s.x.regs, s.x.nregs, s.x.stack, s.x.stack_size) ==
+                                   x->crc),
                    "sample %zu: --validate extras differ from the ones written", n);
         FUZZ_CHECK(s.status >= 0 && s.status < ICPP_RS_MAX, "sample %zu: status %d", n, s.status);
         FUZZ_CHECK(s.module == -1 || (s.module >= 0 && (size_t)s.module < icpp_replay_nmodules(rp)),

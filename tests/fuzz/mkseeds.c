@@ -283,6 +283,7 @@ static void seeds_samples_synthetic(void)
     icpp_swriter_info(w, "tool", "mkseeds");
     icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0, 0);
     icpp_swriter_event(w, 1, "cycles", 0, 0, 1000003, 0, 2, 0, 0);
+    icpp_swriter_event(w, 2, "cpu-clock", 1, 0, 250, 1, 0, ICPP_EVENT_LEARN, 0);
     icpp_swriter_proc(w, 100, 1, 0x7ffc12345670, "/usr/bin/prog", 0);
     icpp_swriter_mmap(w, 100, 0x555555554000, 0x3000, 0, 5, "/usr/bin/prog", &bid);
     icpp_swriter_mmap(w, 100, 0x7ffff7fc1000, 0x2000, 0, 5, "[vdso]", NULL);
@@ -302,6 +303,16 @@ static void seeds_samples_synthetic(void)
         st[i] = (uint8_t)(i * 7);
     icpp_sample_extra x = {3, chain, 3, regs, 0x1c0, sizeof st, st};
     icpp_swriter_sample(w, 100, 100, 0, t + 1, 0x555555555100, 0x7ffc12345000, 0x7ffc12345100, &x);
+    /* learn samples: two of one thread sharing outer frames, one of another */
+    uint64_t lpc[4] = {0x555555555180, 0x555555555210, 0x555555555300, 0x555555555010};
+    uint64_t lesp[4] = {0x7ffc12344ff8, 0x7ffc12345038, 0x7ffc12345098, 0x7ffc12345668};
+    icpp_learn_chain l = {0, 4, lpc, lesp};
+    icpp_swriter_learn(w, 100, 100, 2, t + 1, lpc[0], 0x7ffc12344fe0, 0x7ffc12345030, &l);
+    lpc[1] = 0x555555555220;
+    lpc[0] = 0x555555555190;
+    icpp_swriter_learn(w, 100, 100, 2, t + 1, lpc[0], 0x7ffc12344fe0, 0x7ffc12345030, &l);
+    icpp_learn_chain l2 = {1, 2, lpc, lesp};
+    icpp_swriter_learn(w, 100, 101, 2, t + 1, lpc[0], 0x7f0000700000, 0, &l2);
     icpp_swriter_lost(w, 17);
     icpp_swriter_proc(w, 101, 100, 0x7ffc12345670, "/usr/bin/prog", 0);             /* fork */
     icpp_swriter_sample(w, 101, 101, 0, t + 2, 0x555555555040, 0x7ffc12344f00, 0, NULL);
