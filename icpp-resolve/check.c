@@ -20,9 +20,12 @@ enum {
     V_INCORRECT,        /* the candidates do not include the true path */
     V_MISSING,          /* (function, height) not in the map */
     V_UNRESOLVED,       /* no CID could be formed (no CFI, vdso, ...) */
+    V_UNCERTAIN_OK,     /* reported uncertain (lib/resolve.h), the true path among the candidates */
+    V_UNCERTAIN_BAD,    /* reported uncertain, and rightly: the true path is not a candidate */
     V_MAX
 };
-static const char *vname[V_MAX] = {"precise", "ambiguous-containing-truth", "incorrect", "missing", "unresolved"};
+static const char *vname[V_MAX] = {"precise", "ambiguous-containing-truth", "incorrect", "missing", "unresolved",
+                                   "uncertain-containing-truth", "uncertain-not-containing-truth"};
 
 typedef struct tally {
     uint64_t fn[V_MAX];         /* function-path level */
@@ -128,12 +131,14 @@ static double pc(uint64_t a, uint64_t b)
 }
 
 int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json,
-              const icpp_learn_stats *ls, uint32_t votes)
+              const icpp_learn_stats *ls, uint32_t votes, const uint8_t *novel, size_t nnovel)
 {
     icpp_err err;
     icpp_cidx *x = icpp_cidx_build(pm, &err);
-    if (x)
+    if (x) {
         icpp_cidx_set_votes(x, votes);
+        icpp_cidx_set_novel(x, novel, nnovel);
+    }
     icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;
     if (!rp) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
@@ -185,7 +190,10 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
                     hit = r.cand[i].node;
                     hit_i = i;
                 }
-            v = !found ? V_INCORRECT : r.kind == ICPP_RES_PRECISE ? V_PRECISE : V_AMBIG_OK;
+            if (r.kind == ICPP_RES_UNCERTAIN)
+                v = found ? V_UNCERTAIN_OK : V_UNCERTAIN_BAD;
+            else
+                v = !found ? V_INCORRECT : r.kind == ICPP_RES_PRECISE ? V_PRECISE : V_AMBIG_OK;
             if (icpp_cand_learned_only(&r.cand[found ? hit_i : 0]))
                 t.by_learned[v]++;
             t.voted[v] += r.voted;
@@ -252,8 +260,10 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
     for (size_t i = 0; i < ndps; i++) {
         const dpath *d = &dps[i];
         int v = d->v[V_INCORRECT] ? V_INCORRECT
+              : d->v[V_UNCERTAIN_BAD] ? V_UNCERTAIN_BAD
               : d->v[V_MISSING]   ? V_MISSING
               : d->v[V_UNRESOLVED] ? V_UNRESOLVED
+              : d->v[V_UNCERTAIN_OK] ? V_UNCERTAIN_OK
               : d->v[V_AMBIG_OK]  ? V_AMBIG_OK
                                   : V_PRECISE;
         pv[v]++;

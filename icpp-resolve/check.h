@@ -13,6 +13,6 @@
  * input.  ls: what learning added to the map (NULL if it was off).
  * Returns 0, or 1 with a message on stderr. */
 int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json,
-              const icpp_learn_stats *ls, uint32_t votes);
+              const icpp_learn_stats *ls, uint32_t votes, const uint8_t *novel, size_t nnovel);
 
 #endif

@@ -260,8 +260,10 @@ int main(int argc, char **argv)
     }
     icpp_learn_stats ls;
     memset(&ls, 0, sizeof ls);
+    uint8_t *novel = NULL;
+    size_t nnovel = 0;
     if (learn) {
-        if (icpp_learn_file(samples, pm, &ls, &err) < 0) {
+        if (icpp_learn_file_novel(samples, pm, &ls, &novel, &nnovel, &err) < 0) {
             fprintf(stderr, "icpp-resolve: %s\n", err.msg);
             return 1;
         }
@@ -282,7 +284,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
             return 1;
         }
-        int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL, votes);
+        int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL, votes, novel, nnovel);
         if (co != stdout)
             fclose(co);
         icpp_pathmap_free(pm);
@@ -290,8 +292,10 @@ int main(int argc, char **argv)
         return r;
     }
     icpp_cidx *x = icpp_cidx_build(pm, &err);
-    if (x)
+    if (x) {
         icpp_cidx_set_votes(x, votes);
+        icpp_cidx_set_novel(x, novel, nnovel);
+    }
     icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;
     if (!rp) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
@@ -388,6 +392,7 @@ int main(int argc, char **argv)
     icpp_basevote_free(bv);
     icpp_cidx_free(x);
     icpp_pathmap_free(pm);
+    free(novel);
     free(dflt);
     return 0;
 }

@@ -51,8 +51,9 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
         fprintf(f, "%s{\"name\": ", e ? ", " : "");
         json_str(f, p->ev_names[e]);
         fprintf(f, ", \"samples\": %" PRIu64 ", \"precise\": %" PRIu64 ", \"ambiguous\": %" PRIu64
-                   ", \"missing\": %" PRIu64 ", \"unresolved\": %" PRIu64 "}",
-                p->samples[e], p->by_kind[e][0], p->by_kind[e][1], p->by_kind[e][2], p->by_kind[e][3]);
+                   ", \"missing\": %" PRIu64 ", \"unresolved\": %" PRIu64 ", \"uncertain\": %" PRIu64 "}",
+                p->samples[e], p->by_kind[e][ICPP_RES_PRECISE], p->by_kind[e][ICPP_RES_AMBIGUOUS],
+                p->by_kind[e][ICPP_RES_MISSING], p->by_kind[e][ICPP_RES_UNRESOLVED], p->by_kind[e][ICPP_RES_UNCERTAIN]);
     }
     fprintf(f, "],\n  \"samples\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"truncated_bytes\": %zu,\n", all, p->lost,
             p->truncated);
@@ -68,6 +69,8 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
     num(f, all ? (double)k[2] / (double)all : 0);
     fprintf(f, ", \"unresolved\": ");
     num(f, all ? (double)k[3] / (double)all : 0);
+    fprintf(f, ", \"uncertain\": ");
+    num(f, all ? (double)k[ICPP_RES_UNCERTAIN] / (double)all : 0);
     fprintf(f, "},\n  \"unresolved_by_reason\": {");
     int first = 1;
     for (int s = 1; s < ICPP_RS_MAX; s++)

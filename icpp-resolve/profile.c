@@ -277,7 +277,7 @@ int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icp
     uint32_t ev = s->event < PROF_MAX_EVENTS ? s->event : 0;
     p->samples[ev]++;
     p->by_kind[ev][r->kind]++;
-    if (r->kind == ICPP_RES_PRECISE || r->kind == ICPP_RES_AMBIGUOUS) {
+    if (r->kind == ICPP_RES_PRECISE || r->kind == ICPP_RES_AMBIGUOUS || r->kind == ICPP_RES_UNCERTAIN) {
         /* The functions inlined at the sample's address extend its path. */
         int64_t chain = 0;
         const icpp_rmodule *rm = p->inlines && s->module >= 0 ? icpp_replay_module(rp, (uint32_t)s->module) : NULL;
@@ -285,6 +285,7 @@ int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icp
             return -ENOMEM;
         if (r->kind == ICPP_RES_PRECISE)
             return add_weight(p, r->cand[0].node, (uint32_t)chain, ev, 1.0, 0);
+        /* ambiguous, or uncertain (counted with the ambiguous weight: not a sure path) */
         /* Share the sample among the candidates in proportion to how often
          * each was entered at this height in training. */
         for (uint32_t i = 0; i < r->ncand; i++) {
@@ -474,6 +475,8 @@ void prof_header(const profile *p, FILE *out, const char *lead)
     fprintf(out, "%sprecise %.1f%%  ambiguous %.1f%%  missing %.1f%%  unresolved %.1f%%", lead,
             pct(k[ICPP_RES_PRECISE], all), pct(k[ICPP_RES_AMBIGUOUS], all), pct(k[ICPP_RES_MISSING], all),
             pct(k[ICPP_RES_UNRESOLVED], all));
+    if (k[ICPP_RES_UNCERTAIN])
+        fprintf(out, "  uncertain %.1f%%", pct(k[ICPP_RES_UNCERTAIN], all));
     int first = 1;
     for (int s = 1; s < ICPP_RS_MAX; s++)
         if (p->by_status[s]) {

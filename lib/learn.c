@@ -19,7 +19,24 @@ typedef struct learner {
     size_t        ntrained;
     icpp_hmap     cid;          /* (func, height) -> node + 1, or MANY; built on first need */
     int           have_cid;
+    uint8_t      *novel;        /* per map function: learning found a context of it the map lacked */
+    size_t        nnovel;
 } learner;
+
+static int mark_novel(learner *L, uint32_t func)
+{
+    if (func >= L->nnovel) {
+        size_t nc = func + 1 > 2 * L->nnovel ? func + 1 : 2 * L->nnovel;
+        uint8_t *n = realloc(L->novel, nc);
+        if (!n)
+            return -1;
+        memset(n + L->nnovel, 0, nc - L->nnovel);
+        L->novel = n;
+        L->nnovel = nc;
+    }
+    L->novel[func] = 1;
+    return 0;
+}
 
 #define MANY UINT64_MAX
 
@@ -177,7 +194,7 @@ static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, i
         for (uint32_t h = 0; h < nd->nheights && !known; h++)
             known = nd->heights[h].height == ht[i];
         st->new_contexts += !known;
-        if (icpp_pathmap_add_learned(L->pm, node, ht[i], 1) < 0 ||
+        if ((!known && mark_novel(L, (uint32_t)fn[i]) < 0) || icpp_pathmap_add_learned(L->pm, node, ht[i], 1) < 0 ||
             (L->have_cid && !known && cid_note(L, (uint32_t)fn[i], ht[i], node) < 0))
             return -ENOMEM;
     }
@@ -197,6 +214,12 @@ static const icpp_rmodule *exe_of(const icpp_replay *rp)
 }
 
 int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, icpp_err *err)
+{
+    return icpp_learn_file_novel(samples, pm, st, NULL, NULL, err);
+}
+
+int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, uint8_t **novel,
+                          size_t *nnovel, icpp_err *err)
 {
     memset(st, 0, sizeof *st);
     icpp_replay *rp = icpp_replay_open(samples, err);
@@ -247,6 +270,18 @@ int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st,
     free(L.mod);
     free(L.trained);
     icpp_hmap_free(&L.cid);
+    if (novel && rc >= 0) {
+        /* one byte per function of the map as it is now */
+        size_t nf = icpp_pathmap_nfuncs(pm);
+        uint8_t *n = calloc(nf + 1, 1);
+        if (n && L.novel)
+            memcpy(n, L.novel, L.nnovel < nf ? L.nnovel : nf);
+        *novel = n;
+        *nnovel = n ? nf : 0;
+        if (!n)
+            rc = -ENOMEM;
+    }
+    free(L.novel);
     icpp_replay_close(rp);
     return rc < 0 ? -1 : 0;
 }

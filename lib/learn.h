@@ -47,4 +47,11 @@ typedef struct icpp_learn_stats {
  * file or out of memory (err says which). */
 int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, icpp_err *err);
 
+/* The same, and *novel (malloc'd, one byte per function of the map as it
+ * is afterwards, *nnovel of them): 1 for a function of which learning found
+ * a context -- a (path, height) -- the map did not have: this run does with
+ * that function what training never saw.  NULL novel: not wanted. */
+int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, uint8_t **novel,
+                          size_t *nnovel, icpp_err *err);
+
 #endif

@@ -36,7 +36,15 @@ struct icpp_cidx {
     int32_t   *modcache;    /* mkey -> pm module (-1 none, -2 not looked up) */
     size_t     nmodcache;
     uint32_t   votes;       /* learn votes that single out one of several candidates; 0 = never */
+    const uint8_t *novel;   /* per map function: learning found contexts training lacked */
+    size_t     nnovel;
 };
+
+void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n)
+{
+    x->novel = novel;
+    x->nnovel = n;
+}
 
 void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes)
 {
@@ -45,7 +53,7 @@ void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes)
 
 const char *icpp_res_kind_name(int k)
 {
-    static const char *n[] = {"precise", "ambiguous", "missing", "unresolved"};
+    static const char *n[] = {"precise", "ambiguous", "missing", "unresolved", "uncertain"};
     return k >= 0 && k < ICPP_RES_MAX ? n[k] : "?";
 }
 
@@ -313,4 +321,6 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         out->learned_total += out->cand[i].learned;
     }
     out->kind = out->ncand == 1 ? ICPP_RES_PRECISE : ICPP_RES_AMBIGUOUS;
+    if (!seen && (uint64_t)out->func < x->nnovel && x->novel[out->func])
+        out->kind = ICPP_RES_UNCERTAIN;
 }

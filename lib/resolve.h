@@ -33,6 +33,14 @@ uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, con
 #define ICPP_LEARN_VOTES 0
 void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
 
+/* novel[f] != 0 (f < n, a map function): learning found contexts of f the
+ * map did not have.  A sample of such a function whose known candidates
+ * this recording's learn samples never confirmed at its CID is reported
+ * ICPP_RES_UNCERTAIN instead of precise or ambiguous: the run does with f
+ * what training did not, and an untrained path may share the CID (the
+ * weight still goes to the candidates).  The array must outlive x. */
+void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
+
 /* Path-map function index of (module build-id, link-time start address), or
  * -1.  Module build-ids are matched once per module and cached by `mkey`
  * (any small integer the caller uses for the module, e.g. the replay's). */
@@ -47,6 +55,8 @@ typedef enum icpp_res_kind {
     ICPP_RES_AMBIGUOUS,     /* several: weight shared by training counts */
     ICPP_RES_MISSING,       /* function or CID not in the map */
     ICPP_RES_UNRESOLVED,    /* no CID: see the replay status */
+    ICPP_RES_UNCERTAIN,     /* known candidates, none confirmed by this recording's learn samples, for a
+                               function this run uses in ways training never saw (icpp_cidx_set_novel) */
     ICPP_RES_MAX
 } icpp_res_kind;
 
