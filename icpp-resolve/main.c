@@ -1,6 +1,7 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
 #include "basevote.h"
 #include "defs.h"
+#include "fsafe.h"
 #include "module.h"
 #include "check.h"
 #include "output.h"
@@ -126,6 +127,23 @@ static char *default_map(const char *samples)
     return m;
 }
 
+/* -o OUT under the output rule (lib/fsafe.h): a new file beside OUT,
+ * renamed over it once complete; NULL after saying why. */
+static FILE *open_output(icpp_fs_out *o, const char *path)
+{
+    icpp_err err;
+    if (icpp_fs_out_begin(o, path, ICPP_FS_MODE_PLAIN, &err) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        return NULL;
+    }
+    FILE *f = icpp_fs_out_fopen(o);
+    if (!f) {
+        fprintf(stderr, "icpp-resolve: %s: %s\n", path, strerror(errno));
+        icpp_fs_out_abort(o);
+    }
+    return f;
+}
+
 typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } fmt_t;
 
 int main(int argc, char **argv)
@@ -214,13 +232,14 @@ int main(int argc, char **argv)
     }
     if (check) {
         FILE *co = stdout;
-        if (out_path && !(co = fopen(out_path, "w"))) {
-            fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
+        icpp_fs_out cof;
+        if (out_path && !(co = open_output(&cof, out_path)))
             return 1;
-        }
         int r = check_run(samples, pm, map_path, co, fmt == F_JSON);
-        if (co != stdout)
-            fclose(co);
+        if (co != stdout && (r == 0 ? icpp_fs_out_commit(&cof, &err) : (icpp_fs_out_abort(&cof), 0)) < 0) {
+            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+            r = 1;
+        }
         icpp_pathmap_free(pm);
         free(dflt);
         return r;
@@ -289,10 +308,9 @@ int main(int argc, char **argv)
         }
     }
     FILE *out = stdout;
-    if (out_path && !(out = fopen(out_path, "w"))) {
-        fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
+    icpp_fs_out of;
+    if (out_path && !(out = open_output(&of, out_path)))
         return 1;
-    }
     switch (fmt) {
     case F_TEXT: out_text(&prof, out, &oo); break;
     case F_TREE: out_tree(&prof, out, &oo); break;
@@ -307,13 +325,19 @@ int main(int argc, char **argv)
         }
         if (out_pprof(&prof, out, &oo) < 0) {
             fprintf(stderr, "icpp-resolve: cannot write the pprof profile: %s\n", strerror(errno));
+            if (out != stdout)
+                icpp_fs_out_abort(&of);
             return 1;
         }
         break;
     }
-    int werr = ferror(out) | (out != stdout ? fclose(out) : fflush(out));
-    if (werr) {
-        fprintf(stderr, "icpp-resolve: %s: write failed: %s\n", out_path ? out_path : "stdout", strerror(errno));
+    if (out != stdout) {
+        if (icpp_fs_out_commit(&of, &err) < 0) {
+            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+            return 1;
+        }
+    } else if (ferror(out) | fflush(out)) {
+        fprintf(stderr, "icpp-resolve: stdout: write failed: %s\n", strerror(errno));
         return 1;
     }
     prof_free(&prof);

@@ -2,6 +2,7 @@
 #include "arr.h"
 #include "cfi.h"
 #include "frame.h"
+#include "fsafe.h"
 #include "image.h"
 #include "module.h"
 #include "pathmap.h"
@@ -237,11 +238,19 @@ int main(int argc, char **argv)
         char *d1 = strdup(out), *dir = dirname(d1);
         if (access(dir, W_OK) != 0)
             die(1, "%s: cannot write in %s: %s", out, dir, strerror(errno));
-        if (stat(out, &so) == 0 && !S_ISREG(so.st_mode))
+        /* The output rule (lib/fsafe.h), checked before the search; the
+         * binary is run to verify it, so it must be a file, not a device. */
+        int k = icpp_fs_output_check(out, &err);
+        if (k < 0)
+            die(1, "%s", err.msg);
+        if (k == ICPP_FS_CHARDEV)
             die(1, "%s exists and is not a regular file", out);
         if (stat(out, &so) == 0 && access(out, W_OK) != 0 && errno != ENOENT)
             die(1, "%s: cannot replace it: %s", out, strerror(errno));
-        if (stat(out_map, &so) == 0 && !S_ISREG(so.st_mode))
+        k = icpp_fs_output_check(out_map, &err);
+        if (k < 0)
+            die(1, "%s (it would be %s's map)", err.msg, out);
+        if (k == ICPP_FS_CHARDEV)
             die(1, "%s exists and is not a regular file (it would be %s's map)", out_map, out);
         free(d1);
     }
@@ -372,7 +381,9 @@ int main(int argc, char **argv)
     if (rw_image_write(&img, out, &err) < 0)
         die(1, "%s", err.msg);
     if (icpp_pathmap_write(npm, out_map, &err) < 0) {
-        unlink(out);    /* never leave a binary without its map */
+        struct stat ost;
+        if (lstat(out, &ost) == 0 && S_ISREG(ost.st_mode))
+            unlink(out);    /* never leave a binary without its map (a device stays) */
         die(1, "%s (%s removed)", err.msg, out);
     }
     t_write = now();

@@ -1,6 +1,7 @@
 /* main.c -- icpp-sample: record PC, SP and BP per sample through perf_event_open, nothing else. */
 #include "defs.h"
 #include "events.h"
+#include "fsafe.h"
 #include "hmap.h"
 #include "module.h"
 #include "perfring.h"
@@ -47,7 +48,11 @@ static const char *usage_text =
     "                       interrupt each.\n"
     "  -F, --freq HZ        samples per second for software events (default 4000).\n"
     "  -o, --output FILE    output file (default icpp.samples; an existing file\n"
-    "                       is renamed to FILE.old).\n"
+    "                       is renamed to FILE.old). Created with mode 0600:\n"
+    "                       --validate copies the user stack (environment,\n"
+    "                       keys, passwords) into it. A symbolic link, or\n"
+    "                       another user's file in a sticky directory, is\n"
+    "                       refused (docs/file-safety.md).\n"
     "  -m, --mmap-pages N   ring buffer data pages per CPU, a power of two\n"
     "                       (default 128).\n"
     "  -p, --pid PID        sample a running process and all its threads until\n"
@@ -688,6 +693,14 @@ int main(int argc, char **argv)
         return 2;
     }
     s.validate = s.so.validate;
+    /* Files first, before anything runs: the output rule (lib/fsafe.h) and a
+     * program given by path that is not a file (a FIFO would never exec). */
+    icpp_err ferr;
+    if (icpp_fs_output_check(out, &ferr) < 0)
+        die("%s", ferr.msg);
+    if (!attach && strchr(argv[optind], '/') && icpp_fs_check_regular(argv[optind], &ferr) < 0 &&
+        ferr.code == EINVAL)
+        die("%s", ferr.msg);
     int user_chose = events != NULL;
     parse_events(&s, events ? events : "cycles");
     int amd = icpp_cpu_is_amd();

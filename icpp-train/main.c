@@ -1,5 +1,6 @@
 /* main.c -- icpp-train: run a program with the training agent and merge what it learned into a path map. */
 #include "codec.h"
+#include "fsafe.h"
 #include "module.h"
 #include "pathmap.h"
 
@@ -286,8 +287,8 @@ int main(int argc, char **argv)
         switch (c) {
         case 'o': out = optarg; break;
         case OPT_MODULES:
-            if (!*optarg)
-                die(2, "--modules wants main, all or a list of library names");
+            if (!*optarg || *optarg == ',' || optarg[strlen(optarg) - 1] == ',' || strstr(optarg, ",,"))
+                die(2, "--modules wants main, all or a comma list of library names, not '%s'", optarg);
             modules = optarg;
             break;
         case OPT_FRESH: fresh = 1; break;
@@ -335,6 +336,9 @@ int main(int argc, char **argv)
         free(b);
         out = defmap;
     }
+    /* The output rule (lib/fsafe.h), before the program runs. */
+    if (icpp_fs_output_check(out, &err) < 0)
+        die(1, "%s", err.msg);
     icpp_pathmap *old = NULL;
     struct stat st;
     if (!fresh && stat(out, &st) == 0) {
@@ -411,8 +415,12 @@ int main(int argc, char **argv)
         die(1, "cannot read the training data in %s", tdir);
     rm_dir(tdir);
     if (nparts == 0) {
-        fprintf(stderr, "icpp-train: no training data came back from %s%s; %s is unchanged\n", prog,
-                WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL ? " (killed by SIGKILL)" : "", out);
+        int listed = strcmp(modules, "all") && strcmp(modules, "main");
+        fprintf(stderr, "icpp-train: no training data came back from %s%s; %s is unchanged%s%s%s\n", prog,
+                WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL ? " (killed by SIGKILL)" : "", out,
+                listed ? " (--modules " : "", listed ? modules : "",
+                listed ? ": no module the program loaded has such a name; give main, all, or names of libraries it "
+                         "loads, e.g. libc.so.6)" : "");
         return status ? status : 1;
     }
     /* Names for people: demangled C++. */

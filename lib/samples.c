@@ -2,6 +2,7 @@
 #include "samples.h"
 
 #include "codec.h"
+#include "fsafe.h"
 #include "hmap.h"
 
 #include <errno.h>
@@ -67,25 +68,14 @@ icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err)
         icpp_err_set(err, ENOMEM, "out of memory");
         return NULL;
     }
-    struct stat st;
-    int regular = 1;
-    if (lstat(path, &st) == 0) {
-        if (S_ISREG(st.st_mode)) {
-            char old[4096];
-            snprintf(old, sizeof old, "%s.old", path);
-            if (rename(path, old) < 0) {
-                icpp_err_set(err, errno, "%s: exists and cannot be renamed to %s: %s", path, old, strerror(errno));
-                goto fail;
-            }
-        } else {
-            regular = 0;    /* a device or pipe: write into it */
-        }
-    }
-    w->fd = regular ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : open(path, O_WRONLY | O_CLOEXEC);
-    if (w->fd < 0) {
-        icpp_err_set(err, errno, "%s: cannot create: %s", path, strerror(errno));
+    /* Created in place (never a temporary renamed at the end), so that a
+     * killed sampler leaves a readable file; mode 0600: --validate samples
+     * hold copies of the user stack (docs/file-safety.md). */
+    int kind;
+    w->fd = icpp_fs_create_stream(path, ICPP_FS_MODE_MEMORY, &kind, err);
+    if (w->fd < 0)
         goto fail;
-    }
+    int regular = kind != ICPP_FS_CHARDEV;
     w->created = regular;
     uint8_t h[HDR_LEN];
     put_header(h);

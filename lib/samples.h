@@ -60,8 +60,10 @@ typedef struct icpp_srec {
 /* ---- writer ---- */
 typedef struct icpp_swriter icpp_swriter;
 
-/* Create `path` (an existing file is first renamed to PATH.old) and write
- * the file header.  Records go out in checksummed blocks of at most 64 KiB;
+/* Create `path` with mode 0600 under the output rule of lib/fsafe.h (a link
+ * or another user's file in a sticky directory is refused; an existing file
+ * is first renamed to PATH.old; a character device is written in place) and
+ * write the file header.  Records go out in checksummed blocks of at most 64 KiB;
  * a killed writer loses at most the unflushed block. */
 icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err);
 void icpp_swriter_info(icpp_swriter *w, const char *key, const char *val);
