@@ -1,6 +1,7 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
 #include "basevote.h"
 #include "defs.h"
+#include "escape.h"
 #include "fsafe.h"
 #include "module.h"
 #include "check.h"
@@ -78,15 +79,20 @@ static int script(const char *path, int inlines)
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
         const icpp_replay_info *in = icpp_replay_info_get(rp);
         const icpp_rmodule *m = s.module >= 0 ? icpp_replay_module(rp, (uint32_t)s.module) : NULL;
+        /* Names from the file, escaped (lib/escape.h): one line per sample. */
+        char eb[256], mb[4096], fb[4096];
         printf("%u/%u %" PRIu64 " %s ip=%#" PRIx64 " sp=%#" PRIx64 " bp=%#" PRIx64 " base=%#" PRIx64 "(%s) height=%" PRId64
                " %s %s+%#" PRIx64 " %s",
-               s.pid, s.tid, s.time, s.event < in->nevents ? in->event_names[s.event] : "?", s.ip, s.sp, s.bp, s.base,
-               kinds[s.base_kind & 3], s.status == ICPP_RS_OK ? s.height : 0, icpp_rs_status_name(s.status),
-               m ? m->path : "-", s.addr, s.func ? s.func->name : "-");
+               s.pid, s.tid, s.time, s.event < in->nevents ? icpp_escape(in->event_names[s.event], eb, sizeof eb) : "?",
+               s.ip, s.sp, s.bp, s.base, kinds[s.base_kind & 3], s.status == ICPP_RS_OK ? s.height : 0,
+               icpp_rs_status_name(s.status), m ? icpp_escape(m->path, mb, sizeof mb) : "-", s.addr,
+               s.func ? icpp_escape(s.func->name, fb, sizeof fb) : "-");
         const char *names[PROF_MAX_INLINE];
         int n = inlines && s.func && m && m->mod ? icpp_module_inlines(m->mod, s.addr, names, PROF_MAX_INLINE) : 0;
-        for (int i = 0; i < n; i++)
-            printf("%s%s", i ? ";" : " inlined=", names[i]);
+        for (int i = 0; i < n; i++) {
+            fputs(i ? ";" : " inlined=", stdout);
+            icpp_escape_fputs(names[i], stdout);
+        }
         putchar('\n');
     }
     const icpp_replay_info *in = icpp_replay_info_get(rp);
@@ -198,7 +204,16 @@ int main(int argc, char **argv)
         case OPT_SITES: oo.sites = 1; break;
         case OPT_NOINLINE: inlines = 0; break;
         case OPT_SORT: sort_name = optarg; break;
-        case OPT_MIN: oo.min_pct = atof(optarg); break;
+        case OPT_MIN: {
+            char *e;
+            double v = strtod(optarg, &e);
+            if (*e || e == optarg || !(v >= 0 && v <= 100)) {     /* NaN fails both */
+                fprintf(stderr, "icpp-resolve: --min wants a percentage from 0 to 100, not '%s'\n", optarg);
+                return 2;
+            }
+            oo.min_pct = v;
+            break;
+        }
         case OPT_CHECK: check = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;

@@ -1,6 +1,7 @@
 /* profile.c -- icpp-resolve's profile: resolved sample weights per call path (inlined frames expanded) and event, plus what did not resolve. */
 #include "profile.h"
 
+#include "escape.h"
 #include "module.h"
 
 #include <errno.h>
@@ -447,8 +448,9 @@ const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *b
     size_t o = 0;
     buf[0] = 0;
     for (uint32_t i = 0; i < d && i < 4096 && o + 1 < bufsz; i++) {
-        char lb[1024];
-        o += (size_t)snprintf(buf + o, bufsz - o, "%s%s", i ? sep : "", prof_label(p, fs[i], lb, sizeof lb));
+        char lb[1024], eb[4096];
+        o += (size_t)snprintf(buf + o, bufsz - o, "%s%s", i ? sep : "",
+                              icpp_escape(prof_label(p, fs[i], lb, sizeof lb), eb, sizeof eb));
     }
     return buf;
 }
@@ -467,8 +469,11 @@ void prof_header(const profile *p, FILE *out, const char *lead)
             k[i] += p->by_kind[e][i];
     }
     fprintf(out, "%ssamples: %" PRIu64, lead, all);
-    for (uint32_t e = 0; e < p->nev; e++)
-        fprintf(out, "%s%s %" PRIu64, e ? ", " : " (", p->ev_names[e], p->samples[e]);
+    for (uint32_t e = 0; e < p->nev; e++) {
+        fputs(e ? ", " : " (", out);
+        icpp_escape_fputs(p->ev_names[e], out);
+        fprintf(out, " %" PRIu64, p->samples[e]);
+    }
     fprintf(out, ")  lost: %" PRIu64 "%s\n", p->lost,
             p->lost ? " (the sampler's ring buffer overflowed; shares may be biased)" : "");
     fprintf(out, "%sprecise %.1f%%  ambiguous %.1f%%  missing %.1f%%  unresolved %.1f%%", lead,
@@ -481,9 +486,16 @@ void prof_header(const profile *p, FILE *out, const char *lead)
             first = 0;
         }
     fprintf(out, "%s\n", first ? "" : ")");
-    fprintf(out, "%smap: %s  binary: %s  build-id: %s\n", lead, p->map_path, p->binary, p->map_build_id);
-    if (p->command[0])
-        fprintf(out, "%srecorded: %s\n", lead, p->command);
+    fprintf(out, "%smap: ", lead);
+    icpp_escape_fputs(p->map_path, out);
+    fputs("  binary: ", out);
+    icpp_escape_fputs(p->binary, out);
+    fprintf(out, "  build-id: %s\n", p->map_build_id);
+    if (p->command[0]) {
+        fprintf(out, "%srecorded: ", lead);
+        icpp_escape_fputs(p->command, out);
+        fputc('\n', out);
+    }
     if (p->truncated)
         fprintf(out, "%swarning: the sample file ends in an incomplete block (%zu bytes): the sampler was killed\n",
                 lead, p->truncated);

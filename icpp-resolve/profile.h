@@ -100,7 +100,8 @@ int  prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const ic
  * outputs read source lines from its modules). */
 int  prof_finish(profile *p, const icpp_replay *rp);
 
-/* The report header every format starts with (as comment lines with `lead`). */
+/* The report header every format starts with (as comment lines with `lead`);
+ * names and paths from the files escaped as text (lib/escape.h). */
 void prof_header(const profile *p, FILE *out, const char *lead);
 double prof_total(const profile *p, uint32_t ev);
 /* Frames of frame f's path, root first, into out[0..max-1]; returns the depth. */
@@ -108,7 +109,7 @@ uint32_t prof_path(const profile *p, uint32_t f, uint32_t *out, uint32_t max);
 /* Frame f's name as shown: inlined frames marked with PROF_INLINED_MARK
  * (into buf; a function's name is returned as it is). */
 const char *prof_label(const profile *p, uint32_t f, char *buf, size_t bufsz);
-/* Path of frame f as "a;b;c" with labels, into buf. */
+/* Path of frame f as "a;b;c" with labels escaped as text (lib/escape.h), into buf. */
 const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *buf, size_t bufsz);
 const char *prof_func_name(const profile *p, uint32_t func);
 /* Where node's function was called from (its most frequent call site): the
