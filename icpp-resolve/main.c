@@ -142,6 +142,7 @@ static FILE *open_output(icpp_fs_out *o, const char *path)
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return NULL;
     }
+    icpp_fs_out_remove_on_signal(o);
     FILE *f = icpp_fs_out_fopen(o);
     if (!f) {
         fprintf(stderr, "icpp-resolve: %s: %s\n", path, strerror(errno));

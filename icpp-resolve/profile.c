@@ -357,6 +357,19 @@ static int build_frames(profile *p)
     node_frame[0] = 0;
     for (uint32_t n = 1; n < p->nnodes; n++) {
         const icpp_pm_node *nd = icpp_pathmap_node(p->pm, n);
+        if (nd->depth > PROF_MAX_DEPTH) {
+            /* Deeper than any output shows: every deeper node of this branch
+             * shares one frame (a crafted chain stays one line, not N^2). */
+            if (icpp_pathmap_node(p->pm, nd->parent)->depth > PROF_MAX_DEPTH) {
+                node_frame[n] = node_frame[nd->parent];
+                continue;
+            }
+            int64_t f = new_frame(p, node_frame[nd->parent], n, 0, PROF_DEEPER);
+            if (f < 0)
+                goto out;
+            node_frame[n] = (uint32_t)f;
+            continue;
+        }
         int64_t par = node_frame[nd->parent], c = p->inlines ? site_chain(p, n) : 0, f;
         if (c < 0 || (par = chain_frames(p, &ix, (uint32_t)par, nd->parent, (uint32_t)c)) < 0 ||
             (f = new_frame(p, (uint32_t)par, n, 0, prof_func_name(p, nd->func))) < 0)
@@ -377,8 +390,10 @@ static int build_frames(profile *p)
         goto out;
     for (uint32_t n = 1; n < p->nnodes; n++) {
         size_t to = (size_t)node_frame[n] * PROF_MAX_EVENTS, from = (size_t)n * PROF_MAX_EVENTS;
-        memcpy(&p->self[to], &p->node_self[from], PROF_MAX_EVENTS * sizeof *p->self);
-        memcpy(&p->self_amb[to], &p->node_amb[from], PROF_MAX_EVENTS * sizeof *p->self_amb);
+        for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++) {     /* += : deep nodes share a frame */
+            p->self[to + e] += p->node_self[from + e];
+            p->self_amb[to + e] += p->node_amb[from + e];
+        }
     }
     for (size_t i = 0; i < p->nvar; i++)
         for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++) {

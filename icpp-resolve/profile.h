@@ -23,6 +23,11 @@ typedef struct prof_extra {
 /* How inlined frames are shown in the text formats (perf says "(inlined)"). */
 #define PROF_INLINED_MARK " [inlined]"
 #define PROF_MAX_INLINE   32            /* inlined frames kept per address */
+/* Paths deeper than this many functions end in one frame named PROF_DEEPER
+ * that holds every deeper sample of the branch: the outputs stay linear in
+ * the map's size (a crafted 300k-deep chain made them quadratic). */
+#define PROF_MAX_DEPTH    1024
+#define PROF_DEEPER       "[deeper than 1024 functions]"
 
 /* A frame of the profile's calling-context tree as the outputs show it: a
  * path-map node's function, or a function that DWARF says was inlined into

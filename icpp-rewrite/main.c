@@ -180,9 +180,10 @@ int main(int argc, char **argv)
                     optarg);
             break;
         case OPT_SEED:
+            errno = 0;
             seed = strtoull(optarg, &e, 0);
-            if (*e || !*optarg)
-                die(2, "--seed wants a number, not '%s'", optarg);
+            if (*e || !*optarg || errno || strchr(optarg, '-'))     /* strtoull takes "-1" as 2^64-1 */
+                die(2, "--seed wants a number from 0 to 2^64-1, not '%s'", optarg);
             break;
         case OPT_TIME:
             tlimit = strtod(optarg, &e);

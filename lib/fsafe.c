@@ -2,6 +2,7 @@
 #include "fsafe.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -187,8 +188,38 @@ FILE *icpp_fs_out_fopen(icpp_fs_out *o)
     return o->fp;
 }
 
+/* The new file a signal should remove (icpp_fs_out_remove_on_signal). */
+static char *volatile sig_tmp;
+
+static void on_signal(int sig)
+{
+    char *t = sig_tmp;
+    if (t)
+        unlink(t);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void icpp_fs_out_remove_on_signal(icpp_fs_out *o)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    if (!o->tmp)
+        return;
+    sig_tmp = o->tmp;
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_signal;
+            sigaction(sigs[i], &sa, NULL);
+        }
+    }
+}
+
 static void out_free(icpp_fs_out *o)
 {
+    if (sig_tmp && sig_tmp == o->tmp)
+        sig_tmp = NULL;
     free(o->path);
     free(o->tmp);
     o->path = o->tmp = NULL;

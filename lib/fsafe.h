@@ -63,6 +63,10 @@ FILE *icpp_fs_out_fopen(icpp_fs_out *o);
 int icpp_fs_out_commit(icpp_fs_out *o, icpp_err *err);
 /* Give up: close and remove the new file; the previous one stays. */
 void icpp_fs_out_abort(icpp_fs_out *o);
+/* Until o is committed or aborted, SIGINT, SIGTERM or SIGHUP (where their
+ * action is the default) first remove o's new file, then end the process as
+ * before.  For a tool's main (never inside another program: the agent). */
+void icpp_fs_out_remove_on_signal(icpp_fs_out *o);
 
 /* The whole of `buf` to `path` under the rule (begin, write, commit). */
 int icpp_fs_write_file(const char *path, const void *buf, size_t len, mode_t mode, icpp_err *err);
