@@ -231,6 +231,7 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
         return 1;
     }
+    prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
     if (!any_regs) {
         fprintf(stderr, "icpp-resolve: %s has no true stacks: record it with `icpp-sample --validate` to use --check\n",
                 samples);

@@ -98,9 +98,8 @@ static int script(const char *path, int inlines)
     const icpp_replay_info *in = icpp_replay_info_get(rp);
     if (rc < 0)
         fprintf(stderr, "icpp-resolve: %s: %s\n", path, err.msg);
-    else if (in->truncated)
-        fprintf(stderr, "icpp-resolve: %s: the last %zu bytes are an incomplete block (the sampler was killed?); "
-                        "read what came before\n", path, in->truncated);
+    else
+        prof_warn_incomplete(stderr, path, in);
     icpp_replay_close(rp);
     return rc < 0 ? 1 : 0;
 }
@@ -301,6 +300,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: out of memory\n");
         return 1;
     }
+    prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
     /* A map belongs to one binary: refuse another's samples. */
     const icpp_rmodule *em = exe_module(rp);
     const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));

@@ -433,6 +433,16 @@ int prof_finish(profile *p, const icpp_replay *rp)
     return 0;
 }
 
+void prof_warn_incomplete(FILE *f, const char *path, const icpp_replay_info *in)
+{
+    if (in->truncated)
+        fprintf(f, "icpp-resolve: %s: the last %zu bytes are an incomplete block (the sampler was killed?); "
+                   "read what came before\n", path, in->truncated);
+    else if (!in->clean_end)
+        fprintf(f, "icpp-resolve: %s: the recording ended without its closing record (the sampler was killed?); "
+                   "read all it holds\n", path);
+}
+
 double prof_total(const profile *p, uint32_t ev)
 {
     return (double)p->samples[ev];
@@ -514,4 +524,6 @@ void prof_header(const profile *p, FILE *out, const char *lead)
     if (p->truncated)
         fprintf(out, "%swarning: the sample file ends in an incomplete block (%zu bytes): the sampler was killed\n",
                 lead, p->truncated);
+    else if (!p->clean_end)
+        fprintf(out, "%swarning: the recording ended without its closing record (the sampler was killed?)\n", lead);
 }

@@ -108,6 +108,9 @@ int  prof_finish(profile *p, const icpp_replay *rp);
 /* The report header every format starts with (as comment lines with `lead`);
  * names and paths from the files escaped as text (lib/escape.h). */
 void prof_header(const profile *p, FILE *out, const char *lead);
+/* One line to f if the recording `path` (read to its end) is incomplete: a
+ * cut block, or no closing record (a killed sampler); nothing otherwise. */
+void prof_warn_incomplete(FILE *f, const char *path, const icpp_replay_info *in);
 double prof_total(const profile *p, uint32_t ev);
 /* Frames of frame f's path, root first, into out[0..max-1]; returns the depth. */
 uint32_t prof_path(const profile *p, uint32_t f, uint32_t *out, uint32_t max);

@@ -833,6 +833,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < s.ncpus; i++)
         pfd[i] = (struct pollfd){s.rings[i].fd, POLLIN, 0};
     time_t last_flush = time(NULL);
+    int werr_said = 0;      /* the write error was already reported */
     int done = 0;
     while (!done) {
         int pr = poll(pfd, (nfds_t)s.ncpus, 100);
@@ -863,6 +864,7 @@ int main(int argc, char **argv)
             last_flush = time(NULL);
         }
         if (icpp_swriter_error(s.w, &err) < 0 && !attach && !stop_requested) {
+            werr_said = 1;
             fprintf(stderr, "icpp-sample: %s; %s keeps running, unsampled\n", err.msg, argv[optind]);
             for (size_t i = 0; i < s.nfds; i++)
                 ioctl(s.fds[i], PERF_EVENT_IOC_DISABLE, 0);
@@ -872,17 +874,25 @@ int main(int argc, char **argv)
     drain_all(&s, 1);
     close_all(&s);
     free(queue);
-    uint64_t bytes = icpp_swriter_bytes(s.w);
-    int werr = icpp_swriter_close(s.w, s.samples, s.lost, &err);
-    if (werr < 0)
+    /* The summary says what the file holds: after a write error (a full
+     * disk) that is less than what was sampled. */
+    int werr = icpp_swriter_finish(s.w, s.samples, s.lost, &err);
+    uint64_t bytes, in_file;
+    icpp_swriter_written(s.w, &bytes, &in_file);
+    if (icpp_swriter_close(s.w, s.samples, s.lost, &err) < 0)
+        werr = -1;
+    if (werr < 0 && !werr_said)
         fprintf(stderr, "icpp-sample: %s\n", err.msg);
     if (!quiet) {
-        fprintf(stderr, "icpp-sample: %" PRIu64 " samples of %s", s.samples, s.ev[0].name);
+        fprintf(stderr, "icpp-sample: %" PRIu64 " samples of %s", in_file, s.ev[0].name);
         for (int e = 1; e < s.nev; e++)
             fprintf(stderr, ",%s", s.ev[e].name);
-        fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s\n", s.lost,
+        fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s", s.lost,
                 s.lost ? ": the ring buffer overflowed, try a larger -m or a longer period" : "", bytes,
-                s.samples ? (double)bytes / (double)s.samples : 0.0, out);
+                in_file ? (double)bytes / (double)in_file : 0.0, out);
+        if (in_file != s.samples)
+            fprintf(stderr, "; %" PRIu64 " more samples could not be written", s.samples - in_file);
+        fputc('\n', stderr);
     }
     free(pfd);
     free(ring_owner);

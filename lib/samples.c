@@ -32,7 +32,10 @@ struct icpp_swriter {
     tstate    *ts;
     size_t     nts, capts;
     uint64_t   last_time;
-    uint64_t   bytes, dropped;
+    uint64_t   bytes, dropped;  /* bytes: in the file (whole blocks) */
+    uint64_t   blk_samples;     /* samples in the unflushed block */
+    uint64_t   file_samples;    /* samples in the file */
+    int        finished;        /* END written (or tried) and synced */
     icpp_err   err;             /* first error, latched */
 };
 
@@ -122,6 +125,8 @@ int icpp_swriter_flush(icpp_swriter *w, icpp_err *err)
         return icpp_swriter_error(w, err);
     }
     w->bytes += w->blk.len;
+    w->file_samples += w->blk_samples;
+    w->blk_samples = 0;
     w->blk.len = 8;
     return 0;
 }
@@ -226,6 +231,7 @@ void icpp_swriter_sample(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t e
     size_t extra = x ? 24 + (size_t)x->nchain * 10 + (size_t)x->nregs * 10 + x->stack_size : 0;
     if (rec_begin(w, x ? ICPP_SREC_VSAMPLE : ICPP_SREC_SAMPLE, 48 + extra) < 0)
         return;
+    w->blk_samples++;
     tstate *s = &w->ts[t];
     icpp_wbuf_uv(&w->blk, t);
     icpp_wbuf_uv(&w->blk, event);
@@ -290,15 +296,30 @@ uint64_t icpp_swriter_bytes(const icpp_swriter *w)
     return w->bytes + (w->blk.len > 8 ? w->blk.len : 0);
 }
 
+void icpp_swriter_written(const icpp_swriter *w, uint64_t *bytes, uint64_t *samples)
+{
+    *bytes = w->bytes;
+    *samples = w->file_samples;
+}
+
+int icpp_swriter_finish(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err)
+{
+    if (!w->finished) {
+        w->finished = 1;
+        if (rec_begin(w, ICPP_SREC_END, 24) == 0) {
+            icpp_wbuf_uv(&w->blk, samples);
+            icpp_wbuf_uv(&w->blk, lost);
+        }
+        icpp_swriter_flush(w, NULL);
+        if (!w->err.code && fsync(w->fd) < 0 && errno != EINVAL)
+            icpp_err_set(&w->err, errno, "%s: fsync: %s", w->path, strerror(errno));
+    }
+    return icpp_swriter_error(w, err);
+}
+
 int icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err)
 {
-    if (rec_begin(w, ICPP_SREC_END, 24) == 0) {
-        icpp_wbuf_uv(&w->blk, samples);
-        icpp_wbuf_uv(&w->blk, lost);
-    }
-    icpp_swriter_flush(w, NULL);
-    if (!w->err.code && fsync(w->fd) < 0 && errno != EINVAL)
-        icpp_err_set(&w->err, errno, "%s: fsync: %s", w->path, strerror(errno));
+    icpp_swriter_finish(w, samples, lost, NULL);
     if (close(w->fd) < 0 && !w->err.code)
         icpp_err_set(&w->err, errno, "%s: close: %s", w->path, strerror(errno));
     int r = icpp_swriter_error(w, err);

@@ -80,6 +80,12 @@ void icpp_swriter_lost(icpp_swriter *w, uint64_t count);
 void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid);
 /* Write out the current block (call periodically and before blocking). */
 int  icpp_swriter_flush(icpp_swriter *w, icpp_err *err);
+/* END record, flush, fsync (once; close does it if not done).  Returns the
+ * first error met. */
+int  icpp_swriter_finish(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err);
+/* What the file holds now: bytes and samples in whole, written blocks (after
+ * a write error: what is there, not what was offered). */
+void icpp_swriter_written(const icpp_swriter *w, uint64_t *bytes, uint64_t *samples);
 /* END record, flush, fsync, close, free.  Returns the first error met. */
 int  icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err);
 /* Close and remove the file if this writer created it (a regular file);
