@@ -224,9 +224,14 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *samples = argv[optind];
+    icpp_err err;
+    /* The output rule (lib/fsafe.h) before any work. */
+    if (out_path && icpp_fs_output_check(out_path, &err) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        return 1;
+    }
     if (do_script)
         return script(samples, inlines);
-    icpp_err err;
     char *dflt = NULL;
     if (!map_path) {
         dflt = default_map(samples);

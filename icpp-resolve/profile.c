@@ -474,8 +474,13 @@ const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *b
     buf[0] = 0;
     for (uint32_t i = 0; i < d && i < 4096 && o + 1 < bufsz; i++) {
         char lb[1024], eb[4096];
+        size_t at = o + (i ? strlen(sep) : 0);
         o += (size_t)snprintf(buf + o, bufsz - o, "%s%s", i ? sep : "",
                               icpp_escape(prof_label(p, fs[i], lb, sizeof lb), eb, sizeof eb));
+        /* A separator inside a name would split the frame: ',' instead. */
+        for (size_t k = at; k < o && k < bufsz && buf[k]; k++)
+            if (buf[k] == sep[0])
+                buf[k] = ',';
     }
     return buf;
 }

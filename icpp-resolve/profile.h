@@ -117,7 +117,8 @@ uint32_t prof_path(const profile *p, uint32_t f, uint32_t *out, uint32_t max);
 /* Frame f's name as shown: inlined frames marked with PROF_INLINED_MARK
  * (into buf; a function's name is returned as it is). */
 const char *prof_label(const profile *p, uint32_t f, char *buf, size_t bufsz);
-/* Path of frame f as "a;b;c" with labels escaped as text (lib/escape.h), into buf. */
+/* Path of frame f as "a;b;c" with labels escaped as text (lib/escape.h) and
+ * the separator's first character inside a label replaced by ',', into buf. */
 const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *buf, size_t bufsz);
 const char *prof_func_name(const profile *p, uint32_t func);
 /* Where node's function was called from (its most frequent call site): the

@@ -128,7 +128,10 @@ static void print_field(const icpp_pathmap *pm, const uint32_t *fs, uint32_t n, 
             printf("...%u more...;", more);
         const icpp_pm_func *f = icpp_pathmap_func(pm, fs[k]);
         if (names) {
-            icpp_escape_fputs(f->name, stdout);
+            /* escaped, and a ';' inside a name would split it: ',' */
+            char eb[4096];
+            for (const char *c = icpp_escape(f->name, eb, sizeof eb); *c; c++)
+                putchar(*c == ';' ? ',' : *c);
         } else {
             const char *mp = icpp_pathmap_module(pm, f->module)->path, *b = strrchr(mp, '/');
             icpp_escape_fputs(b ? b + 1 : mp, stdout);
