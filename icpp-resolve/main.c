@@ -311,11 +311,12 @@ int main(int argc, char **argv)
     const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));
     if (em && mm && em->build_id.len &&
         (em->build_id.len != mm->build_id.len || memcmp(em->build_id.bytes, mm->build_id.bytes, em->build_id.len))) {
-        char a[2 * ICPP_BUILD_ID_MAX + 1], b[2 * ICPP_BUILD_ID_MAX + 1];
+        char a[2 * ICPP_BUILD_ID_MAX + 1], b[2 * ICPP_BUILD_ID_MAX + 1], mpe[1024], epe[1024];
         icpp_build_id_hex(&mm->build_id, a, sizeof a);
         icpp_build_id_hex(&em->build_id, b, sizeof b);
         fprintf(stderr, "icpp-resolve: %s is the map of %s (build-id %s) but the samples are of %s (build-id %s): "
-                        "train this binary, or give its map with -m\n", map_path, mm->path, a, em->path, b);
+                        "train this binary, or give its map with -m\n", map_path,
+                icpp_escape(mm->path, mpe, sizeof mpe), a, icpp_escape(em->path, epe, sizeof epe), b);
         return 1;
     }
     if (sort_name) {

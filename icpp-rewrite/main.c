@@ -1,6 +1,7 @@
 /* main.c -- icpp-rewrite: enlarge chosen activation records so that fewer call paths share a context id. */
 #include "arr.h"
 #include "cfi.h"
+#include "escape.h"
 #include "frame.h"
 #include "fsafe.h"
 #include "image.h"
@@ -229,9 +230,10 @@ int main(int argc, char **argv)
     if (!mm)
         die(1, "%s: the map is empty (no modules)", map_path);
     icpp_build_id_hex(&mm->build_id, hex_map, sizeof hex_map);
+    char mpe[1024];
     if (mm->build_id.len != bid->len || memcmp(mm->build_id.bytes, bid->bytes, bid->len))
         die(1, "%s is a map of %s (build-id %s), not of %s (build-id %s): train this program with icpp-train",
-            map_path, mm->path, hex_map, prog, hex_old);
+            map_path, icpp_escape(mm->path, mpe, sizeof mpe), hex_map, prog, hex_old);
     struct stat sp, so;
     if (stat(prog, &sp) == 0 && stat(out, &so) == 0 && sp.st_dev == so.st_dev && sp.st_ino == so.st_ino)
         die(1, "%s is the program itself: icpp-rewrite never modifies PROG; choose another -o", out);

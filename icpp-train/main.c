@@ -259,10 +259,11 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
         }
         const icpp_pm_module *mm = icpp_pathmap_module(part, icpp_pathmap_main(part));
         if (!mm || mm->build_id.len != want->len || memcmp(mm->build_id.bytes, want->bytes, want->len)) {
+            char eb[1024];
             if (!quiet)
                 fprintf(stderr, "icpp-train: a process ran %s (another binary, e.g. after exec): its training is "
                                 "not in this map; train that binary separately\n",
-                        mm ? mm->path : "?");
+                        mm ? icpp_escape(mm->path, eb, sizeof eb) : "?");
             icpp_pathmap_free(part);
             continue;
         }
@@ -390,9 +391,10 @@ int main(int argc, char **argv)
         if (!old)
             die(1, "%s (use --fresh to replace it, or another -o)", err.msg);
         const icpp_pm_module *mm = icpp_pathmap_module(old, icpp_pathmap_main(old));
+        char eb[1024];
         if (mm && (mm->build_id.len != want.len || memcmp(mm->build_id.bytes, want.bytes, want.len)))
             die(1, "%s is the map of %s, not of %s (another build-id): use --fresh to replace it, or another -o",
-                out, mm->path, exe);
+                out, icpp_escape(mm->path, eb, sizeof eb), exe);
     }
     char *outdup = strdup(out), *outdir = dirname(outdup);
     if (access(outdir, W_OK) != 0)

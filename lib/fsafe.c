@@ -113,8 +113,8 @@ int icpp_fs_output_check(const char *path, icpp_err *err)
     if (S_ISCHR(st.st_mode))
         return ICPP_FS_CHARDEV;
     if (!S_ISREG(st.st_mode))
-        return icpp_err_set(err, EINVAL, "%s is %s: give a regular file's path (or a device such as /dev/null)",
-                            path, kind_name(st.st_mode));
+        return icpp_err_set(err, EINVAL, "%s is %s, not a regular file: give a regular file's path", path,
+                            kind_name(st.st_mode));
     int r = foreign_in_sticky(path, &st, err);
     return r < 0 ? r : ICPP_FS_REGULAR;
 }
