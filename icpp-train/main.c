@@ -403,6 +403,8 @@ int main(int argc, char **argv)
     char *agent = agent_path();
     if (!agent)
         die(1, "cannot find libicpp-agent.so next to icpp-train (set ICPP_AGENT to its path)");
+    if (icpp_fs_check_regular(agent, &err) < 0)      /* ld.so would block on a FIFO */
+        die(1, "ICPP_AGENT: %s", err.msg);
 
     char tmpl[] = "/tmp/icpp-train.XXXXXX";
     const char *tmpdir = getenv("TMPDIR");

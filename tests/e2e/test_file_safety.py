@@ -207,6 +207,11 @@ for label, cmd in fifo_cases.items():
         continue
     one_line(r, ["FIFO"], label)
     c.check(time.time() - t0 < 10, f"{label}: took {time.time() - t0:.1f} s")
+try:
+    r = run([TRAIN, "-q", "-o", T("x.icppmap"), "--", prog], env=dict(os.environ, ICPP_AGENT=fifo), timeout=20)
+    one_line(r, ["FIFO", "ICPP_AGENT"], "ICPP_AGENT=FIFO")
+except subprocess.TimeoutExpired:
+    c.check(False, "ICPP_AGENT=FIFO: hung (ld.so waiting on it)")
 c.check(stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced")
 # A crafted map whose module path is a FIFO: the module is unreadable, nothing waits on it.
 fmap = T("fifo-module.icppmap")
