@@ -24,6 +24,16 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A name from PROG or the map, escaped for the terminal (lib/escape.h); four
+ * rotating buffers, so up to four per printf. */
+static const char *esc(const char *s)
+{
+    static char b[4][1024];
+    static int i;
+    i = (i + 1) % 4;
+    return icpp_escape(s, b[i], sizeof b[i]);
+}
+
 static const char *usage_text =
     "usage: icpp-rewrite -m MAP [-o OUT] [options] PROG [ARGS...]\n"
     "\n"
@@ -277,9 +287,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < rw_frames_count(fs); i++) {
             const rw_frame *f = rw_frames_get(fs, i);
             if (f->why)
-                printf("%s\t%#" PRIx64 "\trefused: %s%s", f->name, f->addr, f->why, f->where ? " at " : "");
+                printf("%s\t%#" PRIx64 "\trefused: %s%s", esc(f->name), f->addr, f->why, f->where ? " at " : "");
             else
-                printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches)", f->name, f->addr,
+                printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches)", esc(f->name), f->addr,
                        f->mode == RW_MODE_ENTER ? "enter" : "sub", f->frame, f->maxpad, f->npatches);
             if (f->why && f->where)
                 printf("%#" PRIx64, f->where);
@@ -410,15 +420,15 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < npads; i++) {
             const rw_frame *fr = rw_frames_find(fs, pads[i].addr);
             printf("  %#10" PRIx64 "  +%-5u %-5s frame %5u -> %-5u  %s\n", pads[i].addr, pads[i].pad,
-                   fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + pads[i].pad, fr->name);
+                   fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + pads[i].pad, esc(fr->name));
         }
         if (nrc) {
             qsort(rc, nrc, sizeof *rc, rc_cmp);
             printf("refused (callers on the map's paths), by reason:\n");
             for (size_t i = 0; i < nrc; i++)
-                printf("  %5zu  %s (%s%s%s%s%s%s)\n", rc[i].n, rc[i].why, rc[i].eg[0] ? rc[i].eg[0] : "",
-                       rc[i].eg[1] ? ", " : "", rc[i].eg[1] ? rc[i].eg[1] : "", rc[i].eg[2] ? ", " : "",
-                       rc[i].eg[2] ? rc[i].eg[2] : "", rc[i].n > 3 ? ", ..." : "");
+                printf("  %5zu  %s (%s%s%s%s%s%s)\n", rc[i].n, rc[i].why, rc[i].eg[0] ? esc(rc[i].eg[0]) : "",
+                       rc[i].eg[1] ? ", " : "", rc[i].eg[1] ? esc(rc[i].eg[1]) : "", rc[i].eg[2] ? ", " : "",
+                       rc[i].eg[2] ? esc(rc[i].eg[2]) : "", rc[i].n > 3 ? ", ..." : "");
             printf("  (--explain lists every function with the address the reason is about)\n");
         }
         printf("search:       %.3f s CPU, %" PRIu64 " best responses, %" PRIu64 " paddings evaluated, %zu candidate "
@@ -445,11 +455,11 @@ int main(int argc, char **argv)
             const rw_amb_group *G = &ar.groups[g];
             printf("  [%s] %s at height %" PRId64 ", %u paths, %" PRIu64 " calls:\n",
                    G->cls == RW_AMB_SAME_CALLERS ? "inseparable" : G->cls == RW_AMB_UNPATCHABLE ? "unpatchable" : "open",
-                   icpp_pathmap_func(pm, G->leaf)->name, G->height, G->nnodes, G->weight);
+                   esc(icpp_pathmap_func(pm, G->leaf)->name), G->height, G->nnodes, G->weight);
             for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
                 char pn[1024];
                 rw_path_name(pm, G->nodes[j], pn, sizeof pn);
-                printf("      %s\n", pn);
+                printf("      %s\n", esc(pn));
             }
             if (G->nnodes > 4)
                 printf("      ... %u more\n", G->nnodes - 4);

@@ -260,7 +260,8 @@ for fmt in ("text", "tree", "folded"):
         c.check(depth(evil) == depth(clean), f"folded: a ';' in a name added frames")
 for label, cmd in {"--script": [RESOLVE, "--script", "-m", emap, osmp],
                    "icpp-train --paths": [TRAIN, "--paths", emap],
-                   "icpp-train --stats": [TRAIN, "--stats", emap]}.items():
+                   "icpp-train --stats": [TRAIN, "--stats", emap],
+                   "icpp-rewrite": [REWRITE, "--time-limit", "1", "-m", emap, "-o", T("evil.arr"), prog]}.items():
     out = raw(cmd)
     tabs = label == "icpp-train --paths"       # its fields are tab-separated: 3 tabs a line, no more
     c.check(out and not controls(out.replace(b"\t", b" ") if tabs else out),
