@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -140,6 +141,23 @@ int main(void)
     setrlimit(RLIMIT_FSIZE, &old_lim);
     CHECK(r == -EFBIG && strstr(err.msg, "write failed") && strstr(err.msg, "kept"), "full: %d %s", r, err.msg);
     CHECK(has(P("out"), "new") && temporaries(dir) == 0, "full: previous lost or temporary left");
+
+    /* A signal before commit removes the new file and still ends the process
+     * by that signal; the previous file stays. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        icpp_fs_out so;
+        if (icpp_fs_out_begin(&so, P("out"), 0644, NULL) < 0)
+            _exit(3);
+        icpp_fs_out_remove_on_signal(&so);
+        fputs("partial", icpp_fs_out_fopen(&so));
+        raise(SIGTERM);
+        _exit(4);
+    }
+    int wst = 0;
+    waitpid(pid, &wst, 0);
+    CHECK(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGTERM, "signalled writer: status %#x", wst);
+    CHECK(has(P("out"), "new") && temporaries(dir) == 0, "signal: previous lost or temporary left");
 
     /* Streams: the old file becomes .old, the new one is created 0600. */
     int kind;
