@@ -48,21 +48,6 @@ static void put_header(uint8_t *h)
     }
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : ENOSPC;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err)
 {
     icpp_swriter *w = calloc(1, sizeof *w);
@@ -82,7 +67,7 @@ icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err)
     w->created = regular;
     uint8_t h[HDR_LEN];
     put_header(h);
-    int e = write_all(w->fd, h, sizeof h);
+    int e = icpp_fs_write_all(w->fd, h, sizeof h);
     if (e) {
         icpp_err_set(err, e, "%s: cannot write: %s", path, strerror(e));
         close(w->fd);
@@ -115,7 +100,7 @@ int icpp_swriter_flush(icpp_swriter *w, icpp_err *err)
         w->blk.p[i] = (uint8_t)(payload >> (8 * i));
         w->blk.p[4 + i] = (uint8_t)(crc >> (8 * i));
     }
-    int e = write_all(w->fd, w->blk.p, w->blk.len);
+    int e = icpp_fs_write_all(w->fd, w->blk.p, w->blk.len);
     if (e) {
         /* Cut back to the last whole block so the file stays valid. */
         if (ftruncate(w->fd, (off_t)w->bytes) == 0)
