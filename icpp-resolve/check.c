@@ -1,6 +1,7 @@
 /* check.c -- icpp-resolve --check: resolved paths against the true stacks of a --validate recording. */
 #include "check.h"
 
+#include "escape.h"
 #include "hmap.h"
 #include "output.h"
 #include "replay.h"
@@ -249,6 +250,7 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
         return 1;
     }
+    prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
     if (!any_regs) {
         fprintf(stderr, "icpp-resolve: %s has no true stacks: record it with `icpp-sample --validate` to use --check\n",
                 samples);
@@ -314,9 +316,18 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         fprintf(out, "}}\n");
     } else {
         for (size_t i = 0; i < nshown; i++)
-            fprintf(out, "# incorrect: height %" PRId64 " truth %s\n#            resolved as %s\n", shownv[i].height,
-                    shownv[i].truth, shownv[i].cand);
-        fprintf(out, "# accuracy of %s against the true stacks in %s\n", map_path, samples);
+        {
+            fprintf(out, "# incorrect: height %" PRId64 " truth ", shownv[i].height);
+            icpp_escape_fputs(shownv[i].truth, out);
+            fputs("\n#            resolved as ", out);
+            icpp_escape_fputs(shownv[i].cand, out);
+            fputc('\n', out);
+        }
+        fputs("# accuracy of ", out);
+        icpp_escape_fputs(map_path, out);
+        fputs(" against the true stacks in ", out);
+        icpp_escape_fputs(samples, out);
+        fputc('\n', out);
         fprintf(out, "# %" PRIu64 " samples, %" PRIu64 " with a true stack (%" PRIu64 " of them truncated by the "
                      "stack copy), %zu distinct true paths\n", t.total, judged, t.truncated, ndps);
         if (t.no_truth) {

@@ -1,6 +1,8 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
 #include "basevote.h"
 #include "defs.h"
+#include "escape.h"
+#include "fsafe.h"
 #include "learn.h"
 #include "module.h"
 #include "check.h"
@@ -92,23 +94,27 @@ static int script(const char *path, int inlines)
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
         const icpp_replay_info *in = icpp_replay_info_get(rp);
         const icpp_rmodule *m = s.module >= 0 ? icpp_replay_module(rp, (uint32_t)s.module) : NULL;
+        /* Names from the file, escaped (lib/escape.h): one line per sample. */
+        char eb[256], mb[4096], fb[4096];
         printf("%u/%u %" PRIu64 " %s ip=%#" PRIx64 " sp=%#" PRIx64 " bp=%#" PRIx64 " base=%#" PRIx64 "(%s) height=%" PRId64
                " %s %s+%#" PRIx64 " %s",
-               s.pid, s.tid, s.time, s.event < in->nevents ? in->event_names[s.event] : "?", s.ip, s.sp, s.bp, s.base,
-               kinds[s.base_kind & 3], s.status == ICPP_RS_OK ? s.height : 0, icpp_rs_status_name(s.status),
-               m ? m->path : "-", s.addr, s.func ? s.func->name : "-");
+               s.pid, s.tid, s.time, s.event < in->nevents ? icpp_escape(in->event_names[s.event], eb, sizeof eb) : "?",
+               s.ip, s.sp, s.bp, s.base, kinds[s.base_kind & 3], s.status == ICPP_RS_OK ? s.height : 0,
+               icpp_rs_status_name(s.status), m ? icpp_escape(m->path, mb, sizeof mb) : "-", s.addr,
+               s.func ? icpp_escape(s.func->name, fb, sizeof fb) : "-");
         const char *names[PROF_MAX_INLINE];
         int n = inlines && s.func && m && m->mod ? icpp_module_inlines(m->mod, s.addr, names, PROF_MAX_INLINE) : 0;
-        for (int i = 0; i < n; i++)
-            printf("%s%s", i ? ";" : " inlined=", names[i]);
+        for (int i = 0; i < n; i++) {
+            fputs(i ? ";" : " inlined=", stdout);
+            icpp_escape_fputs(names[i], stdout);
+        }
         putchar('\n');
     }
     const icpp_replay_info *in = icpp_replay_info_get(rp);
     if (rc < 0)
         fprintf(stderr, "icpp-resolve: %s: %s\n", path, err.msg);
-    else if (in->truncated)
-        fprintf(stderr, "icpp-resolve: %s: the last %zu bytes are an incomplete block (the sampler was killed?); "
-                        "read what came before\n", path, in->truncated);
+    else
+        prof_warn_incomplete(stderr, path, in);
     icpp_replay_close(rp);
     return rc < 0 ? 1 : 0;
 }
@@ -139,6 +145,24 @@ static char *default_map(const char *samples)
         m = NULL;
     icpp_replay_close(rp);
     return m;
+}
+
+/* -o OUT under the output rule (lib/fsafe.h): a new file beside OUT,
+ * renamed over it once complete; NULL after saying why. */
+static FILE *open_output(icpp_fs_out *o, const char *path)
+{
+    icpp_err err;
+    if (icpp_fs_out_begin(o, path, ICPP_FS_MODE_PLAIN, &err) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        return NULL;
+    }
+    icpp_fs_out_remove_on_signal(o);
+    FILE *f = icpp_fs_out_fopen(o);
+    if (!f) {
+        fprintf(stderr, "icpp-resolve: %s: %s\n", path, strerror(errno));
+        icpp_fs_out_abort(o);
+    }
+    return f;
 }
 
 typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } fmt_t;
@@ -200,7 +224,16 @@ int main(int argc, char **argv)
         case OPT_SITES: oo.sites = 1; break;
         case OPT_NOINLINE: inlines = 0; break;
         case OPT_SORT: sort_name = optarg; break;
-        case OPT_MIN: oo.min_pct = atof(optarg); break;
+        case OPT_MIN: {
+            char *e;
+            double v = strtod(optarg, &e);
+            if (*e || e == optarg || !(v >= 0 && v <= 100)) {     /* NaN fails both */
+                fprintf(stderr, "icpp-resolve: --min wants a percentage from 0 to 100, not '%s'\n", optarg);
+                return 2;
+            }
+            oo.min_pct = v;
+            break;
+        }
         case OPT_CHECK: check = 1; break;
         case OPT_NOLEARN: learn = 0; break;
         case OPT_SAVEMAP: save_map = optarg; break;
@@ -223,9 +256,15 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *samples = argv[optind];
+    icpp_err err;
+    /* The output rule (lib/fsafe.h) before any work. */
+    if ((out_path && icpp_fs_output_check(out_path, &err) < 0) ||
+        (save_map && icpp_fs_output_check(save_map, &err) < 0)) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        return 1;
+    }
     if (do_script)
         return script(samples, inlines);
-    icpp_err err;
     char *dflt = NULL;
     if (!map_path) {
         dflt = default_map(samples);
@@ -280,13 +319,14 @@ int main(int argc, char **argv)
     }
     if (check) {
         FILE *co = stdout;
-        if (out_path && !(co = fopen(out_path, "w"))) {
-            fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
+        icpp_fs_out cof;
+        if (out_path && !(co = open_output(&cof, out_path)))
             return 1;
-        }
         int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL, votes, novel, nnovel);
-        if (co != stdout)
-            fclose(co);
+        if (co != stdout && (r == 0 ? icpp_fs_out_commit(&cof, &err) : (icpp_fs_out_abort(&cof), 0)) < 0) {
+            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+            r = 1;
+        }
         icpp_pathmap_free(pm);
         free(dflt);
         return r;
@@ -337,16 +377,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: out of memory\n");
         return 1;
     }
+    prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
     /* A map belongs to one binary: refuse another's samples. */
     const icpp_rmodule *em = exe_module(rp);
     const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));
     if (em && mm && em->build_id.len &&
         (em->build_id.len != mm->build_id.len || memcmp(em->build_id.bytes, mm->build_id.bytes, em->build_id.len))) {
-        char a[2 * ICPP_BUILD_ID_MAX + 1], b[2 * ICPP_BUILD_ID_MAX + 1];
+        char a[2 * ICPP_BUILD_ID_MAX + 1], b[2 * ICPP_BUILD_ID_MAX + 1], mpe[1024], epe[1024];
         icpp_build_id_hex(&mm->build_id, a, sizeof a);
         icpp_build_id_hex(&em->build_id, b, sizeof b);
         fprintf(stderr, "icpp-resolve: %s is the map of %s (build-id %s) but the samples are of %s (build-id %s): "
-                        "train this binary, or give its map with -m\n", map_path, mm->path, a, em->path, b);
+                        "train this binary, or give its map with -m\n", map_path,
+                icpp_escape(mm->path, mpe, sizeof mpe), a, icpp_escape(em->path, epe, sizeof epe), b);
         return 1;
     }
     if (sort_name) {
@@ -360,10 +402,9 @@ int main(int argc, char **argv)
         }
     }
     FILE *out = stdout;
-    if (out_path && !(out = fopen(out_path, "w"))) {
-        fprintf(stderr, "icpp-resolve: %s: cannot create: %s\n", out_path, strerror(errno));
+    icpp_fs_out of;
+    if (out_path && !(out = open_output(&of, out_path)))
         return 1;
-    }
     switch (fmt) {
     case F_TEXT: out_text(&prof, out, &oo); break;
     case F_TREE: out_tree(&prof, out, &oo); break;
@@ -378,13 +419,19 @@ int main(int argc, char **argv)
         }
         if (out_pprof(&prof, out, &oo) < 0) {
             fprintf(stderr, "icpp-resolve: cannot write the pprof profile: %s\n", strerror(errno));
+            if (out != stdout)
+                icpp_fs_out_abort(&of);
             return 1;
         }
         break;
     }
-    int werr = ferror(out) | (out != stdout ? fclose(out) : fflush(out));
-    if (werr) {
-        fprintf(stderr, "icpp-resolve: %s: write failed: %s\n", out_path ? out_path : "stdout", strerror(errno));
+    if (out != stdout) {
+        if (icpp_fs_out_commit(&of, &err) < 0) {
+            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+            return 1;
+        }
+    } else if (ferror(out) | fflush(out)) {
+        fprintf(stderr, "icpp-resolve: stdout: write failed: %s\n", strerror(errno));
         return 1;
     }
     prof_free(&prof);

@@ -1,6 +1,8 @@
 /* out_text.c -- the plain-text formats: hot path list, calling-context tree, folded stacks. */
 #include "output.h"
 
+#include "escape.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,9 +43,13 @@ static void print_path(const profile *p, FILE *f, uint32_t frame, int full, int 
             continue;
         }
         char lb[1024], site[1024];
-        fprintf(f, "%s%s", i ? " -> " : "", prof_label(p, fs[i], lb, sizeof lb));
-        if (sites && i && !p->frames[fs[i]].chain && *prof_site((profile *)p, p->frames[fs[i]].node, site, sizeof site))
-            fprintf(f, " (%s)", site);
+        fputs(i ? " -> " : "", f);
+        icpp_escape_fputs(prof_label(p, fs[i], lb, sizeof lb), f);
+        if (sites && i && !p->frames[fs[i]].chain && *prof_site((profile *)p, p->frames[fs[i]].node, site, sizeof site)) {
+            fputs(" (", f);
+            icpp_escape_fputs(site, f);
+            fputc(')', f);
+        }
     }
 }
 
@@ -64,8 +70,10 @@ void out_text(const profile *p, FILE *f, const out_opts *o)
         rows[n++] = (row){0, i, p->extra[i].w[ev] + 1e-9 * wsum(p->extra[i].w, p->nev)};
     qsort(rows, n, sizeof *rows, row_cmp);
     fprintf(f, "%5s", "rank");
-    for (uint32_t e = 0; e < p->nev; e++)
-        fprintf(f, " %12.12s %6s", p->ev_names[e], "%");
+    for (uint32_t e = 0; e < p->nev; e++) {
+        char eb[64];
+        fprintf(f, " %12.12s %6s", icpp_escape(p->ev_names[e], eb, sizeof eb), "%");
+    }
     fprintf(f, " %5s  %s\n", "amb%", "call path (root -> leaf)");
     for (size_t r = 0; r < n && (o->top <= 0 || r < (size_t)o->top); r++) {
         fprintf(f, "%5zu", r + 1);
@@ -80,7 +88,8 @@ void out_text(const profile *p, FILE *f, const out_opts *o)
             fprintf(f, " %4.0f%%  ", ws > 0 ? 100.0 * wsum(a, p->nev) / ws : 0.0);
             print_path(p, f, rows[r].node, o->full, o->sites);
         } else {
-            fprintf(f, " %5s  %s", "-", p->extra[rows[r].extra].label);
+            fprintf(f, " %5s  ", "-");
+            icpp_escape_fputs(p->extra[rows[r].extra].label, f);
         }
         fputc('\n', f);
     }
@@ -147,8 +156,9 @@ static void tree_rec(const profile *p, FILE *f, const out_opts *o, const kids *k
             if (100.0 * p->incl[(size_t)d * PROF_MAX_EVENTS + ev] / t >= o->min_pct)
                 last = 0;
         char lb[1024];
-        fprintf(f, "%7.2f%% %7.2f%%  %s%s%s\n", 100.0 * in / t, 100.0 * se / t, prefix, depth ? (last ? "`- " : "|- ") : "",
-                prof_label(p, c, lb, sizeof lb));
+        fprintf(f, "%7.2f%% %7.2f%%  %s%s", 100.0 * in / t, 100.0 * se / t, prefix, depth ? (last ? "`- " : "|- ") : "");
+        icpp_escape_fputs(prof_label(p, c, lb, sizeof lb), f);
+        fputc('\n', f);
         if (plen + 4 < 4096) {
             size_t add = depth ? 3 : 0;
             memcpy(prefix + plen, last ? "   " : "|  ", add);
@@ -163,8 +173,9 @@ void out_tree(const profile *p, FILE *f, const out_opts *o)
 {
     prof_header(p, f, "# ");
     uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
-    fprintf(f, "# %s, %% of all samples; children sorted by inclusive weight; nodes under %.2f%% hidden\n",
-            p->ev_names[ev], o->min_pct);
+    fputs("# ", f);
+    icpp_escape_fputs(p->ev_names[ev], f);
+    fprintf(f, ", %% of all samples; children sorted by inclusive weight; nodes under %.2f%% hidden\n", o->min_pct);
     fprintf(f, "%8s %8s  %s\n", "incl", "self", "function");
     kids k;
     if (build_kids(p, ev, &k) < 0)
@@ -174,8 +185,11 @@ void out_tree(const profile *p, FILE *f, const out_opts *o)
     double t = prof_total(p, ev);
     for (size_t i = 0; i < p->nextra; i++)
         if (t > 0 && 100.0 * p->extra[i].w[ev] / t >= o->min_pct)
-            fprintf(f, "%7.2f%% %7.2f%%  %s\n", 100.0 * p->extra[i].w[ev] / t, 100.0 * p->extra[i].w[ev] / t,
-                    p->extra[i].label);
+        {
+            fprintf(f, "%7.2f%% %7.2f%%  ", 100.0 * p->extra[i].w[ev] / t, 100.0 * p->extra[i].w[ev] / t);
+            icpp_escape_fputs(p->extra[i].label, f);
+            fputc('\n', f);
+        }
     free(k.first);
     free(k.next);
 }
@@ -213,7 +227,8 @@ void out_folded(const profile *p, FILE *f, const out_opts *o)
             for (char *c = buf; *c; c++)
                 if (*c == ';')
                     *c = ',';
-            fprintf(f, "%s ", buf);
+            icpp_escape_fputs(buf, f);
+            fputc(' ', f);
             put_weight(f, p->extra[i].w[ev]);
             fputc('\n', f);
         }

@@ -1,6 +1,7 @@
 /* profile.c -- icpp-resolve's profile: resolved sample weights per call path (inlined frames expanded) and event, plus what did not resolve. */
 #include "profile.h"
 
+#include "escape.h"
 #include "module.h"
 
 #include <errno.h>
@@ -357,6 +358,19 @@ static int build_frames(profile *p)
     node_frame[0] = 0;
     for (uint32_t n = 1; n < p->nnodes; n++) {
         const icpp_pm_node *nd = icpp_pathmap_node(p->pm, n);
+        if (nd->depth > PROF_MAX_DEPTH) {
+            /* Deeper than any output shows: every deeper node of this branch
+             * shares one frame (a crafted chain stays one line, not N^2). */
+            if (icpp_pathmap_node(p->pm, nd->parent)->depth > PROF_MAX_DEPTH) {
+                node_frame[n] = node_frame[nd->parent];
+                continue;
+            }
+            int64_t f = new_frame(p, node_frame[nd->parent], n, 0, PROF_DEEPER);
+            if (f < 0)
+                goto out;
+            node_frame[n] = (uint32_t)f;
+            continue;
+        }
         int64_t par = node_frame[nd->parent], c = p->inlines ? site_chain(p, n) : 0, f;
         if (c < 0 || (par = chain_frames(p, &ix, (uint32_t)par, nd->parent, (uint32_t)c)) < 0 ||
             (f = new_frame(p, (uint32_t)par, n, 0, prof_func_name(p, nd->func))) < 0)
@@ -377,8 +391,10 @@ static int build_frames(profile *p)
         goto out;
     for (uint32_t n = 1; n < p->nnodes; n++) {
         size_t to = (size_t)node_frame[n] * PROF_MAX_EVENTS, from = (size_t)n * PROF_MAX_EVENTS;
-        memcpy(&p->self[to], &p->node_self[from], PROF_MAX_EVENTS * sizeof *p->self);
-        memcpy(&p->self_amb[to], &p->node_amb[from], PROF_MAX_EVENTS * sizeof *p->self_amb);
+        for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++) {     /* += : deep nodes share a frame */
+            p->self[to + e] += p->node_self[from + e];
+            p->self_amb[to + e] += p->node_amb[from + e];
+        }
     }
     for (size_t i = 0; i < p->nvar; i++)
         for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++) {
@@ -418,6 +434,16 @@ int prof_finish(profile *p, const icpp_replay *rp)
     return 0;
 }
 
+void prof_warn_incomplete(FILE *f, const char *path, const icpp_replay_info *in)
+{
+    if (in->truncated)
+        fprintf(f, "icpp-resolve: %s: the last %zu bytes are an incomplete block (the sampler was killed?); "
+                   "read what came before\n", path, in->truncated);
+    else if (!in->clean_end)
+        fprintf(f, "icpp-resolve: %s: the recording ended without its closing record (the sampler was killed?); "
+                   "read all it holds\n", path);
+}
+
 double prof_total(const profile *p, uint32_t ev)
 {
     return (double)p->samples[ev];
@@ -448,8 +474,14 @@ const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *b
     size_t o = 0;
     buf[0] = 0;
     for (uint32_t i = 0; i < d && i < 4096 && o + 1 < bufsz; i++) {
-        char lb[1024];
-        o += (size_t)snprintf(buf + o, bufsz - o, "%s%s", i ? sep : "", prof_label(p, fs[i], lb, sizeof lb));
+        char lb[1024], eb[4096];
+        size_t at = o + (i ? strlen(sep) : 0);
+        o += (size_t)snprintf(buf + o, bufsz - o, "%s%s", i ? sep : "",
+                              icpp_escape(prof_label(p, fs[i], lb, sizeof lb), eb, sizeof eb));
+        /* A separator inside a name would split the frame: ',' instead. */
+        for (size_t k = at; k < o && k < bufsz && buf[k]; k++)
+            if (buf[k] == sep[0])
+                buf[k] = ',';
     }
     return buf;
 }
@@ -468,8 +500,11 @@ void prof_header(const profile *p, FILE *out, const char *lead)
             k[i] += p->by_kind[e][i];
     }
     fprintf(out, "%ssamples: %" PRIu64, lead, all);
-    for (uint32_t e = 0; e < p->nev; e++)
-        fprintf(out, "%s%s %" PRIu64, e ? ", " : " (", p->ev_names[e], p->samples[e]);
+    for (uint32_t e = 0; e < p->nev; e++) {
+        fputs(e ? ", " : " (", out);
+        icpp_escape_fputs(p->ev_names[e], out);
+        fprintf(out, " %" PRIu64, p->samples[e]);
+    }
     fprintf(out, ")  lost: %" PRIu64 "%s\n", p->lost,
             p->lost ? " (the sampler's ring buffer overflowed; shares may be biased)" : "");
     fprintf(out, "%sprecise %.1f%%  ambiguous %.1f%%  missing %.1f%%  unresolved %.1f%%", lead,
@@ -484,13 +519,22 @@ void prof_header(const profile *p, FILE *out, const char *lead)
             first = 0;
         }
     fprintf(out, "%s\n", first ? "" : ")");
-    fprintf(out, "%smap: %s  binary: %s  build-id: %s\n", lead, p->map_path, p->binary, p->map_build_id);
+    fprintf(out, "%smap: ", lead);
+    icpp_escape_fputs(p->map_path, out);
+    fputs("  binary: ", out);
+    icpp_escape_fputs(p->binary, out);
+    fprintf(out, "  build-id: %s\n", p->map_build_id);
     if (p->learn && p->learn->samples)
         fprintf(out, "%slearned: %" PRIu64 " of %" PRIu64 " learn samples (%" PRIu64 " contexts new to the map)\n", lead,
                 p->learn->learned, p->learn->samples, p->learn->new_contexts);
-    if (p->command[0])
-        fprintf(out, "%srecorded: %s\n", lead, p->command);
+    if (p->command[0]) {
+        fprintf(out, "%srecorded: ", lead);
+        icpp_escape_fputs(p->command, out);
+        fputc('\n', out);
+    }
     if (p->truncated)
         fprintf(out, "%swarning: the sample file ends in an incomplete block (%zu bytes): the sampler was killed\n",
                 lead, p->truncated);
+    else if (!p->clean_end)
+        fprintf(out, "%swarning: the recording ended without its closing record (the sampler was killed?)\n", lead);
 }

@@ -24,6 +24,11 @@ typedef struct prof_extra {
 /* How inlined frames are shown in the text formats (perf says "(inlined)"). */
 #define PROF_INLINED_MARK " [inlined]"
 #define PROF_MAX_INLINE   32            /* inlined frames kept per address */
+/* Paths deeper than this many functions end in one frame named PROF_DEEPER
+ * that holds every deeper sample of the branch: the outputs stay linear in
+ * the map's size (a crafted 300k-deep chain made them quadratic). */
+#define PROF_MAX_DEPTH    1024
+#define PROF_DEEPER       "[deeper than 1024 functions]"
 
 /* A frame of the profile's calling-context tree as the outputs show it: a
  * path-map node's function, or a function that DWARF says was inlined into
@@ -102,15 +107,20 @@ int  prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const ic
  * outputs read source lines from its modules). */
 int  prof_finish(profile *p, const icpp_replay *rp);
 
-/* The report header every format starts with (as comment lines with `lead`). */
+/* The report header every format starts with (as comment lines with `lead`);
+ * names and paths from the files escaped as text (lib/escape.h). */
 void prof_header(const profile *p, FILE *out, const char *lead);
+/* One line to f if the recording `path` (read to its end) is incomplete: a
+ * cut block, or no closing record (a killed sampler); nothing otherwise. */
+void prof_warn_incomplete(FILE *f, const char *path, const icpp_replay_info *in);
 double prof_total(const profile *p, uint32_t ev);
 /* Frames of frame f's path, root first, into out[0..max-1]; returns the depth. */
 uint32_t prof_path(const profile *p, uint32_t f, uint32_t *out, uint32_t max);
 /* Frame f's name as shown: inlined frames marked with PROF_INLINED_MARK
  * (into buf; a function's name is returned as it is). */
 const char *prof_label(const profile *p, uint32_t f, char *buf, size_t bufsz);
-/* Path of frame f as "a;b;c" with labels, into buf. */
+/* Path of frame f as "a;b;c" with labels escaped as text (lib/escape.h) and
+ * the separator's first character inside a label replaced by ',', into buf. */
 const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *buf, size_t bufsz);
 const char *prof_func_name(const profile *p, uint32_t func);
 /* Where node's function was called from (its most frequent call site): the

@@ -2,6 +2,7 @@
 #include "image.h"
 
 #include "codec.h"
+#include "fsafe.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -106,11 +107,9 @@ int rw_image_set_build_id(rw_image *img, const icpp_build_id *bid, icpp_err *err
 
 int rw_image_write(const rw_image *img, const char *path, icpp_err *err)
 {
-    if (icpp_write_file_atomic(path, img->bytes, img->len, err) < 0)
-        return -1;
-    /* Execute wherever read is allowed, as the original (a program). */
-    mode_t mode = img->mode | ((img->mode & 0444) >> 2) | 0100;
-    if (chmod(path, mode) < 0)
-        return icpp_err_set(err, errno, "%s: cannot make it executable: %s", path, strerror(errno));
-    return 0;
+    /* Execute wherever read is allowed, as the original (a program); created
+     * with that mode under the output rule (lib/fsafe.h), never chmod'ed by
+     * name afterwards (a name can be a link to someone else's file). */
+    mode_t mode = (img->mode | ((img->mode & 0444) >> 2) | 0100) & 07777;
+    return icpp_fs_write_file(path, img->bytes, img->len, mode, err) < 0 ? -1 : 0;
 }

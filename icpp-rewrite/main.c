@@ -1,7 +1,9 @@
 /* main.c -- icpp-rewrite: enlarge chosen activation records so that fewer call paths share a context id. */
 #include "arr.h"
 #include "cfi.h"
+#include "escape.h"
 #include "frame.h"
+#include "fsafe.h"
 #include "image.h"
 #include "module.h"
 #include "pathmap.h"
@@ -21,6 +23,16 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A name from PROG or the map, escaped for the terminal (lib/escape.h); four
+ * rotating buffers, so up to four per printf. */
+static const char *esc(const char *s)
+{
+    static char b[4][1024];
+    static int i;
+    i = (i + 1) % 4;
+    return icpp_escape(s, b[i], sizeof b[i]);
+}
 
 static const char *usage_text =
     "usage: icpp-rewrite -m MAP [-o OUT] [options] PROG [ARGS...]\n"
@@ -179,9 +191,10 @@ int main(int argc, char **argv)
                     optarg);
             break;
         case OPT_SEED:
+            errno = 0;
             seed = strtoull(optarg, &e, 0);
-            if (*e || !*optarg)
-                die(2, "--seed wants a number, not '%s'", optarg);
+            if (*e || !*optarg || errno || strchr(optarg, '-'))     /* strtoull takes "-1" as 2^64-1 */
+                die(2, "--seed wants a number from 0 to 2^64-1, not '%s'", optarg);
             break;
         case OPT_TIME:
             tlimit = strtod(optarg, &e);
@@ -227,9 +240,10 @@ int main(int argc, char **argv)
     if (!mm)
         die(1, "%s: the map is empty (no modules)", map_path);
     icpp_build_id_hex(&mm->build_id, hex_map, sizeof hex_map);
+    char mpe[1024];
     if (mm->build_id.len != bid->len || memcmp(mm->build_id.bytes, bid->bytes, bid->len))
         die(1, "%s is a map of %s (build-id %s), not of %s (build-id %s): train this program with icpp-train",
-            map_path, mm->path, hex_map, prog, hex_old);
+            map_path, icpp_escape(mm->path, mpe, sizeof mpe), hex_map, prog, hex_old);
     struct stat sp, so;
     if (stat(prog, &sp) == 0 && stat(out, &so) == 0 && sp.st_dev == so.st_dev && sp.st_ino == so.st_ino)
         die(1, "%s is the program itself: icpp-rewrite never modifies PROG; choose another -o", out);
@@ -237,11 +251,19 @@ int main(int argc, char **argv)
         char *d1 = strdup(out), *dir = dirname(d1);
         if (access(dir, W_OK) != 0)
             die(1, "%s: cannot write in %s: %s", out, dir, strerror(errno));
-        if (stat(out, &so) == 0 && !S_ISREG(so.st_mode))
+        /* The output rule (lib/fsafe.h), checked before the search; the
+         * binary is run to verify it, so it must be a file, not a device. */
+        int k = icpp_fs_output_check(out, &err);
+        if (k < 0)
+            die(1, "%s", err.msg);
+        if (k == ICPP_FS_CHARDEV)
             die(1, "%s exists and is not a regular file", out);
         if (stat(out, &so) == 0 && access(out, W_OK) != 0 && errno != ENOENT)
             die(1, "%s: cannot replace it: %s", out, strerror(errno));
-        if (stat(out_map, &so) == 0 && !S_ISREG(so.st_mode))
+        k = icpp_fs_output_check(out_map, &err);
+        if (k < 0)
+            die(1, "%s (it would be %s's map)", err.msg, out);
+        if (k == ICPP_FS_CHARDEV)
             die(1, "%s exists and is not a regular file (it would be %s's map)", out_map, out);
         free(d1);
     }
@@ -265,9 +287,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < rw_frames_count(fs); i++) {
             const rw_frame *f = rw_frames_get(fs, i);
             if (f->why)
-                printf("%s\t%#" PRIx64 "\trefused: %s%s", f->name, f->addr, f->why, f->where ? " at " : "");
+                printf("%s\t%#" PRIx64 "\trefused: %s%s", esc(f->name), f->addr, f->why, f->where ? " at " : "");
             else
-                printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches)", f->name, f->addr,
+                printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches)", esc(f->name), f->addr,
                        f->mode == RW_MODE_ENTER ? "enter" : "sub", f->frame, f->maxpad, f->npatches);
             if (f->why && f->where)
                 printf("%#" PRIx64, f->where);
@@ -372,7 +394,9 @@ int main(int argc, char **argv)
     if (rw_image_write(&img, out, &err) < 0)
         die(1, "%s", err.msg);
     if (icpp_pathmap_write(npm, out_map, &err) < 0) {
-        unlink(out);    /* never leave a binary without its map */
+        struct stat ost;
+        if (lstat(out, &ost) == 0 && S_ISREG(ost.st_mode))
+            unlink(out);    /* never leave a binary without its map (a device stays) */
         die(1, "%s (%s removed)", err.msg, out);
     }
     t_write = now();
@@ -396,15 +420,15 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < npads; i++) {
             const rw_frame *fr = rw_frames_find(fs, pads[i].addr);
             printf("  %#10" PRIx64 "  +%-5u %-5s frame %5u -> %-5u  %s\n", pads[i].addr, pads[i].pad,
-                   fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + pads[i].pad, fr->name);
+                   fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + pads[i].pad, esc(fr->name));
         }
         if (nrc) {
             qsort(rc, nrc, sizeof *rc, rc_cmp);
             printf("refused (callers on the map's paths), by reason:\n");
             for (size_t i = 0; i < nrc; i++)
-                printf("  %5zu  %s (%s%s%s%s%s%s)\n", rc[i].n, rc[i].why, rc[i].eg[0] ? rc[i].eg[0] : "",
-                       rc[i].eg[1] ? ", " : "", rc[i].eg[1] ? rc[i].eg[1] : "", rc[i].eg[2] ? ", " : "",
-                       rc[i].eg[2] ? rc[i].eg[2] : "", rc[i].n > 3 ? ", ..." : "");
+                printf("  %5zu  %s (%s%s%s%s%s%s)\n", rc[i].n, rc[i].why, rc[i].eg[0] ? esc(rc[i].eg[0]) : "",
+                       rc[i].eg[1] ? ", " : "", rc[i].eg[1] ? esc(rc[i].eg[1]) : "", rc[i].eg[2] ? ", " : "",
+                       rc[i].eg[2] ? esc(rc[i].eg[2]) : "", rc[i].n > 3 ? ", ..." : "");
             printf("  (--explain lists every function with the address the reason is about)\n");
         }
         printf("search:       %.3f s CPU, %" PRIu64 " best responses, %" PRIu64 " paddings evaluated, %zu candidate "
@@ -431,11 +455,11 @@ int main(int argc, char **argv)
             const rw_amb_group *G = &ar.groups[g];
             printf("  [%s] %s at height %" PRId64 ", %u paths, %" PRIu64 " calls:\n",
                    G->cls == RW_AMB_SAME_CALLERS ? "inseparable" : G->cls == RW_AMB_UNPATCHABLE ? "unpatchable" : "open",
-                   icpp_pathmap_func(pm, G->leaf)->name, G->height, G->nnodes, G->weight);
+                   esc(icpp_pathmap_func(pm, G->leaf)->name), G->height, G->nnodes, G->weight);
             for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
                 char pn[1024];
                 rw_path_name(pm, G->nodes[j], pn, sizeof pn);
-                printf("      %s\n", pn);
+                printf("      %s\n", esc(pn));
             }
             if (G->nnodes > 4)
                 printf("      ... %u more\n", G->nnodes - 4);

@@ -111,7 +111,7 @@ static int copy_file(const char *from, const char *to)
     icpp_err err;
     if (icpp_read_file(from, (size_t)1 << 34, &buf, &len, &err) < 0)
         return -1;
-    int fd = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    int fd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);   /* a private directory */
     ssize_t w = fd >= 0 ? write(fd, buf, len) : -1;
     free(buf);
     if (fd >= 0)

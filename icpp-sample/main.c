@@ -1,6 +1,7 @@
 /* main.c -- icpp-sample: record PC, SP and BP per sample through perf_event_open, nothing else. */
 #include "defs.h"
 #include "events.h"
+#include "fsafe.h"
 #include "hmap.h"
 #include "module.h"
 #include "perfring.h"
@@ -52,7 +53,11 @@ static const char *usage_text =
     "                       interrupt each.\n"
     "  -F, --freq HZ        samples per second for software events (default 4000).\n"
     "  -o, --output FILE    output file (default icpp.samples; an existing file\n"
-    "                       is renamed to FILE.old).\n"
+    "                       is renamed to FILE.old). Created with mode 0600:\n"
+    "                       --validate copies the user stack (environment,\n"
+    "                       keys, passwords) into it. A symbolic link, or\n"
+    "                       another user's file in a sticky directory, is\n"
+    "                       refused (docs/file-safety.md).\n"
     "  -m, --mmap-pages N   ring buffer data pages per CPU, a power of two\n"
     "                       (default 128).\n"
     "  -p, --pid PID        sample a running process and all its threads until\n"
@@ -793,6 +798,14 @@ int main(int argc, char **argv)
         return 2;
     }
     s.validate = s.so.validate;
+    /* Files first, before anything runs: the output rule (lib/fsafe.h) and a
+     * program given by path that is not a file (a FIFO would never exec). */
+    icpp_err ferr;
+    if (icpp_fs_output_check(out, &ferr) < 0)
+        die("%s", ferr.msg);
+    if (!attach && strchr(argv[optind], '/') && icpp_fs_check_regular(argv[optind], &ferr) < 0 &&
+        ferr.code == EINVAL)
+        die("%s", ferr.msg);
     int user_chose = events != NULL;
     parse_events(&s, events ? events : "cycles");
     int amd = icpp_cpu_is_amd();
@@ -931,6 +944,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < s.ncpus; i++)
         pfd[i] = (struct pollfd){s.rings[i].fd, POLLIN, 0};
     time_t last_flush = time(NULL);
+    int werr_said = 0;      /* the write error was already reported */
     int done = 0;
     while (!done) {
         int pr = poll(pfd, (nfds_t)s.ncpus, 100);
@@ -961,6 +975,7 @@ int main(int argc, char **argv)
             last_flush = time(NULL);
         }
         if (icpp_swriter_error(s.w, &err) < 0 && !attach && !stop_requested) {
+            werr_said = 1;
             fprintf(stderr, "icpp-sample: %s; %s keeps running, unsampled\n", err.msg, argv[optind]);
             for (size_t i = 0; i < s.nfds; i++)
                 ioctl(s.fds[i], PERF_EVENT_IOC_DISABLE, 0);
@@ -970,21 +985,29 @@ int main(int argc, char **argv)
     drain_all(&s, 1);
     close_all(&s);
     free(queue);
-    uint64_t bytes = icpp_swriter_bytes(s.w);
-    int werr = icpp_swriter_close(s.w, s.samples, s.lost, &err);
-    if (werr < 0)
+    /* The summary says what the file holds: after a write error (a full
+     * disk) that is less than what was sampled. */
+    int werr = icpp_swriter_finish(s.w, s.samples, s.lost, &err);
+    uint64_t bytes, in_file;
+    icpp_swriter_written(s.w, &bytes, &in_file);
+    if (icpp_swriter_close(s.w, s.samples, s.lost, &err) < 0)
+        werr = -1;
+    if (werr < 0 && !werr_said)
         fprintf(stderr, "icpp-sample: %s\n", err.msg);
     if (!quiet) {
-        fprintf(stderr, "icpp-sample: %" PRIu64 " samples of %s", s.samples, s.ev[0].name);
+        fprintf(stderr, "icpp-sample: %" PRIu64 " samples of %s", in_file, s.ev[0].name);
         for (int e = 1; e < s.nev; e++)
             if (!s.ev[e].learn)
                 fprintf(stderr, ",%s", s.ev[e].name);
         if (s.learn_every)
             fprintf(stderr, " (%" PRIu64 " of them learn samples, %" PRIu64 " unwound to the root)", s.learned,
                     s.learned_root);
-        fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s\n", s.lost,
+        fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s", s.lost,
                 s.lost ? ": the ring buffer overflowed, try a larger -m or a longer period" : "", bytes,
-                s.samples ? (double)bytes / (double)s.samples : 0.0, out);
+                in_file ? (double)bytes / (double)in_file : 0.0, out);
+        if (in_file != s.samples)
+            fprintf(stderr, "; %" PRIu64 " more samples could not be written", s.samples - in_file);
+        fputc('\n', stderr);
     }
     free(pfd);
     free(ring_owner);

@@ -1,5 +1,7 @@
 /* main.c -- icpp-train: run a program with the training agent and merge what it learned into a path map. */
 #include "codec.h"
+#include "escape.h"
+#include "fsafe.h"
 #include "module.h"
 #include "pathmap.h"
 
@@ -38,7 +40,8 @@ static const char *usage_text =
     "      --stats MAP    print a map's contents: modules, functions, paths,\n"
     "                     context ids and how unique they are.\n"
     "      --paths MAP    list every call path: count, heights, names, and\n"
-    "                     module@address of each function.\n"
+    "                     module@address of each function (a path deeper than\n"
+    "                     256 functions: its first and last 8).\n"
     "  -v, --verbose      list every function that did not get the jmp hook (the\n"
     "                     slower int3, or none) with the reason, as the agent\n"
     "                     patches it.\n"
@@ -76,9 +79,10 @@ static int print_stats(const char *path)
     if (mm)
         icpp_build_id_hex(&mm->build_id, bid, sizeof bid);
     const char *runs = icpp_pathmap_meta(pm, "runs");
-    printf("map:          %s\n", path);
-    printf("binary:       %s (build-id %s)\n", mm ? mm->path : "?", bid);
-    printf("runs:         %s\n", runs ? runs : "?");
+    char eb[4096];
+    printf("map:          %s\n", icpp_escape(path, eb, sizeof eb));
+    printf("binary:       %s (build-id %s)\n", mm ? icpp_escape(mm->path, eb, sizeof eb) : "?", bid);
+    printf("runs:         %s\n", runs ? icpp_escape(runs, eb, sizeof eb) : "?");
     printf("modules:      %zu\n", st.modules);
     printf("functions:    %zu entered\n", st.funcs);
     printf("call paths:   %zu (deepest %u)\n", st.paths, st.max_depth);
@@ -98,13 +102,44 @@ static int print_stats(const char *path)
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const char *v = icpp_pathmap_meta(pm, keys[i]);
         if (v)
-            printf("%-18s%s\n", keys[i], v);
+            printf("%-18s%s\n", keys[i], icpp_escape(v, eb, sizeof eb));
     }
     icpp_pathmap_free(pm);
     return 0;
 }
 
 /* ---- --paths: every path, for people and scripts ---- */
+
+/* Paths deeper than this are listed as their first and last PATHS_END
+ * functions around one "...N more..." entry, so that the listing stays
+ * linear in the map's size (a crafted 300k-deep chain would otherwise print
+ * 300k^2/2 names). */
+#define PATHS_FULL_DEPTH 256
+#define PATHS_END        8
+
+/* One tab-separated field: the functions of fs[0..n), names or module@address,
+ * with an elision marker after the first `cut` of them (cut < n). */
+static void print_field(const icpp_pathmap *pm, const uint32_t *fs, uint32_t n, uint32_t cut, uint32_t more,
+                        int names)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        if (k)
+            putchar(';');
+        if (k == cut)
+            printf("...%u more...;", more);
+        const icpp_pm_func *f = icpp_pathmap_func(pm, fs[k]);
+        if (names) {
+            /* escaped, and a ';' inside a name would split it: ',' */
+            char eb[4096];
+            for (const char *c = icpp_escape(f->name, eb, sizeof eb); *c; c++)
+                putchar(*c == ';' ? ',' : *c);
+        } else {
+            const char *mp = icpp_pathmap_module(pm, f->module)->path, *b = strrchr(mp, '/');
+            icpp_escape_fputs(b ? b + 1 : mp, stdout);
+            printf("@%" PRIx64, f->addr);
+        }
+    }
+}
 
 static int print_paths(const char *path)
 {
@@ -113,27 +148,38 @@ static int print_paths(const char *path)
     if (!pm)
         die(1, "%s", err.msg);
     printf("# count\theights (height:count,...)\tpath (root;...;leaf)\tfunctions (module@address;...)\n");
-    uint32_t *fs = malloc(sizeof *fs * 65536);
-    for (uint32_t i = 1; fs && i < icpp_pathmap_nnodes(pm); i++) {
+    printf("# paths deeper than %d functions: the first and last %d, with '...N more...' between\n",
+           PATHS_FULL_DEPTH, PATHS_END);
+    size_t nn = icpp_pathmap_nnodes(pm);
+    uint32_t *top = malloc(sizeof *top * (nn ? nn : 1));     /* ancestor at depth PATHS_END */
+    uint32_t fs[PATHS_FULL_DEPTH];
+    if (!top)
+        die(1, "out of memory");
+    for (uint32_t i = 1; i < nn; i++) {
         const icpp_pm_node *n = icpp_pathmap_node(pm, i);
-        uint32_t d = icpp_pathmap_path(pm, i, fs, 65536);
-        if (d > 65536)
-            d = 65536;
+        top[i] = n->depth <= PATHS_END ? i : top[n->parent];    /* parents precede children */
+        uint32_t d = n->depth, cut = UINT32_MAX, more = 0;
+        if (d <= PATHS_FULL_DEPTH) {
+            d = icpp_pathmap_path(pm, i, fs, PATHS_FULL_DEPTH);
+        } else {
+            icpp_pathmap_path(pm, top[i], fs, PATHS_END);
+            uint32_t x = i;
+            for (uint32_t k = 2 * PATHS_END; k-- > PATHS_END; x = icpp_pathmap_node(pm, x)->parent)
+                fs[k] = icpp_pathmap_node(pm, x)->func;
+            cut = PATHS_END;
+            more = d - 2 * PATHS_END;
+            d = 2 * PATHS_END;
+        }
         printf("%" PRIu64 "\t", n->count);
         for (uint32_t k = 0; k < n->nheights; k++)
             printf("%s%" PRId64 ":%" PRIu64, k ? "," : "", n->heights[k].height, n->heights[k].count);
         putchar('\t');
-        for (uint32_t k = 0; k < d; k++)
-            printf("%s%s", k ? ";" : "", icpp_pathmap_func(pm, fs[k])->name);
+        print_field(pm, fs, d, cut, more, 1);
         putchar('\t');
-        for (uint32_t k = 0; k < d; k++) {
-            const icpp_pm_func *f = icpp_pathmap_func(pm, fs[k]);
-            const char *mp = icpp_pathmap_module(pm, f->module)->path, *b = strrchr(mp, '/');
-            printf("%s%s@%" PRIx64, k ? ";" : "", b ? b + 1 : mp, f->addr);
-        }
+        print_field(pm, fs, d, cut, more, 0);
         putchar('\n');
     }
-    free(fs);
+    free(top);
     icpp_pathmap_free(pm);
     return 0;
 }
@@ -214,10 +260,11 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
         }
         const icpp_pm_module *mm = icpp_pathmap_module(part, icpp_pathmap_main(part));
         if (!mm || mm->build_id.len != want->len || memcmp(mm->build_id.bytes, want->bytes, want->len)) {
+            char eb[1024];
             if (!quiet)
                 fprintf(stderr, "icpp-train: a process ran %s (another binary, e.g. after exec): its training is "
                                 "not in this map; train that binary separately\n",
-                        mm ? mm->path : "?");
+                        mm ? icpp_escape(mm->path, eb, sizeof eb) : "?");
             icpp_pathmap_free(part);
             continue;
         }
@@ -286,8 +333,8 @@ int main(int argc, char **argv)
         switch (c) {
         case 'o': out = optarg; break;
         case OPT_MODULES:
-            if (!*optarg)
-                die(2, "--modules wants main, all or a list of library names");
+            if (!*optarg || *optarg == ',' || optarg[strlen(optarg) - 1] == ',' || strstr(optarg, ",,"))
+                die(2, "--modules wants main, all or a comma list of library names, not '%s'", optarg);
             modules = optarg;
             break;
         case OPT_FRESH: fresh = 1; break;
@@ -335,6 +382,9 @@ int main(int argc, char **argv)
         free(b);
         out = defmap;
     }
+    /* The output rule (lib/fsafe.h), before the program runs. */
+    if (icpp_fs_output_check(out, &err) < 0)
+        die(1, "%s", err.msg);
     icpp_pathmap *old = NULL;
     struct stat st;
     if (!fresh && stat(out, &st) == 0) {
@@ -342,9 +392,10 @@ int main(int argc, char **argv)
         if (!old)
             die(1, "%s (use --fresh to replace it, or another -o)", err.msg);
         const icpp_pm_module *mm = icpp_pathmap_module(old, icpp_pathmap_main(old));
+        char eb[1024];
         if (mm && (mm->build_id.len != want.len || memcmp(mm->build_id.bytes, want.bytes, want.len)))
             die(1, "%s is the map of %s, not of %s (another build-id): use --fresh to replace it, or another -o",
-                out, mm->path, exe);
+                out, icpp_escape(mm->path, eb, sizeof eb), exe);
     }
     char *outdup = strdup(out), *outdir = dirname(outdup);
     if (access(outdir, W_OK) != 0)
@@ -353,6 +404,8 @@ int main(int argc, char **argv)
     char *agent = agent_path();
     if (!agent)
         die(1, "cannot find libicpp-agent.so next to icpp-train (set ICPP_AGENT to its path)");
+    if (icpp_fs_check_regular(agent, &err) < 0)      /* ld.so would block on a FIFO */
+        die(1, "ICPP_AGENT: %s", err.msg);
 
     char tmpl[] = "/tmp/icpp-train.XXXXXX";
     const char *tmpdir = getenv("TMPDIR");
@@ -411,8 +464,12 @@ int main(int argc, char **argv)
         die(1, "cannot read the training data in %s", tdir);
     rm_dir(tdir);
     if (nparts == 0) {
-        fprintf(stderr, "icpp-train: no training data came back from %s%s; %s is unchanged\n", prog,
-                WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL ? " (killed by SIGKILL)" : "", out);
+        int listed = strcmp(modules, "all") && strcmp(modules, "main");
+        fprintf(stderr, "icpp-train: no training data came back from %s%s; %s is unchanged%s%s%s\n", prog,
+                WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL ? " (killed by SIGKILL)" : "", out,
+                listed ? " (--modules " : "", listed ? modules : "",
+                listed ? ": no module the program loaded has such a name; give main, all, or names of libraries it "
+                         "loads, e.g. libc.so.6)" : "");
         return status ? status : 1;
     }
     /* Names for people: demangled C++. */

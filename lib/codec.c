@@ -1,6 +1,8 @@
 /* codec.c -- byte buffers, LEB128 varints, CRC-32 and atomic file replacement for ICPP's file formats. */
 #include "codec.h"
 
+#include "fsafe.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -192,8 +194,6 @@ char *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen)
     return s;
 }
 
-static int write_atomic(const char *path, const void *buf, size_t len, icpp_err *err);
-
 /* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), table-driven
  * and dependency-free so that the training agent can checksum its output
  * inside a signal handler. */
@@ -233,99 +233,17 @@ char *icpp_hex(const uint8_t *p, size_t n, char *buf, size_t bufsz)
     return buf;
 }
 
-/* Write into an existing non-regular file (a device such as /dev/null, a
- * FIFO): replacing it by rename would, as root, turn /dev/null into a file. */
-static int write_in_place(const char *path, const void *buf, size_t len, icpp_err *err)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
-    const uint8_t *p = buf;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            int e = w < 0 ? errno : ENOSPC;
-            close(fd);
-            return icpp_err_set(err, e, "%s: write failed: %s", path, strerror(e));
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return close(fd) < 0 ? icpp_err_set(err, errno, "%s: %s", path, strerror(errno)) : 0;
-}
-
 int icpp_write_file_atomic(const char *path, const void *buf, size_t len, icpp_err *err)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return write_in_place(path, buf, len, err);
-    /* A symbolic link to a regular file: replace the file, keep the link. */
-    char *real = NULL;
-    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && (real = realpath(path, NULL)) != NULL)
-        path = real;
-    int r = write_atomic(path, buf, len, err);
-    free(real);
-    return r;
-}
-
-static int write_atomic(const char *path, const void *buf, size_t len, icpp_err *err)
-{
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp)
-        return icpp_err_set(err, ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return icpp_err_set(err, e, "%s: cannot create a file beside it: %s", path, strerror(e));
-    }
-    const uint8_t *p = buf;
-    size_t left = len;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            int e = w < 0 ? errno : ENOSPC;
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return icpp_err_set(err, e, "%s: write failed: %s (the previous file, if any, is kept)",
-                                path, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || close(fd) < 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return icpp_err_set(err, e, "%s: %s (the previous file, if any, is kept)", path, strerror(e));
-    }
-    if (rename(tmp, path) < 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return icpp_err_set(err, e, "%s: cannot replace: %s", path, strerror(e));
-    }
-    free(tmp);
-    return 0;
+    return icpp_fs_write_file(path, buf, len, ICPP_FS_MODE_PLAIN, err);
 }
 
 int icpp_read_file(const char *path, size_t maxlen, uint8_t **buf, size_t *len, icpp_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return icpp_err_set(err, EINVAL, "%s: not a regular file", path);
-    }
+    int fd = icpp_fs_open_input(path, &st, err);
+    if (fd < 0)
+        return fd;
     if ((uint64_t)st.st_size > maxlen) {
         close(fd);
         return icpp_err_set(err, EFBIG, "%s: %lld bytes is more than the %zu this reader accepts", path,

@@ -52,9 +52,12 @@ uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n);
 char *icpp_hex(const uint8_t *p, size_t n, char *buf, size_t bufsz);
 
 /* Write `len` bytes to `path` so that either the old file or the complete new
- * one is there afterwards: a temporary file beside it, fsync, rename. */
+ * one is there afterwards: a new file beside it, fsync, rename; mode 0644.
+ * The output rule of lib/fsafe.h applies (links and other users' files in
+ * sticky directories are refused; a character device is written in place). */
 int icpp_write_file_atomic(const char *path, const void *buf, size_t len, icpp_err *err);
-/* Read a whole file (at most maxlen bytes). */
+/* Read a whole regular file (at most maxlen bytes); opened without blocking
+ * (icpp_fs_open_input), so a FIFO or device is refused, never waited on. */
 int icpp_read_file(const char *path, size_t maxlen, uint8_t **buf, size_t *len, icpp_err *err);
 
 #endif

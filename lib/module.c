@@ -2,6 +2,7 @@
 #include "module.h"
 
 #include "codec.h"
+#include "fsafe.h"
 #include "hmap.h"
 
 #include <bfd.h>
@@ -194,9 +195,9 @@ int icpp_elf_build_id(const char *path, icpp_build_id *out, icpp_err *err)
     memset(out, 0, sizeof *out);
     if (!once_elf_version())
         return icpp_err_set(err, ICPP_EUNSUPPORTED, "libelf: version mismatch");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = icpp_fs_open_input(path, NULL, err);
     if (fd < 0)
-        return icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
+        return fd;
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     int r = 0;
     if (!elf || elf_kind(elf) != ELF_K_ELF) {
@@ -227,11 +228,9 @@ icpp_module *icpp_module_open(const char *path, icpp_err *err)
         icpp_err_set(err, ENOMEM, "%s: out of memory", path);
         return NULL;
     }
-    m->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (m->fd < 0) {
-        icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
+    m->fd = icpp_fs_open_input(path, NULL, err);
+    if (m->fd < 0)
         goto fail;
-    }
     m->elf = elf_begin(m->fd, ELF_C_READ_MMAP, NULL);
     if (!m->elf || elf_kind(m->elf) != ELF_K_ELF) {
         icpp_err_set(err, ICPP_EFORMAT, "%s: not an ELF file", path);

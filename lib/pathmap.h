@@ -95,7 +95,8 @@ const icpp_pm_node   *icpp_pathmap_node(const icpp_pathmap *pm, uint32_t i);
 uint32_t icpp_pathmap_path(const icpp_pathmap *pm, uint32_t node, uint32_t *out, uint32_t max);
 
 /* Files.  Write goes to PATH.tmp.XXXXXX, fsync, rename: an existing file is
- * replaced only by a complete new one.  Read checks magic, version, length
+ * replaced only by a complete new one; the output rule of lib/fsafe.h applies
+ * (a link or another user's file in a sticky directory is refused).  Read checks magic, version, length
  * and checksum and every index, so a corrupt file is an error, never a crash. */
 int           icpp_pathmap_write(const icpp_pathmap *pm, const char *path, icpp_err *err);
 icpp_pathmap *icpp_pathmap_read(const char *path, icpp_err *err);

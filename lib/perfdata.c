@@ -2,6 +2,7 @@
 #include "perfdata.h"
 
 #include "codec.h"
+#include "fsafe.h"
 #include "hmap.h"
 
 #include <errno.h>
@@ -107,7 +108,7 @@ int icpp_perfdata_is(const uint8_t *buf, size_t len)
 int icpp_perfdata_file_is(const char *path)
 {
     uint8_t b[8];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = icpp_fs_open_input(path, NULL, NULL);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, b, sizeof b);

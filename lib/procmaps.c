@@ -1,6 +1,8 @@
 /* procmaps.c -- a process's mappings and thread bases, from /proc or from mmap records. */
 #include "procmaps.h"
 
+#include "fsafe.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -166,11 +168,9 @@ int icpp_maps_parse(icpp_maps *mm, const char *text, size_t len, icpp_err *err)
 /* Read a whole /proc file (their st_size is 0, so read until EOF). */
 static char *slurp(const char *path, size_t *len, icpp_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
+    int fd = icpp_fs_open_input(path, NULL, err);
+    if (fd < 0)
         return NULL;
-    }
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap);
     for (;;) {

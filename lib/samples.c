@@ -2,6 +2,7 @@
 #include "samples.h"
 
 #include "codec.h"
+#include "fsafe.h"
 #include "hmap.h"
 
 #include <errno.h>
@@ -70,7 +71,10 @@ struct icpp_swriter {
     size_t     nts, capts;
     tstate    *cur;             /* the thread of the record being written */
     uint64_t   last_time;
-    uint64_t   bytes, dropped;
+    uint64_t   bytes, dropped;  /* bytes: in the file (whole blocks) */
+    uint64_t   blk_samples;     /* samples in the unflushed block */
+    uint64_t   file_samples;    /* samples in the file */
+    int        finished;        /* END written (or tried) and synced */
     icpp_err   err;             /* first error, latched */
 };
 
@@ -83,21 +87,6 @@ static void put_header(uint8_t *h)
     }
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : ENOSPC;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err)
 {
     icpp_swriter *w = calloc(1, sizeof *w);
@@ -106,29 +95,18 @@ icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err)
         icpp_err_set(err, ENOMEM, "out of memory");
         return NULL;
     }
-    struct stat st;
-    int regular = 1;
-    if (lstat(path, &st) == 0) {
-        if (S_ISREG(st.st_mode)) {
-            char old[4096];
-            snprintf(old, sizeof old, "%s.old", path);
-            if (rename(path, old) < 0) {
-                icpp_err_set(err, errno, "%s: exists and cannot be renamed to %s: %s", path, old, strerror(errno));
-                goto fail;
-            }
-        } else {
-            regular = 0;    /* a device or pipe: write into it */
-        }
-    }
-    w->fd = regular ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : open(path, O_WRONLY | O_CLOEXEC);
-    if (w->fd < 0) {
-        icpp_err_set(err, errno, "%s: cannot create: %s", path, strerror(errno));
+    /* Created in place (never a temporary renamed at the end), so that a
+     * killed sampler leaves a readable file; mode 0600: --validate samples
+     * hold copies of the user stack (docs/file-safety.md). */
+    int kind;
+    w->fd = icpp_fs_create_stream(path, ICPP_FS_MODE_MEMORY, &kind, err);
+    if (w->fd < 0)
         goto fail;
-    }
+    int regular = kind != ICPP_FS_CHARDEV;
     w->created = regular;
     uint8_t h[HDR_LEN];
     put_header(h);
-    int e = write_all(w->fd, h, sizeof h);
+    int e = icpp_fs_write_all(w->fd, h, sizeof h);
     if (e) {
         icpp_err_set(err, e, "%s: cannot write: %s", path, strerror(e));
         close(w->fd);
@@ -161,7 +139,7 @@ int icpp_swriter_flush(icpp_swriter *w, icpp_err *err)
         w->blk.p[i] = (uint8_t)(payload >> (8 * i));
         w->blk.p[4 + i] = (uint8_t)(crc >> (8 * i));
     }
-    int e = write_all(w->fd, w->blk.p, w->blk.len);
+    int e = icpp_fs_write_all(w->fd, w->blk.p, w->blk.len);
     if (e) {
         /* Cut back to the last whole block so the file stays valid. */
         if (ftruncate(w->fd, (off_t)w->bytes) == 0)
@@ -171,6 +149,8 @@ int icpp_swriter_flush(icpp_swriter *w, icpp_err *err)
         return icpp_swriter_error(w, err);
     }
     w->bytes += w->blk.len;
+    w->file_samples += w->blk_samples;
+    w->blk_samples = 0;
     w->blk.len = 8;
     return 0;
 }
@@ -281,6 +261,7 @@ static int sample_head(icpp_swriter *w, int type, size_t extra, uint32_t pid, ui
     ssize_t t = thread_index(w, pid, tid);
     if (t < 0 || rec_begin(w, type, 48 + extra) < 0)
         return -1;
+    w->blk_samples++;
     tstate *s = &w->ts[t];
     w->cur = s;
     icpp_wbuf_uv(&w->blk, (uint64_t)t);
@@ -380,15 +361,30 @@ uint64_t icpp_swriter_bytes(const icpp_swriter *w)
     return w->bytes + (w->blk.len > 8 ? w->blk.len : 0);
 }
 
+void icpp_swriter_written(const icpp_swriter *w, uint64_t *bytes, uint64_t *samples)
+{
+    *bytes = w->bytes;
+    *samples = w->file_samples;
+}
+
+int icpp_swriter_finish(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err)
+{
+    if (!w->finished) {
+        w->finished = 1;
+        if (rec_begin(w, ICPP_SREC_END, 24) == 0) {
+            icpp_wbuf_uv(&w->blk, samples);
+            icpp_wbuf_uv(&w->blk, lost);
+        }
+        icpp_swriter_flush(w, NULL);
+        if (!w->err.code && fsync(w->fd) < 0 && errno != EINVAL)
+            icpp_err_set(&w->err, errno, "%s: fsync: %s", w->path, strerror(errno));
+    }
+    return icpp_swriter_error(w, err);
+}
+
 int icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err)
 {
-    if (rec_begin(w, ICPP_SREC_END, 24) == 0) {
-        icpp_wbuf_uv(&w->blk, samples);
-        icpp_wbuf_uv(&w->blk, lost);
-    }
-    icpp_swriter_flush(w, NULL);
-    if (!w->err.code && fsync(w->fd) < 0 && errno != EINVAL)
-        icpp_err_set(&w->err, errno, "%s: fsync: %s", w->path, strerror(errno));
+    icpp_swriter_finish(w, samples, lost, NULL);
     if (close(w->fd) < 0 && !w->err.code)
         icpp_err_set(&w->err, errno, "%s: close: %s", w->path, strerror(errno));
     int r = icpp_swriter_error(w, err);

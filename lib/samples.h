@@ -83,8 +83,10 @@ typedef struct icpp_srec {
 /* ---- writer ---- */
 typedef struct icpp_swriter icpp_swriter;
 
-/* Create `path` (an existing file is first renamed to PATH.old) and write
- * the file header.  Records go out in checksummed blocks of at most 64 KiB;
+/* Create `path` with mode 0600 under the output rule of lib/fsafe.h (a link
+ * or another user's file in a sticky directory is refused; an existing file
+ * is first renamed to PATH.old; a character device is written in place) and
+ * write the file header.  Records go out in checksummed blocks of at most 64 KiB;
  * a killed writer loses at most the unflushed block. */
 icpp_swriter *icpp_swriter_open(const char *path, icpp_err *err);
 void icpp_swriter_info(icpp_swriter *w, const char *key, const char *val);
@@ -104,6 +106,12 @@ void icpp_swriter_lost(icpp_swriter *w, uint64_t count);
 void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid);
 /* Write out the current block (call periodically and before blocking). */
 int  icpp_swriter_flush(icpp_swriter *w, icpp_err *err);
+/* END record, flush, fsync (once; close does it if not done).  Returns the
+ * first error met. */
+int  icpp_swriter_finish(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err);
+/* What the file holds now: bytes and samples in whole, written blocks (after
+ * a write error: what is there, not what was offered). */
+void icpp_swriter_written(const icpp_swriter *w, uint64_t *bytes, uint64_t *samples);
 /* END record, flush, fsync, close, free.  Returns the first error met. */
 int  icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_err *err);
 /* Close and remove the file if this writer created it (a regular file);

@@ -78,7 +78,7 @@ paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())
 if os.geteuid() == 0 and shutil.which("setpriv") and paranoid <= 2:
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     r = run(drop + ["true"])
-    if r.returncode == 0:
+    if c.check(r.returncode == 0, f"setpriv to nobody failed: {r.stderr}"):
         # a copy nobody can reach (the build tree may sit in a 0700 directory)
         wcopy = os.path.join(tmp, "witness")
         shutil.copy(WITNESS, wcopy)

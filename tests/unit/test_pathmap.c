@@ -186,12 +186,17 @@ int main(void)
         CHECK(icpp_pathmap_write(pm, "/dev/null", &err) == 0, "write to /dev/null: %s", err.msg);
         CHECK(stat("/dev/null", &dn) == 0 && S_ISCHR(dn.st_mode), "/dev/null is no longer a device!");
     }
-    /* A symlink to a map: the map is replaced, the link stays. */
+    /* A symlink as the output: refused (docs/file-safety.md), the map it
+     * points to and the link itself unchanged. */
     char link[300];
     snprintf(link, sizeof link, "%s/link.icppmap", dir);
     CHECK(symlink(file, link) == 0, "symlink");
-    CHECK(icpp_pathmap_write(pm, link, &err) == 0, "write through a link: %s", err.msg);
-    struct stat ls;
+    struct stat before, after, ls;
+    stat(file, &before);
+    CHECK(icpp_pathmap_write(pm, link, &err) == -ELOOP && strstr(err.msg, "symbolic link"),
+          "write through a link: %s", err.msg);
+    CHECK(stat(file, &after) == 0 && after.st_ino == before.st_ino && after.st_mtime == before.st_mtime,
+          "the link's target was replaced");
     CHECK(lstat(link, &ls) == 0 && S_ISLNK(ls.st_mode), "the symlink was replaced by a file");
     unlink(link);
     unlink(file);

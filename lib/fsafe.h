@@ -1,0 +1,85 @@
+/* fsafe.h -- file safety: opening untrusted paths without blocking, and the one rule by which every tool creates and replaces its outputs (docs/file-safety.md). */
+#ifndef ICPP_FSAFE_H
+#define ICPP_FSAFE_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* Modes of the files ICPP creates (the process umask still applies). */
+#define ICPP_FS_MODE_MEMORY 0600    /* holds program memory: every sample file */
+#define ICPP_FS_MODE_PLAIN  0644    /* maps, profiles */
+
+/* ---- inputs ---- */
+
+/* Open `path` (from the user or from a file) for reading: O_RDONLY with
+ * O_NONBLOCK|O_NOCTTY|O_CLOEXEC, so that a FIFO or a device cannot block the
+ * open; then fstat: anything but a regular file is refused ("PATH: not a
+ * regular file (a FIFO)").  O_NONBLOCK is cleared again before returning.
+ * Returns the descriptor, or -errno with *err set; *st (if given) is filled. */
+int icpp_fs_open_input(const char *path, struct stat *st, icpp_err *err);
+
+/* `path` names a regular file (links followed), checked without opening it:
+ * for a program about to be run (exec would block on nothing, but the ELF
+ * readers would). */
+int icpp_fs_check_regular(const char *path, icpp_err *err);
+
+/* ---- outputs ----
+ * The rule (all four tools): an output path that is a symbolic link, a FIFO,
+ * a socket, a directory or a block device is refused; so is an existing file
+ * owned by another user in a sticky (world-writable) directory.  A character
+ * device (/dev/null) is written in place.  Anything else is written to a new
+ * file created O_CREAT|O_EXCL|O_NOFOLLOW beside the path and renamed over the
+ * path itself (rename replaces a link, never follows it). */
+
+typedef enum icpp_fs_kind {
+    ICPP_FS_ABSENT = 0,     /* nothing there yet */
+    ICPP_FS_REGULAR,        /* a regular file we may replace */
+    ICPP_FS_CHARDEV,        /* a character device: written in place */
+} icpp_fs_kind;
+
+/* Apply the rule to `path` without writing: the kind, or -errno with a
+ * one-line message naming the path and what to do. */
+int icpp_fs_output_check(const char *path, icpp_err *err);
+
+typedef struct icpp_fs_out {
+    int   fd;       /* where to write (-1 once committed or aborted) */
+    FILE *fp;       /* set by icpp_fs_out_fopen; then fd belongs to it */
+    char *path;     /* the output path */
+    char *tmp;      /* the new file beside it; NULL when writing a device in place */
+} icpp_fs_out;
+
+/* Begin writing `path` under the rule with `mode`.  Returns 0 or -errno
+ * (*err set, nothing created). */
+int icpp_fs_out_begin(icpp_fs_out *o, const char *path, mode_t mode, icpp_err *err);
+/* A stdio stream over o->fd (closed by commit/abort).  NULL on failure. */
+FILE *icpp_fs_out_fopen(icpp_fs_out *o);
+/* Flush, fsync and close, then rename the new file over the path.  On any
+ * failure (a write error the stream latched, a full disk) the new file is
+ * removed and the previous one kept; returns -errno with *err set. */
+int icpp_fs_out_commit(icpp_fs_out *o, icpp_err *err);
+/* Give up: close and remove the new file; the previous one stays. */
+void icpp_fs_out_abort(icpp_fs_out *o);
+/* Until o is committed or aborted, SIGINT, SIGTERM or SIGHUP (where their
+ * action is the default) first remove o's new file, then end the process as
+ * before.  For a tool's main (never inside another program: the agent). */
+void icpp_fs_out_remove_on_signal(icpp_fs_out *o);
+
+/* The whole of `buf` to `path` under the rule (begin, write, commit). */
+int icpp_fs_write_file(const char *path, const void *buf, size_t len, mode_t mode, icpp_err *err);
+
+/* For a file written while it grows (the sample stream), which must stay
+ * readable if the writer is killed: the rule, then an existing regular file
+ * is renamed to PATH.old (itself checked by the rule) and `path` is created
+ * O_CREAT|O_EXCL|O_NOFOLLOW with `mode`.  *kind says what was there.  Returns
+ * the descriptor or -errno with *err set. */
+int icpp_fs_create_stream(const char *path, mode_t mode, int *kind, icpp_err *err);
+
+/* write() all of it, retrying on EINTR: 0, or the errno (ENOSPC for a short
+ * write that made no progress). */
+int icpp_fs_write_all(int fd, const void *p, size_t n);
+
+#endif
