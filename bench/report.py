@@ -414,7 +414,11 @@ class Report:
              "paths": 100.0 * bp.get("precise", 0) / npaths if npaths else None,
              "known": (100.0 * bs.get("precise", 0) / (judged - bs.get("missing", 0))
                        if judged - bs.get("missing", 0) else None)}
-        for k in ("inferred-correct", "inferred-incorrect", "uncertain-correct", "uncertain-incorrect"):
+        f["uncertain"] = 100.0 * (bs.get("uncertain-containing-truth", 0) +
+                                  bs.get("uncertain-not-containing-truth", 0)) / judged
+        f["uncertain_wrong"] = 100.0 * bs.get("uncertain-not-containing-truth", 0) / judged
+        for k in ("inferred-unique-correct", "inferred-unique-incorrect", "inferred-ambiguous-correct",
+                  "inferred-ambiguous-incorrect"):
             if k in bs:
                 f[k] = 100.0 * bs[k] / judged
         return f
@@ -428,7 +432,8 @@ class Report:
         self.w("DWARF CFI and compares the true call path with what the map resolves it to. Offline: trained and")
         self.w("measured on the same input set; online: trained on one, measured on another. *precise*: exactly")
         self.w("one candidate path and it is the true one; *correct*: the true path is among the candidates;")
-        self.w("*incorrect*: precise or ambiguous, and the true path is not among the candidates; by distinct")
+        self.w("*incorrect*: precise or ambiguous, and the true path is not among the candidates; *uncertain*:")
+        self.w("reported as not sure (docs/resolve.md), counted apart from both; by distinct")
         self.w("paths, a path counts as precise if all its samples were. Percentages are of the samples that")
         self.w("have a true stack. Each figure is given three ways (issue #11): with the map alone")
         self.w("(`--no-learn --no-complete`), after learning from the recording's learn samples (`--no-complete`),")
@@ -470,7 +475,8 @@ class Report:
                 if row["build"] == "fp":
                     for m, _ in modes:
                         if figs[m]:
-                            for k in ("precise", "incorrect", "missing", "paths", "known"):
+                            for k in ("precise", "incorrect", "missing", "paths", "known", "uncertain",
+                                      "uncertain_wrong"):
                                 if figs[m][k] is not None:
                                     agg.setdefault((row["kind"], m, k), []).append((n, figs[m][k]))
                 c = checks.get(modes[-1][0]) or {}
@@ -500,6 +506,9 @@ class Report:
         srow("online, precise by distinct paths", "online", "paths", "%.0f%%" % PAPER["online"])
         srow("online, incorrect by samples", "online", "incorrect")
         srow("online, missing by samples", "online", "missing")
+        srow("online, uncertain by samples (not counted as precise or incorrect)", "online", "uncertain")
+        srow("online, uncertain and indeed wrong, by samples", "online", "uncertain_wrong")
+        srow("offline, uncertain by samples", "offline", "uncertain")
         srow("online, precise by samples, of the samples whose context the map knows", "online", "known")
         raw = [(n, e["stats"]["unique_paths"]) for n in self.order
                for e in self.r.get("maps", {}).get(n, {}).get("fp", {}).values()
