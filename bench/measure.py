@@ -293,7 +293,7 @@ class Bench:
                         rows.append(row)
             self.save()
 
-    LEARN_RATES = [4, 16, 64]
+    LEARN_RATES = [4, 8, 16, 64]     # 4 is icpp-sample's default
 
     def fig_learnrate(self):
         """Precision online at several learn rates: one train -> measure pair per program (fp)."""
@@ -411,7 +411,7 @@ class Bench:
                  "icpp-sample": lambda o: [self.sample, "-e", "cpu-clock", "-c", P, "-o", o, "--"],
                  "icpp-sample-nolearn": lambda o: [self.sample, "--no-learn", "-e", "cpu-clock", "-c", P, "-o", o,
                                                    "--"]}
-        for n in self.LEARN_RATES:
+        for n in self.LEARN_RATES[1:]:      # the first is the default: "icpp-sample"
             tools["icpp-sample-learn%d" % n] = (lambda n: lambda o: [self.sample, "--learn=%d" % n, "-e", "cpu-clock",
                                                                      "-c", P, "-o", o, "--"])(n)
         if self.perf:

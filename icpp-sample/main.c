@@ -30,7 +30,7 @@
 
 #define MAX_EVENTS 16     /* 8 named events and their learn events */
 #define MAX_NAMED  8
-#define LEARN_EVERY_DEFAULT 16
+#define LEARN_EVERY_DEFAULT 4   /* bench/RESULTS.md section 2: rate, precision and cost */
 
 static const char *usage_text =
     "usage: icpp-sample [-e EVENT[,EVENT...]] [-c PERIOD | -F FREQ] [-o FILE] [-m PAGES]\n"
@@ -67,7 +67,7 @@ static const char *usage_text =
     "                       measure accuracy against the true stacks. Costs more.\n"
     "      --stack-size N   bytes of stack to copy with --validate and for learn\n"
     "                       samples (default 16384).\n"
-    "      --learn[=N]      one sample in N (default 16, N >= 2) also copies the\n"
+    "      --learn[=N]      one sample in N (default 4, N >= 2) also copies the\n"
     "                       user stack; icpp-sample unwinds it at once and keeps\n"
     "                       only its frames, so that icpp-resolve learns the\n"
     "                       contexts training never ran. On by default; no extra\n"
