@@ -9,7 +9,7 @@ import struct
 import zlib
 
 MAGIC = b"ICPPSMP\n"
-INFO, EVENT, PROC, MMAP, THREAD, SAMPLE, LOST, EXIT, VSAMPLE, END = range(1, 11)
+INFO, EVENT, PROC, MMAP, THREAD, SAMPLE, LOST, EXIT, VSAMPLE, END, LSAMPLE = range(1, 12)
 
 
 class FormatError(Exception):
@@ -59,8 +59,9 @@ def records(data):
     if data[:8] != MAGIC:
         raise FormatError("not an ICPP sample file")
     ver, = struct.unpack_from("<I", data, 8)
-    if ver != 1:
-        raise FormatError("sample file version %d, this script reads 1" % ver)
+    if ver not in (1, 2):
+        raise FormatError("sample file version %d, this script reads 1 and 2" % ver)
+    last = {}                               # thread -> its last learn chain [(pc, esp)], leaf first
     pos = 16
     nth = 0
     while pos + 8 <= len(data):
@@ -83,7 +84,7 @@ def records(data):
             elif t == EVENT:
                 _, p = _uv(blk, p)
                 _, p = _str(blk, p)
-                for _ in range(5):
+                for _ in range(5 if ver == 1 else 7):   # version 2: role, of
                     _, p = _uv(blk, p)
             elif t == PROC:
                 for _ in range(3):
@@ -99,7 +100,7 @@ def records(data):
                 _, p = _uv(blk, p)
                 _, p = _uv(blk, p)
                 nth += 1
-            elif t in (SAMPLE, VSAMPLE):
+            elif t in (SAMPLE, VSAMPLE, LSAMPLE):
                 th, p = _uv(blk, p)
                 ev, p = _uv(blk, p)
                 dt, p = _sv(blk, p)
@@ -117,6 +118,22 @@ def records(data):
                     n, p = _uv(blk, p)
                     p += n
                 smp = (th, ev, dt, di, ds, db)
+                if t == LSAMPLE:
+                    # frames: decoded relative to the sample (its ip and sp are
+                    # deltas too, so keep them relative: pc - ip, esp - sp)
+                    st, p = _uv(blk, p)
+                    n, p = _uv(blk, p)
+                    k, p = _uv(blk, p)
+                    fr = []
+                    for i in range(n - k):
+                        dpc = 0
+                        if i:
+                            dpc, p = _sv(blk, p)
+                        desp, p = _uv(blk, p)
+                        fr.append((dpc, desp))
+                    prev = last.get(th, [])
+                    smp = (th, ev, dt, di, ds, db, st, n, fr, prev[len(prev) - k:] if k else [])
+                    last[th] = smp      # resolved to absolute frames by repeat()
             elif t == LOST:
                 _, p = _uv(blk, p)
             elif t == EXIT:
@@ -133,7 +150,7 @@ def records(data):
 def count_samples(path):
     with open(path, "rb") as f:
         data = f.read()
-    return sum(1 for t, _, _ in records(data) if t in (SAMPLE, VSAMPLE))
+    return sum(1 for t, _, _ in records(data) if t in (SAMPLE, VSAMPLE, LSAMPLE))
 
 
 def repeat(src, dst, n_samples):
@@ -145,11 +162,14 @@ def repeat(src, dst, n_samples):
     head, tail, samples = [], [], []
     lost = 0
     time = 0
+    chains = {}             # sample index -> (status, absolute frames [(pc, esp)] leaf first)
     for t, raw, smp in records(data):
         if smp is not None:
-            th, ev, dt, di, ds, db = smp
+            th, ev, dt, di, ds, db = smp[:6]
             time += dt
             samples.append((th, ev, time, di, ds, db))
+            if t == LSAMPLE:
+                chains[len(samples) - 1] = smp[6:]
             head.append(("S", len(samples) - 1))
         elif t == EXIT:
             tail.append(raw)
@@ -163,16 +183,30 @@ def repeat(src, dst, n_samples):
     if not samples:
         raise FormatError("%s has no samples" % src)
     # absolute ip/sp/bp per sample, from the per-thread deltas
-    regs, absval = {}, []
-    for th, ev, tm, di, ds, db in samples:
+    M = 2**64 - 1
+    regs, absval, lastabs = {}, [], {}
+    for i, (th, ev, tm, di, ds, db) in enumerate(samples):
         ip, sp, bp = regs.get(th, (0, 0, 0))
-        ip, sp, bp = (ip + di) & (2**64 - 1), (sp + ds) & (2**64 - 1), (bp + db) & (2**64 - 1)
+        ip, sp, bp = (ip + di) & M, (sp + ds) & M, (bp + db) & M
         regs[th] = (ip, sp, bp)
-        absval.append((th, ev, tm, ip, sp, bp))
+        lrn = None
+        if i in chains:
+            st, n, fr, _ = chains[i]
+            k = n - len(fr)
+            frames = []
+            for j, (dpc, desp) in enumerate(fr):
+                pc = ip if j == 0 else (frames[-1][0] + dpc) & M
+                esp = ((sp if j == 0 else frames[-1][1]) + desp) & M
+                frames.append((pc, esp))
+            prev = lastabs.get(th, [])
+            frames += prev[len(prev) - k:] if k else []
+            lastabs[th] = frames
+            lrn = (st, frames)
+        absval.append((th, ev, tm, ip, sp, bp, lrn))
     span = absval[-1][2] - absval[0][2] + 1
 
     out = open(dst, "wb")
-    out.write(MAGIC + struct.pack("<II", 1, 0))
+    out.write(MAGIC + struct.pack("<II", 2, 0))
     blk = bytearray()
 
     def flush():
@@ -183,9 +217,9 @@ def repeat(src, dst, n_samples):
 
     state = {"time": 0, "regs": {}}
 
-    def put_sample(th, ev, tm, ip, sp, bp):
+    def put_sample(th, ev, tm, ip, sp, bp, lrn):
         r = blk
-        r.append(SAMPLE)
+        r.append(LSAMPLE if lrn else SAMPLE)
         _put_uv(r, th)
         _put_uv(r, ev)
         _put_sv(r, tm - state["time"])
@@ -199,6 +233,15 @@ def repeat(src, dst, n_samples):
         _put_sv(r, d(sp, lsp))
         _put_sv(r, d(bp, lbp))
         state["regs"][th] = (ip, sp, bp)
+        if lrn:                             # every frame written out: no sharing (k = 0)
+            st, frames = lrn
+            _put_uv(r, st)
+            _put_uv(r, len(frames))
+            _put_uv(r, 0)
+            for j, (pc, esp) in enumerate(frames):
+                if j:
+                    _put_sv(r, d(pc, frames[j - 1][0]))
+                _put_uv(r, (esp - (sp if j == 0 else frames[j - 1][1])) & M)
         if len(blk) >= 60000:
             flush()
 
@@ -213,10 +256,10 @@ def repeat(src, dst, n_samples):
             written += 1
     k = 1
     while written < n_samples:
-        for th, ev, tm, ip, sp, bp in absval:
+        for th, ev, tm, ip, sp, bp, lrn in absval:
             if written >= n_samples:
                 break
-            put_sample(th, ev, tm + k * span, ip, sp, bp)
+            put_sample(th, ev, tm + k * span, ip, sp, bp, lrn)
             written += 1
         k += 1
     for raw in tail:

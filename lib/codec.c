@@ -196,8 +196,10 @@ char *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen)
 
 /* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), table-driven
  * and dependency-free so that the training agent can checksum its output
- * inside a signal handler. */
-static uint32_t crc_table[256];
+ * inside a signal handler.  Slicing by 8 (eight tables, 8 KiB): a reader
+ * checksums every block of a recording on each pass, and byte at a time
+ * this was a fifth of icpp-resolve's time. */
+static uint32_t crc_table[8][256];
 
 static void crc_init(void)
 {
@@ -205,18 +207,37 @@ static void crc_init(void)
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
             c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
+        crc_table[0][i] = c;
     }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
 }
 
 uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n)
 {
-    if (!crc_table[1])
-        crc_init();         /* idempotent: racing callers write the same values */
+    /* crc_table[7][128] is the last entry written: once set, all are
+     * (racing callers write the same values) */
+    if (!crc_table[7][128])
+        crc_init();
     const uint8_t *b = p;
     crc = ~crc;
+    while (n && ((uintptr_t)b & 7)) {
+        crc = crc_table[0][(crc ^ *b++) & 0xff] ^ (crc >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);   /* little-endian x86-64 */
+        w ^= crc;
+        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^ crc_table[5][(w >> 16) & 0xff] ^
+              crc_table[4][(w >> 24) & 0xff] ^ crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        b += 8;
+        n -= 8;
+    }
     while (n--)
-        crc = crc_table[(crc ^ *b++) & 0xff] ^ (crc >> 8);
+        crc = crc_table[0][(crc ^ *b++) & 0xff] ^ (crc >> 8);
     return ~crc;
 }
 

@@ -21,6 +21,7 @@ typedef struct learner {
     int           have_cid;
     uint8_t      *novel;        /* per map function: learning found a context of it the map lacked */
     size_t        nnovel;
+    icpp_hmap     frames;       /* (pid << 32 | exec generation, address) -> frame_func() + 3 */
 } learner;
 
 static int mark_novel(learner *L, uint32_t func)
@@ -126,6 +127,19 @@ static int64_t frame_func(learner *L, const icpp_replay *rp, uint32_t pid, uint6
     return idx;
 }
 
+/* frame_func, cached: learn samples repeat the same return addresses. */
+static int64_t frame_func_cached(learner *L, const icpp_replay *rp, const icpp_rsample *s, uint64_t addr)
+{
+    uint64_t key = (uint64_t)s->pid << 32 | s->exec_gen;
+    uint64_t *v = icpp_hmap_get(&L->frames, key, addr);
+    if (v)
+        return (int64_t)*v - 3;
+    int64_t f = frame_func(L, rp, s->pid, addr);
+    if (f != -3 && icpp_hmap_put(&L->frames, key, addr, (uint64_t)(f + 3)) < 0)
+        return -3;
+    return f;
+}
+
 static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, icpp_learn_stats *st)
 {
     static int64_t fn[MAXF];
@@ -139,7 +153,7 @@ static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, i
     int any = 0;
     for (uint32_t i = 0; i < n; i++) {
         /* caller frames: the call instruction is at ra - 1 */
-        fn[i] = frame_func(L, rp, s->pid, i ? l->pc[i] - 1 : l->pc[i]);
+        fn[i] = frame_func_cached(L, rp, s, i ? l->pc[i] - 1 : l->pc[i]);
         if (fn[i] == -3)
             return -ENOMEM;
         if (fn[i] == -2) {
@@ -225,11 +239,13 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
     icpp_replay *rp = icpp_replay_open(samples, err);
     if (!rp)
         return -1;
+    icpp_replay_learn_only(rp, 1);
     learner L;
     memset(&L, 0, sizeof L);
     L.pm = pm;
     L.all = icpp_pathmap_nfuncs(pm) == 0;
     icpp_hmap_init(&L.cid);
+    icpp_hmap_init(&L.frames);
     L.ntrained = icpp_pathmap_nmodules(pm);
     L.trained = calloc(L.ntrained + 1, 1);
     int rc = L.trained ? 0 : -ENOMEM;
@@ -270,6 +286,7 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
     free(L.mod);
     free(L.trained);
     icpp_hmap_free(&L.cid);
+    icpp_hmap_free(&L.frames);
     if (novel && rc >= 0) {
         /* one byte per function of the map as it is now */
         size_t nf = icpp_pathmap_nfuncs(pm);

@@ -27,7 +27,13 @@ struct icpp_replay {
     icpp_rmodule    *mods;
     size_t           nmods, capmods;
     uint32_t         learn_of[16];  /* learn event id -> profile event id + 1 (0: not a learn event) */
+    int              learn_only;    /* skip profile samples (icpp_replay_learn_only) */
 };
+
+void icpp_replay_learn_only(icpp_replay *rp, int on)
+{
+    rp->learn_only = on;
+}
 
 const char *icpp_rs_status_name(int s)
 {
@@ -316,6 +322,10 @@ int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
         }
         if (r.type == ICPP_SREC_LSAMPLE)
             rp->info.learn_samples++;
+        if (r.type == ICPP_SREC_SAMPLE && rp->learn_only) {
+            rp->info.samples++;
+            continue;
+        }
         if (r.type != ICPP_SREC_SAMPLE && r.type != ICPP_SREC_LSAMPLE) {
             if (icpp_replay_feed(rp, &r, err) < 0)
                 return -1;

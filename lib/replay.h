@@ -63,6 +63,9 @@ icpp_replay *icpp_replay_open(const char *path, icpp_err *err);
 icpp_replay *icpp_replay_live(void);
 /* Apply one record (PROC, MMAP, EVENT, INFO, LOST; others are ignored). */
 int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err);
+/* Learn samples only: icpp_replay_next skips every other sample without
+ * resolving it (a pass that only learns need not pay for them). */
+void icpp_replay_learn_only(icpp_replay *rp, int on);
 /* The CFA table of replay module i, built on first use; NULL if none. */
 const icpp_cfi *icpp_replay_cfi(icpp_replay *rp, uint32_t i);
 void         icpp_replay_close(icpp_replay *rp);
