@@ -119,16 +119,6 @@ static int script(const char *path, int inlines)
     return rc < 0 ? 1 : 0;
 }
 
-/* The replay module of the recorded executable, if it was mapped. */
-static const icpp_rmodule *exe_module(const icpp_replay *rp)
-{
-    const char *exe = icpp_replay_info_get(rp)->exe;
-    for (uint32_t i = 0; i < icpp_replay_nmodules(rp); i++)
-        if (!strcmp(icpp_replay_module(rp, i)->path, exe))
-            return icpp_replay_module(rp, i);
-    return NULL;
-}
-
 static char *default_map(const char *samples)
 {
     icpp_err err;
@@ -379,7 +369,7 @@ int main(int argc, char **argv)
     }
     prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
     /* A map belongs to one binary: refuse another's samples. */
-    const icpp_rmodule *em = exe_module(rp);
+    const icpp_rmodule *em = icpp_replay_exe_module(rp);
     const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));
     if (em && mm && em->build_id.len &&
         (em->build_id.len != mm->build_id.len || memcmp(em->build_id.bytes, mm->build_id.bytes, em->build_id.len))) {

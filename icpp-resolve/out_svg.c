@@ -356,7 +356,8 @@ static const char svg_script[] =
     "  /* frames nest or are disjoint: count each outermost hit once */\n"
     "  hits.sort(function (a, b) { return a[0] - b[0] || b[1] - a[1]; });\n"
     "  var sum = 0, end = -1;\n"
-    "  for (var h of hits) if (h[0] >= end - 1e-3) { sum += h[1]; end = h[0] + h[1]; }\n"
+    "  /* x and width are printed to 3 decimals: adjacent frames may overlap by 0.002 */\n"
+    "  for (var h of hits) if (h[0] >= end - 1e-2) { sum += h[1]; end = h[0] + h[1]; }\n"
     "  matched.textContent = \"Matched: \" + (100 * sum / (W - 2 * XPAD)).toFixed(1) + \"%\";\n"
     "}\n";
 

@@ -237,27 +237,13 @@ static void emit_mmap(session *s, uint32_t pid, uint64_t start, uint64_t len, ui
     }
 }
 
-typedef struct learn_ctx {
-    icpp_replay *live;
-    uint32_t     pid;
-} learn_ctx;
-
-static const icpp_cfi *learn_lookup(void *ctx, uint64_t addr, uint64_t *link)
-{
-    learn_ctx *c = ctx;
-    int32_t mi;
-    if (icpp_replay_locate(c->live, c->pid, addr, &mi, link) < 0)
-        return NULL;
-    return icpp_replay_cfi(c->live, (uint32_t)mi);
-}
-
 /* A learn sample: unwind its stack copy now and keep only the frames. */
 static void learn_sample(session *s, uint32_t pid, uint32_t tid, uint32_t ev, uint64_t time, uint64_t ip,
                          uint64_t sp, uint64_t bp, const uint8_t *stack, size_t size)
 {
-    learn_ctx c = {s->live, pid};
+    icpp_replay_at at = {s->live, pid};
     int n = 0;
-    int st = icpp_stackwalk(learn_lookup, &c, ip, sp, bp, stack, size, s->frames, ICPP_LEARN_MAX_FRAMES, &n);
+    int st = icpp_stackwalk(icpp_replay_sw_lookup, &at, ip, sp, bp, stack, size, s->frames, ICPP_LEARN_MAX_FRAMES, &n);
     for (int i = 0; i < n; i++) {
         s->fpc[i] = s->frames[i].pc;
         s->fesp[i] = s->frames[i].entry_sp;

@@ -26,6 +26,17 @@ typedef struct icpp_build_id {
     uint8_t bytes[ICPP_BUILD_ID_MAX];
 } icpp_build_id;
 
+/* The one rule for "the same module": both build-ids present and equal. */
+static inline int icpp_build_id_eq(const icpp_build_id *a, const icpp_build_id *b)
+{
+    if (!a->len || a->len != b->len)
+        return 0;
+    for (uint8_t i = 0; i < a->len; i++)
+        if (a->bytes[i] != b->bytes[i])
+            return 0;
+    return 1;
+}
+
 /* A function: module index into the owning table of modules + start address. */
 typedef struct icpp_func_id {
     uint32_t module;                    /* index into a module table */

@@ -67,11 +67,6 @@ static uint32_t cid_unique(learner *L, uint32_t func, int64_t height)
     return v && *v != MANY ? (uint32_t)(*v - 1) : 0;
 }
 
-static int same_bid(const icpp_build_id *a, const icpp_build_id *b)
-{
-    return a->len && a->len == b->len && !memcmp(a->bytes, b->bytes, a->len);
-}
-
 /* The pm module of replay module mi, or -1 if it is not one the map trained. */
 static int32_t pm_module(learner *L, const icpp_replay *rp, uint32_t mi)
 {
@@ -91,12 +86,12 @@ static int32_t pm_module(learner *L, const icpp_replay *rp, uint32_t mi)
     L->mod[mi] = -1;
     if (!rm || !rm->mod)
         return -1;
-    for (uint32_t m = 0; m < icpp_pathmap_nmodules(L->pm); m++)
-        if (same_bid(&icpp_pathmap_module(L->pm, m)->build_id, &rm->build_id)) {
-            if (L->all || (m < L->ntrained && L->trained[m]))
-                L->mod[mi] = (int32_t)m;
-            return L->mod[mi];
-        }
+    int32_t m = icpp_pathmap_find_module(L->pm, &rm->build_id);
+    if (m >= 0) {
+        if (L->all || ((size_t)m < L->ntrained && L->trained[m]))
+            L->mod[mi] = m;
+        return L->mod[mi];
+    }
     if (L->all) {
         uint32_t idx;
         if (icpp_pathmap_add_module(L->pm, rm->path, &rm->build_id, (uint8_t)icpp_module_kind_of(rm->mod), &idx) == 0)
@@ -217,16 +212,6 @@ static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, i
     return 0;
 }
 
-/* The executable of the recording (the first process's), as a replay module. */
-static const icpp_rmodule *exe_of(const icpp_replay *rp)
-{
-    const char *exe = icpp_replay_info_get(rp)->exe;
-    for (uint32_t i = 0; i < icpp_replay_nmodules(rp); i++)
-        if (!strcmp(icpp_replay_module(rp, i)->path, exe))
-            return icpp_replay_module(rp, i);
-    return NULL;
-}
-
 int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, icpp_err *err)
 {
     return icpp_learn_file_novel(samples, pm, st, NULL, NULL, err);
@@ -260,7 +245,7 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
         st->samples++;
         if (!checked) {
             /* One map, one program: learn samples of another are never merged. */
-            const icpp_rmodule *em = exe_of(rp);
+            const icpp_rmodule *em = icpp_replay_exe_module(rp);
             checked = 1;
             if (em && L.all && icpp_pathmap_nmodules(pm) == 0) {
                 uint32_t idx;
@@ -271,7 +256,7 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
                 }
                 icpp_pathmap_set_main(pm, idx);
             } else if (em && icpp_pathmap_nmodules(pm) &&
-                       !same_bid(&icpp_pathmap_module(pm, icpp_pathmap_main(pm))->build_id, &em->build_id)) {
+                       !icpp_build_id_eq(&icpp_pathmap_module(pm, icpp_pathmap_main(pm))->build_id, &em->build_id)) {
                 foreign = 1;
             }
         }

@@ -292,6 +292,14 @@ const char *icpp_pathmap_meta(const icpp_pathmap *pm, const char *key)
 }
 
 void icpp_pathmap_set_main(icpp_pathmap *pm, uint32_t module) { pm->main_module = module; }
+int32_t icpp_pathmap_find_module(const icpp_pathmap *pm, const icpp_build_id *bid)
+{
+    for (size_t i = 0; i < pm->nmods; i++)
+        if (icpp_build_id_eq(&pm->mods[i].build_id, bid))
+            return (int32_t)i;
+    return -1;
+}
+
 size_t icpp_pathmap_nmodules(const icpp_pathmap *pm) { return pm->nmods; }
 const icpp_pm_module *icpp_pathmap_module(const icpp_pathmap *pm, uint32_t i) { return i < pm->nmods ? &pm->mods[i] : NULL; }
 uint32_t icpp_pathmap_main(const icpp_pathmap *pm) { return pm->main_module; }

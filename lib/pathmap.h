@@ -84,6 +84,8 @@ void icpp_pathmap_set_main(icpp_pathmap *pm, uint32_t module);
 
 /* Reading the tree. */
 size_t                icpp_pathmap_nmodules(const icpp_pathmap *pm);
+/* The module with build-id bid (icpp_build_id_eq), or -1. */
+int32_t               icpp_pathmap_find_module(const icpp_pathmap *pm, const icpp_build_id *bid);
 const icpp_pm_module *icpp_pathmap_module(const icpp_pathmap *pm, uint32_t i);
 uint32_t              icpp_pathmap_main(const icpp_pathmap *pm);
 size_t                icpp_pathmap_nfuncs(const icpp_pathmap *pm);

@@ -217,6 +217,23 @@ const icpp_cfi *icpp_replay_cfi(icpp_replay *rp, uint32_t i)
     return rp->mods[i].cfi;
 }
 
+const icpp_rmodule *icpp_replay_exe_module(const icpp_replay *rp)
+{
+    for (uint32_t i = 0; i < rp->nmods; i++)
+        if (!strcmp(rp->mods[i].path, rp->info.exe))
+            return &rp->mods[i];
+    return NULL;
+}
+
+const icpp_cfi *icpp_replay_sw_lookup(void *ctx, uint64_t addr, uint64_t *link_addr)
+{
+    icpp_replay_at *at = ctx;
+    int32_t mi;
+    if (icpp_replay_locate(at->rp, at->pid, addr, &mi, link_addr) < 0)
+        return NULL;
+    return icpp_replay_cfi(at->rp, (uint32_t)mi);
+}
+
 static void resolve(icpp_replay *rp, icpp_rsample *s)
 {
     s->module = -1;

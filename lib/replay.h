@@ -68,6 +68,17 @@ int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err);
 void icpp_replay_learn_only(icpp_replay *rp, int on);
 /* The CFA table of replay module i, built on first use; NULL if none. */
 const icpp_cfi *icpp_replay_cfi(icpp_replay *rp, uint32_t i);
+/* The replay module of the recording's (first process's) executable, if it
+ * was mapped; NULL if not. */
+const icpp_rmodule *icpp_replay_exe_module(const icpp_replay *rp);
+
+/* lib/stackwalk.h's lookup over a replay's mappings: ctx is an
+ * icpp_replay_at naming the process. */
+typedef struct icpp_replay_at {
+    icpp_replay *rp;
+    uint32_t     pid;
+} icpp_replay_at;
+const icpp_cfi *icpp_replay_sw_lookup(void *ctx, uint64_t addr, uint64_t *link_addr);
 void         icpp_replay_close(icpp_replay *rp);
 /* Next sample: 1, 0 at the end, negative for a corrupt file.  Pointers in
  * *out stay valid until the next call. */

@@ -258,14 +258,7 @@ int32_t icpp_cidx_module(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid)
         x->nmodcache = nc;
     }
     if (x->modcache[mkey] == -2) {
-        x->modcache[mkey] = -1;
-        for (uint32_t m = 0; m < icpp_pathmap_nmodules(x->pm); m++) {
-            const icpp_pm_module *pmm = icpp_pathmap_module(x->pm, m);
-            if (bid->len && pmm->build_id.len == bid->len && !memcmp(pmm->build_id.bytes, bid->bytes, bid->len)) {
-                x->modcache[mkey] = (int32_t)m;
-                break;
-            }
-        }
+        x->modcache[mkey] = icpp_pathmap_find_module(x->pm, bid);
     }
     return x->modcache[mkey];
 }

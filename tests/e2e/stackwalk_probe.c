@@ -10,20 +10,6 @@
 
 #define MAXF 4096
 
-typedef struct ctx {
-    icpp_replay *rp;
-    uint32_t     pid;
-} ctx;
-
-static const icpp_cfi *lookup(void *vc, uint64_t addr, uint64_t *link)
-{
-    ctx *c = vc;
-    int32_t mi;
-    if (icpp_replay_locate(c->rp, c->pid, addr, &mi, link) < 0)
-        return NULL;
-    return icpp_replay_cfi(c->rp, (uint32_t)mi);
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -48,8 +34,8 @@ int main(int argc, char **argv)
             continue;
         int nt = 0, ng = 0;
         int ts = icpp_unwind(u, &s, truth, MAXF, &nt);
-        ctx c = {rp, s.pid};
-        int gs = icpp_stackwalk(lookup, &c, s.ip, s.sp, s.bp, s.x.stack, s.x.stack_size, got, MAXF, &ng);
+        icpp_replay_at at = {rp, s.pid};
+        int gs = icpp_stackwalk(icpp_replay_sw_lookup, &at, s.ip, s.sp, s.bp, s.x.stack, s.x.stack_size, got, MAXF, &ng);
         if (nt == 0)
             continue;
         compared++;
