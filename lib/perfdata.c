@@ -2,6 +2,7 @@
 #include "perfdata.h"
 
 #include "codec.h"
+#include "fmap.h"
 #include "fsafe.h"
 #include "hmap.h"
 
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The file format is perf's (tools/perf/Documentation/perf.data-file-format.txt,
@@ -38,7 +40,12 @@ enum { FEAT_BUILD_ID = 2, FEAT_HOSTNAME = 3, FEAT_OSRELEASE = 4, FEAT_CMDLINE = 
 enum { REG_BP = 6, REG_SP = 7, REG_IP = 8 };
 #define TRAILER_BITS (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | \
                       PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER)
-#define AUX_EMIT (1ull << 63)                   /* pd_ent.aux of a COMM: give a PROC record */
+#define AUX_EMIT (1ull << 63)                   /* a COMM's aux: give a PROC record */
+/* Reading the data section as a stream (docs/perfdata.md, "How the file is read"). */
+#define CHUNK        ((uint64_t)1 << 20)        /* the first pass notes each MiB's smallest time */
+#define WINDOW       ((size_t)1 << 20)          /* records waiting in memory before a spill */
+#define RUN_BUF      512                        /* entries read ahead from each spilled run */
+#define RELEASE_LAG  ((uint64_t)32 << 20)       /* keep this much of the data behind the cursor mapped */
 
 typedef struct pd_attr {
     uint32_t type;
@@ -59,20 +66,33 @@ typedef struct pd_bid {
     size_t        order;
 } pd_bid;
 
-/* A record of the data section, in the order the reader gives them out. */
+/* A record of the data section waiting to be given out, in (key, off) order. */
 typedef struct pd_ent {
     uint64_t key;               /* time (or the time before it in the file) */
     uint64_t off;               /* file offset of the record */
-    uint64_t aux;               /* COMM: AUX_EMIT | (offset of the executable's path + 1) */
 } pd_ent;
+
+/* A COMM or an executable's MMAP, kept by the first pass to find each
+ * exec's executable (find_executables). */
+typedef struct pd_xent {
+    uint64_t key, off;
+    uint64_t aux;               /* COMM: AUX_EMIT | (offset of the executable's path + 1) */
+} pd_xent;
+
+/* A sorted run of waiting entries spilled to the temporary file. */
+typedef struct pd_run {
+    uint64_t at, left;          /* next entry's offset in the spill file; entries still there */
+    pd_ent  *buf;               /* entries read ahead */
+    size_t   pos, n;
+} pd_run;
 
 enum { IDM_ONE, IDM_IDENTIFIER, IDM_POS };      /* how a sample names its event */
 enum { TRL_NONE, TRL_UNIFORM, TRL_BYID };       /* how a non-sample record's time is found */
 
 struct icpp_perfdata {
+    icpp_fmap      map;         /* the file, mapped (or the caller's buffer) */
     const uint8_t *buf;
     size_t         len;
-    uint8_t       *own;
     pd_attr       *attrs;
     uint32_t       nattrs;
     pd_id         *ids;         /* sorted by id */
@@ -81,8 +101,18 @@ struct icpp_perfdata {
     size_t         id_pos;      /* IDM_POS: offset of PERF_SAMPLE_ID in a sample body */
     pd_bid        *bids;        /* sorted by path */
     size_t         nbids;
-    pd_ent        *ent;
-    size_t         nent, next;
+    uint64_t       doff, dend;  /* data records: [doff, dend) (dend: before a truncated tail) */
+    uint64_t       cur, key;    /* second pass: next record, key of the last timed record */
+    uint64_t      *sufmin;      /* per CHUNK of the data: smallest key in it and after it */
+    size_t         nchunks;
+    uint64_t       safe;        /* no record after cur has a key below this */
+    pd_ent        *heap;        /* records read, waiting: a min-heap by (key, off) */
+    size_t         nheap, capheap, window;
+    pd_run        *runs;        /* runs spilled when the heap was full */
+    size_t         nruns;
+    int            spill_fd;    /* -1 until the first spill */
+    uint64_t       spill_len;
+    icpp_hmap      comm_aux;    /* COMM record offset -> its aux (pd_xent) */
     size_t         truncated;
     int            clean;
     uint32_t       stage;       /* header records given out so far */
@@ -135,9 +165,21 @@ static int cmp_bid(const void *a, const void *b)
     return c ? c : (x->order > y->order) - (x->order < y->order);
 }
 
+/* The order records are given out: by time, the file order breaking ties. */
+static int ent_less(const pd_ent *x, const pd_ent *y)
+{
+    return x->key != y->key ? x->key < y->key : x->off < y->off;
+}
+
 static int cmp_ent(const void *a, const void *b)
 {
     const pd_ent *x = a, *y = b;
+    return ent_less(x, y) ? -1 : ent_less(y, x);
+}
+
+static int cmp_xent(const void *a, const void *b)
+{
+    const pd_xent *x = a, *y = b;
     if (x->key != y->key)
         return x->key < y->key ? -1 : 1;
     return (x->off > y->off) - (x->off < y->off);
@@ -535,14 +577,39 @@ static int wanted(uint32_t type)
     }
 }
 
-static int build_index(icpp_perfdata *pd, uint64_t off, uint64_t end, icpp_err *err)
+/* An mmap record's file path (NULL if none or unusable) and its offset. */
+static const char *mmap_path(const icpp_perfdata *pd, uint64_t off, uint64_t *poff)
 {
-    size_t cap = 1024;
-    pd->ent = malloc(cap * sizeof *pd->ent);
-    if (!pd->ent)
+    const uint8_t *r = pd->buf + off;
+    uint32_t type = get32(r);
+    uint16_t size = get16(r + 6);
+    uint64_t at = off + (type == PERF_RECORD_MMAP ? 40 : 72);
+    *poff = at;
+    return at < off + size ? str_at(pd, at, off + size) : NULL;
+}
+
+static int exe_like(const char *p)
+{
+    return p && p[0] == '/' && p[1] != '/' && strncmp(p, "/anon_hugepage", 14) && strncmp(p, "/memfd:", 7) &&
+           strncmp(p, "/SYSV", 5) && strncmp(p, "/dev/", 5);
+}
+
+/* First pass over the data section: check every record's framing (so a
+ * corrupt or cut file fails at open, as before streaming), count records,
+ * note each CHUNK's smallest key (pd->sufmin: what makes the second pass's
+ * reorder window exact) and keep the COMMs and executable MMAPs for
+ * find_executables.  Memory: the kept records and one u64 per MiB. */
+static int scan_data(icpp_perfdata *pd, uint64_t off, uint64_t end, pd_xent **xv, size_t *nx, icpp_err *err)
+{
+    size_t capx = 0;
+    pd->doff = off;
+    pd->nchunks = (size_t)((end - off) / CHUNK) + 1;
+    pd->sufmin = malloc(pd->nchunks * sizeof *pd->sufmin);
+    if (!pd->sufmin)
         return icpp_err_set(err, ENOMEM, "out of memory");
+    for (size_t c = 0; c < pd->nchunks; c++)
+        pd->sufmin[c] = UINT64_MAX;
     uint64_t key = 0;
-    int sorted = 1;
     while (off < end) {
         if (end - off < 8) {
             if (pd->clean)
@@ -574,69 +641,62 @@ static int build_index(icpp_perfdata *pd, uint64_t off, uint64_t end, icpp_err *
         pd->st.records++;
         if (wanted(type)) {
             uint64_t t;
-            if (record_time(pd, type, r, size, &t)) {
-                sorted &= t >= key;
+            if (record_time(pd, type, r, size, &t))
                 key = t;
+            uint64_t *m = &pd->sufmin[(off - pd->doff) / CHUNK];
+            if (key < *m)
+                *m = key;
+            uint64_t poff;
+            int keep = size >= 16 && ((type == PERF_RECORD_COMM && get32(r + 8) == get32(r + 12)) ||
+                                      ((type == PERF_RECORD_MMAP || type == PERF_RECORD_MMAP2) &&
+                                       exe_like(mmap_path(pd, off, &poff))));
+            if (keep) {
+                if (*nx == capx) {
+                    capx = capx ? 2 * capx : 256;
+                    pd_xent *nv = realloc(*xv, capx * sizeof *nv);
+                    if (!nv)
+                        return icpp_err_set(err, ENOMEM, "out of memory");
+                    *xv = nv;
+                }
+                (*xv)[(*nx)++] = (pd_xent){key, off, 0};
             }
-            if (pd->nent == cap) {
-                cap *= 2;
-                pd_ent *ne = realloc(pd->ent, cap * sizeof *ne);
-                if (!ne)
-                    return icpp_err_set(err, ENOMEM, "out of memory indexing %zu records", pd->nent);
-                pd->ent = ne;
-            }
-            pd->ent[pd->nent++] = (pd_ent){key, off, 0};
         }
         off += size + extra;
+        icpp_fmap_release(&pd->map, off);
     }
-    /* perf writes each CPU's ring buffer in turn: order records by time
-     * (stable: the file order breaks ties), as perf report does. */
-    if (!sorted)
-        qsort(pd->ent, pd->nent, sizeof *pd->ent, cmp_ent);
+    pd->dend = off;
+    for (size_t c = pd->nchunks - 1; c-- > 0;)
+        if (pd->sufmin[c + 1] < pd->sufmin[c])
+            pd->sufmin[c] = pd->sufmin[c + 1];
     return 0;
 }
 
-/* An mmap record's file path (NULL if none or unusable) and its offset. */
-static const char *mmap_path(const icpp_perfdata *pd, const pd_ent *e, uint64_t *poff)
-{
-    const uint8_t *r = pd->buf + e->off;
-    uint32_t type = get32(r);
-    uint16_t size = get16(r + 6);
-    uint64_t at = e->off + (type == PERF_RECORD_MMAP ? 40 : 72);
-    *poff = at;
-    return at < e->off + size ? str_at(pd, at, e->off + size) : NULL;
-}
-
-static int exe_like(const char *p)
-{
-    return p && p[0] == '/' && p[1] != '/' && strncmp(p, "/anon_hugepage", 14) && strncmp(p, "/memfd:", 7) &&
-           strncmp(p, "/SYSV", 5) && strncmp(p, "/dev/", 5);
-}
-
 /* Each exec's executable: the first file the new image maps (the kernel
- * maps the executable first, then the interpreter).  A backward pass keeps,
- * per pid, the nearest later file mapping and whether an exec follows. */
-static int find_executables(icpp_perfdata *pd, icpp_err *err)
+ * maps the executable first, then the interpreter).  A backward pass over
+ * the COMMs and executable MMAPs in time order keeps, per pid, the nearest
+ * later file mapping and whether an exec follows.  The COMMs that give a
+ * PROC record go to pd->comm_aux. */
+static int find_executables(icpp_perfdata *pd, pd_xent *xv, size_t nx, icpp_err *err)
 {
     icpp_hmap m;        /* pid -> (exec follows) << 63 | (path offset + 1) */
     icpp_hmap_init(&m);
-    for (size_t i = pd->nent; i-- > 0;) {
-        pd_ent *e = &pd->ent[i];
+    if (nx)
+        qsort(xv, nx, sizeof *xv, cmp_xent);
+    for (size_t i = nx; i-- > 0;) {
+        pd_xent *e = &xv[i];
         const uint8_t *r = pd->buf + e->off;
         uint32_t type = get32(r);
-        uint16_t size = get16(r + 6);
-        if (size < 16)
-            continue;
-        uint32_t pid = get32(r + 8), tid = get32(r + 12);
+        uint32_t pid = get32(r + 8);
         uint64_t *v = icpp_hmap_get(&m, pid, 0), cur = v ? *v : 0;
         if (type == PERF_RECORD_MMAP || type == PERF_RECORD_MMAP2) {
             uint64_t poff;
-            if (exe_like(mmap_path(pd, e, &poff)) && icpp_hmap_put(&m, pid, 0, (cur & AUX_EMIT) | (poff + 1)) < 0)
+            mmap_path(pd, e->off, &poff);
+            if (icpp_hmap_put(&m, pid, 0, (cur & AUX_EMIT) | (poff + 1)) < 0)
                 goto oom;
-        } else if (type == PERF_RECORD_COMM && pid == tid) {
+        } else {
             int exec = !!(get16(r + 4) & PERF_RECORD_MISC_COMM_EXEC);
-            if (exec || !(cur & AUX_EMIT))
-                e->aux = AUX_EMIT | (cur & ~AUX_EMIT);
+            if ((exec || !(cur & AUX_EMIT)) && icpp_hmap_put(&pd->comm_aux, e->off, 0, AUX_EMIT | (cur & ~AUX_EMIT)) < 0)
+                goto oom;
             if (exec && icpp_hmap_put(&m, pid, 0, AUX_EMIT) < 0)
                 goto oom;
         }
@@ -648,8 +708,190 @@ oom:
     return icpp_err_set(err, ENOMEM, "out of memory");
 }
 
-icpp_perfdata *icpp_perfdata_mem(const uint8_t *buf, size_t len, icpp_err *err)
+/* ---- second pass: the reorder window ---- */
+
+static void heap_push(icpp_perfdata *pd, pd_ent e)
 {
+    size_t i = pd->nheap++;
+    while (i > 0 && ent_less(&e, &pd->heap[(i - 1) / 2])) {
+        pd->heap[i] = pd->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    pd->heap[i] = e;
+}
+
+static void heap_pop(icpp_perfdata *pd)
+{
+    pd_ent last = pd->heap[--pd->nheap];
+    size_t i = 0, n = pd->nheap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && ent_less(&pd->heap[c + 1], &pd->heap[c]))
+            c++;
+        if (!ent_less(&pd->heap[c], &last))
+            break;
+        pd->heap[i] = pd->heap[c];
+        i = c;
+    }
+    if (n)
+        pd->heap[i] = last;
+}
+
+/* An unlinked temporary file in $TMPDIR (or /tmp). */
+static int spill_file(icpp_err *err)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        char t[4096];
+        snprintf(t, sizeof t, "%s/icpp-perfdata-XXXXXX", dir);
+        fd = mkstemp(t);
+        if (fd >= 0)
+            unlink(t);
+    }
+    if (fd < 0)
+        return icpp_err_set(err, errno, "cannot create a spill file in %s: %s; set TMPDIR to a writable directory",
+                            dir, strerror(errno));
+    return fd;
+}
+
+/* The heap is full: write it out as a sorted run and empty it. */
+static int spill(icpp_perfdata *pd, icpp_err *err)
+{
+    if (pd->spill_fd < 0 && (pd->spill_fd = spill_file(err)) < 0)
+        return -1;
+    pd_run *nr = realloc(pd->runs, (pd->nruns + 1) * sizeof *nr);
+    if (!nr)
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    pd->runs = nr;
+    qsort(pd->heap, pd->nheap, sizeof *pd->heap, cmp_ent);
+    size_t bytes = pd->nheap * sizeof *pd->heap, done = 0;
+    while (done < bytes) {
+        ssize_t w = pwrite(pd->spill_fd, (const uint8_t *)pd->heap + done, bytes - done, (off_t)(pd->spill_len + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return icpp_err_set(err, w < 0 ? errno : ENOSPC, "writing the spill file (records out of time order): %s; "
+                                "set TMPDIR to a directory with room", strerror(w < 0 ? errno : ENOSPC));
+        done += (size_t)w;
+    }
+    pd->runs[pd->nruns++] = (pd_run){pd->spill_len, pd->nheap, NULL, 0, 0};
+    pd->spill_len += bytes;
+    pd->st.spilled += pd->nheap;
+    pd->nheap = 0;
+    return 0;
+}
+
+/* Read ahead the next entries of a spilled run (none left: u->n == 0). */
+static int run_refill(icpp_perfdata *pd, pd_run *u, icpp_err *err)
+{
+    if (!u->buf && !(u->buf = malloc(RUN_BUF * sizeof *u->buf)))
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    size_t n = u->left < RUN_BUF ? (size_t)u->left : RUN_BUF, bytes = n * sizeof *u->buf, done = 0;
+    while (done < bytes) {
+        ssize_t g = pread(pd->spill_fd, (uint8_t *)u->buf + done, bytes - done, (off_t)(u->at + done));
+        if (g < 0 && errno == EINTR)
+            continue;
+        if (g <= 0)
+            return icpp_err_set(err, g < 0 ? errno : EIO, "reading the spill file back: %s",
+                                g < 0 ? strerror(errno) : "short read");
+        done += (size_t)g;
+    }
+    u->at += bytes;
+    u->left -= n;
+    u->pos = 0;
+    u->n = n;
+    return 0;
+}
+
+/* Read the records of the next CHUNK of the data section into the window. */
+static int read_chunk(icpp_perfdata *pd, icpp_err *err)
+{
+    size_t c = (size_t)((pd->cur - pd->doff) / CHUNK);
+    uint64_t bound = pd->doff + (uint64_t)(c + 1) * CHUNK;
+    while (pd->cur < pd->dend && pd->cur < bound) {
+        const uint8_t *r = pd->buf + pd->cur;
+        uint32_t type = get32(r);
+        uint16_t size = get16(r + 6);
+        uint64_t extra = type == REC_AUXTRACE && size >= 16 ? get64(r + 8) : 0;
+        if (size < 8 || size > pd->dend - pd->cur || extra > pd->dend - pd->cur - size)
+            return icpp_err_set(err, ICPP_EFORMAT, "record at offset %llu changed while the file was read",
+                                (unsigned long long)pd->cur);
+        if (wanted(type)) {
+            uint64_t t;
+            if (record_time(pd, type, r, size, &t))
+                pd->key = t;
+            if (pd->nheap == pd->window && spill(pd, err) < 0)
+                return -1;
+            if (pd->nheap == pd->capheap) {
+                size_t nc = pd->capheap ? 2 * pd->capheap : 1024;
+                nc = nc < pd->window ? nc : pd->window;
+                pd_ent *nh = realloc(pd->heap, nc * sizeof *nh);
+                if (!nh)
+                    return icpp_err_set(err, ENOMEM, "out of memory holding %zu records for time order", pd->nheap);
+                pd->heap = nh;
+                pd->capheap = nc;
+            }
+            heap_push(pd, (pd_ent){pd->key, pd->cur});
+            if (pd->nheap > pd->st.held_max)
+                pd->st.held_max = pd->nheap;
+        }
+        pd->cur += size + extra;
+    }
+    pd->safe = pd->cur >= pd->dend || c + 1 >= pd->nchunks ? UINT64_MAX : pd->sufmin[c + 1];
+    icpp_fmap_release(&pd->map, pd->cur > RELEASE_LAG ? pd->cur - RELEASE_LAG : 0);
+    return 0;
+}
+
+/* The next record in time order: 1, 0 at the end, negative on error.  A
+ * record is given once no record still unread can come before it. */
+static int next_ent(icpp_perfdata *pd, pd_ent *out, icpp_err *err)
+{
+    for (;;) {
+        const pd_ent *best = pd->nheap ? &pd->heap[0] : NULL;
+        size_t from = SIZE_MAX;
+        for (size_t i = 0; i < pd->nruns;) {
+            pd_run *u = &pd->runs[i];
+            if (u->pos == u->n && u->left && run_refill(pd, u, err) < 0)
+                return -1;
+            if (u->pos == u->n) {               /* run used up */
+                free(u->buf);
+                pd->runs[i] = pd->runs[--pd->nruns];
+                best = pd->nheap ? &pd->heap[0] : NULL;     /* restart: entries moved */
+                from = SIZE_MAX;
+                i = 0;
+                continue;
+            }
+            if (!best || ent_less(&u->buf[u->pos], best)) {
+                best = &u->buf[u->pos];
+                from = i;
+            }
+            i++;
+        }
+        if (best && best->key <= pd->safe) {
+            *out = *best;
+            if (from == SIZE_MAX)
+                heap_pop(pd);
+            else
+                pd->runs[from].pos++;
+            return 1;
+        }
+        if (pd->cur >= pd->dend)
+            return 0;
+        if (read_chunk(pd, err) < 0)
+            return -1;
+    }
+}
+
+/* Open the file m holds; m stays the caller's on failure. */
+static icpp_perfdata *pd_open(const icpp_fmap *m, icpp_err *err)
+{
+    const uint8_t *buf = m->p;
+    size_t len = m->len;
     if (len >= 8 && get64(buf) == MAGIC2_SWAPPED) {
         icpp_err_set(err, ICPP_EUNSUPPORTED, "a perf.data of a big-endian machine: not supported");
         return NULL;
@@ -684,8 +926,12 @@ icpp_perfdata *icpp_perfdata_mem(const uint8_t *buf, size_t len, icpp_err *err)
         icpp_err_set(err, ENOMEM, "out of memory");
         return NULL;
     }
+    pd->map = *m;
     pd->buf = buf;
     pd->len = len;
+    pd->window = WINDOW;
+    pd->spill_fd = -1;
+    icpp_hmap_init(&pd->comm_aux);
     uint8_t h[HDR_SIZE] = {0};
     memcpy(h, buf, (size_t)hsize);
     uint64_t doff = get64(h + 40), dsize = get64(h + 48);
@@ -711,28 +957,53 @@ icpp_perfdata *icpp_perfdata_mem(const uint8_t *buf, size_t len, icpp_err *err)
     }
     if (pd->clean && hsize == HDR_SIZE && read_features(pd, h, dend, err) < 0)
         goto fail;
-    if (build_index(pd, doff, dend, err) < 0 || find_executables(pd, err) < 0)
+    pd_xent *xv = NULL;
+    size_t nx = 0;
+    int rc = scan_data(pd, doff, dend, &xv, &nx, err);
+    if (rc == 0)
+        rc = find_executables(pd, xv, nx, err);
+    free(xv);
+    if (rc < 0)
         goto fail;
+    /* The second pass starts at the data section (icpp_perfdata_next). */
+    icpp_fmap_rewind(&pd->map);
+    pd->cur = doff;
     return pd;
 fail:
+    memset(&pd->map, 0, sizeof pd->map);        /* the caller's */
     icpp_perfdata_close(pd);
     return NULL;
 }
 
+icpp_perfdata *icpp_perfdata_mem(const uint8_t *buf, size_t len, icpp_err *err)
+{
+    icpp_fmap m;
+    icpp_fmap_mem(&m, buf, len);
+    return pd_open(&m, err);
+}
+
+/* The file is mapped, not read: two passes over it (lib/fmap.h) keep only a
+ * window of it in memory. */
 icpp_perfdata *icpp_perfdata_open(const char *path, icpp_err *err)
 {
-    uint8_t *b;
-    size_t n;
-    if (icpp_read_file(path, (size_t)1 << 40, &b, &n, err) < 0)
+    icpp_fmap m;
+    if (icpp_fmap_open(&m, path, err) < 0)
         return NULL;
-    icpp_perfdata *pd = icpp_perfdata_mem(b, n, err);
+    icpp_perfdata *pd = pd_open(&m, err);
     if (!pd) {
-        free(b);
+        icpp_fmap_close(&m);
         icpp_err_prefix(err, "%s", path);
         return NULL;
     }
-    pd->own = b;
     return pd;
+}
+
+int icpp_perfdata_set_window(icpp_perfdata *pd, size_t records)
+{
+    if (records < 1 || pd->cur != pd->doff || pd->nheap || pd->nruns)
+        return -EINVAL;
+    pd->window = records;
+    return 0;
 }
 
 void icpp_perfdata_close(icpp_perfdata *pd)
@@ -742,13 +1013,20 @@ void icpp_perfdata_close(icpp_perfdata *pd)
     free(pd->attrs);
     free(pd->ids);
     free(pd->bids);
-    free(pd->ent);
+    free(pd->sufmin);
+    free(pd->heap);
+    for (size_t i = 0; i < pd->nruns; i++)
+        free(pd->runs[i].buf);
+    free(pd->runs);
+    if (pd->spill_fd >= 0)
+        close(pd->spill_fd);
+    icpp_hmap_free(&pd->comm_aux);
     free(pd->command);
     free(pd->kernel);
     free(pd->host);
     free(pd->u64);
     icpp_hmap_free(&pd->seen);
-    free(pd->own);
+    icpp_fmap_close(&pd->map);
     free(pd);
 }
 
@@ -1060,7 +1338,7 @@ static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_er
     case PERF_RECORD_MMAP:
     case PERF_RECORD_MMAP2: {
         uint64_t poff;
-        if (n < (type == PERF_RECORD_MMAP ? 33u : 65u) || !mmap_path(pd, e, &poff))
+        if (n < (type == PERF_RECORD_MMAP ? 33u : 65u) || !mmap_path(pd, e->off, &poff))
             return BAD(e->off, "mmap record of %u bytes without a terminated file name", size);
         unsigned mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
         uint32_t pid = get32(p);
@@ -1101,9 +1379,10 @@ static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_er
             return BAD(e->off, "comm record of %u bytes", size);
         uint32_t pid = get32(p), tid = get32(p + 4);
         int exec = !!(misc & PERF_RECORD_MISC_COMM_EXEC);
-        if (pid != tid || !(e->aux & AUX_EMIT) || (!exec && icpp_hmap_get(&pd->seen, pid, 0)))
+        const uint64_t *aux = pid == tid ? icpp_hmap_get(&pd->comm_aux, e->off, 0) : NULL;
+        if (!aux || (!exec && icpp_hmap_get(&pd->seen, pid, 0)))
             return 0;
-        uint64_t poff = e->aux & ~AUX_EMIT;
+        uint64_t poff = *aux & ~AUX_EMIT;
         rec->type = ICPP_SREC_PROC;
         rec->u.proc.pid = pid;
         rec->u.proc.startstack = 0;         /* unknown: lib/basevote.h infers it */
@@ -1152,10 +1431,12 @@ int icpp_perfdata_next(icpp_perfdata *pd, icpp_srec *rec, icpp_err *err)
     memset(rec, 0, sizeof *rec);
     if (header_record(pd, rec))
         return 1;
-    while (pd->next < pd->nent) {
-        int rc = on_record(pd, &pd->ent[pd->next++], rec, err);
+    pd_ent e;
+    int rc;
+    while ((rc = next_ent(pd, &e, err)) > 0) {
+        rc = on_record(pd, &e, rec, err);
         if (rc != 0)
             return rc;
     }
-    return 0;
+    return rc;
 }

@@ -48,16 +48,24 @@ typedef struct icpp_perfdata_stats {
     uint64_t noregs;        /* samples dropped: no usable registers (kernel threads, an event recorded without them) */
     uint64_t unknown_id;    /* samples dropped: their id names no event of the header */
     uint64_t data_mmaps;    /* MMAP records of data (perf record -d): bases of threads other than main */
+    uint64_t held_max;      /* most records waiting in memory at once for the ones before them in time */
+    uint64_t spilled;       /* records written to the spill file (the window overflowed) */
 } icpp_perfdata_stats;
 
-/* Open a perf.data file (read whole) or a buffer (which must outlive the
- * reader).  Checks the header, attributes, ids and feature sections, and
- * indexes the data section; fails with "FILE: ..." messages such as "not a
+/* Open a perf.data file or a buffer (which must outlive the reader).  The
+ * file is mapped and read in two passes with a bounded part of it in memory
+ * (docs/perfdata.md, "How the file is read").  Checks the header,
+ * attributes, ids and feature sections, and the framing of every record of
+ * the data section (the first pass); fails with "FILE: ..." messages such as "not a
  * perf.data file", "truncated at offset N", "samples carry no user
  * registers: record with --user-regs=sp,bp,ip". */
 icpp_perfdata *icpp_perfdata_open(const char *path, icpp_err *err);
 icpp_perfdata *icpp_perfdata_mem(const uint8_t *buf, size_t len, icpp_err *err);
 void           icpp_perfdata_close(icpp_perfdata *pd);
+/* How many records may wait in memory for earlier-timed ones before they
+ * are spilled to a temporary file ($TMPDIR); default 1 Mi (16 MiB).  Only
+ * before the first icpp_perfdata_next; -EINVAL otherwise or for 0. */
+int            icpp_perfdata_set_window(icpp_perfdata *pd, size_t records);
 
 /* Next record: 1, 0 at the end, negative (and *err) for a corrupt record.
  * Pointers in *rec stay valid until the next call.  Same contract as

@@ -2,6 +2,7 @@
 #include "samples.h"
 
 #include "codec.h"
+#include "fmap.h"
 #include "fsafe.h"
 #include "hmap.h"
 
@@ -409,7 +410,7 @@ typedef struct rthread {
 } rthread;
 
 struct icpp_sreader {
-    uint8_t       *own;         /* file contents if we read them */
+    icpp_fmap      map;         /* the file, mapped (or the caller's buffer) */
     const uint8_t *buf;
     size_t         len, pos;    /* pos: next block */
     icpp_rbuf      blk;         /* current block's payload */
@@ -452,25 +453,28 @@ icpp_sreader *icpp_sreader_mem(const uint8_t *buf, size_t len, icpp_err *err)
         return NULL;
     }
     r->version = v;
+    icpp_fmap_mem(&r->map, buf, len);
     r->buf = buf;
     r->len = len;
     r->pos = HDR_LEN;
     return r;
 }
 
+/* The file is mapped, not read: a recording may be larger than memory.  The
+ * blocks are read in order and the pages behind the current block are
+ * released (lib/fmap.h), so memory holds a window of a few MiB. */
 icpp_sreader *icpp_sreader_open(const char *path, icpp_err *err)
 {
-    uint8_t *b;
-    size_t n;
-    if (icpp_read_file(path, (size_t)1 << 40, &b, &n, err) < 0)
+    icpp_fmap m;
+    if (icpp_fmap_open(&m, path, err) < 0)
         return NULL;
-    icpp_sreader *r = icpp_sreader_mem(b, n, err);
+    icpp_sreader *r = icpp_sreader_mem(m.p, m.len, err);
     if (!r) {
-        free(b);
+        icpp_fmap_close(&m);
         icpp_err_prefix(err, "%s", path);
         return NULL;
     }
-    r->own = b;
+    r->map = m;
     return r;
 }
 
@@ -478,7 +482,7 @@ void icpp_sreader_close(icpp_sreader *r)
 {
     if (!r)
         return;
-    free(r->own);
+    icpp_fmap_close(&r->map);
     for (size_t i = 0; i < r->nth; i++) {
         free(r->th[i].last.pc);
         free(r->th[i].last.esp);
@@ -520,6 +524,7 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
                 r->pos = r->len;
                 return 0;
             }
+            icpp_fmap_release(&r->map, r->pos);     /* the previous blocks are done */
             const uint8_t *b = r->buf + r->pos;
             uint32_t plen = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
             uint32_t crc = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
