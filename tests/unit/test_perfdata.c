@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- building perf.data files ---- */
 
@@ -681,11 +682,162 @@ static void fuzz(const icpp_wbuf *b, const char *name, int rounds)
     free(g);
 }
 
+/* ---- time order: a bounded window, spilled when it overflows ---- */
+
+/* Samples of `ncpu` CPUs, each CPU's times increasing, written as perf
+ * record does: each CPU's buffer in turn, a FINISHED_ROUND after each pass.
+ * ip = the sample's index in the file.  late_cpu >= 0: that CPU's buffer
+ * is written only at the end (a disorder as long as the recording). */
+static size_t build_cpus(icpp_wbuf *out, int n, int ncpu, int late_cpu, uint64_t **times)
+{
+    static const uint64_t ids[] = {7};
+    attr_spec a = {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 4000, ST_A, 0, F_FREQ | F_IDALL, REGS_SBI, 0, 0,
+                   ids, 1};
+    uint64_t *t = calloc((size_t)n, sizeof *t), clock[16] = {0};
+    int *cpu = calloc((size_t)n, sizeof *cpu);
+    for (int i = 0; i < n; i++) {           /* a sample's CPU and time, in the order they happened */
+        cpu[i] = (int)(rnd() % (uint64_t)ncpu);
+        clock[0] += 1 + rnd() % 1000;
+        t[i] = clock[0];
+    }
+    icpp_wbuf d = {0};
+    size_t idx = 0, done = 0;
+    uint64_t *ft = calloc((size_t)n, sizeof *ft);      /* time of the k-th sample in the file */
+    int *next = calloc((size_t)ncpu, sizeof *next);
+    while (done < (size_t)n) {
+        size_t upto = done + 1 + rnd() % 3000;          /* this round's events */
+        if (upto > (size_t)n)
+            upto = (size_t)n;
+        for (int c = 0; c < ncpu; c++) {
+            if (c == late_cpu && upto < (size_t)n)
+                continue;
+            for (int i = next[c]; i < (int)upto; i++) {
+                if (cpu[i] != c)
+                    continue;
+                sample_a(&d, PERF_RECORD_MISC_USER, 42, 42 + (uint32_t)c, t[i], idx, 2, 0x7ff0, 0x7fe0, idx);
+                ft[idx++] = t[i];
+            }
+            next[c] = (int)upto;
+        }
+        rec_end(&d, rec_begin(&d, 68, 0));  /* FINISHED_ROUND */
+        done = upto;
+    }
+    assemble(out, &a, 1, &d, NULL, 0, 0);
+    icpp_wbuf_free(&d);
+    free(t);
+    free(cpu);
+    free(next);
+    *times = ft;
+    return idx;
+}
+
+/* Read the samples of pd; check they come out by time, file order breaking
+ * ties, and each exactly once.  Returns the number seen. */
+static size_t check_order(icpp_perfdata *pd, const uint64_t *ft, size_t n, const char *what)
+{
+    /* Expected: the file indices stably sorted by time. */
+    size_t *want = malloc(n * sizeof *want);
+    for (size_t i = 0; i < n; i++)
+        want[i] = i;
+    for (size_t w = 1; w < n; w *= 2) {     /* bottom-up merge sort: stable */
+        size_t *tmp = malloc(n * sizeof *tmp);
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, b = mid, k = lo;
+            while (a < mid || b < hi)
+                tmp[k++] = b >= hi || (a < mid && ft[want[a]] <= ft[want[b]]) ? want[a++] : want[b++];
+        }
+        memcpy(want, tmp, n * sizeof *want);
+        free(tmp);
+    }
+    icpp_srec r;
+    icpp_err err = {0};
+    size_t k = 0, bad = 0;
+    int rc;
+    while ((rc = icpp_perfdata_next(pd, &r, &err)) > 0) {
+        if (r.type != ICPP_SREC_SAMPLE)
+            continue;
+        if (k >= n || r.u.sample.ip != want[k] || r.u.sample.time != ft[want[k]])
+            bad++;
+        k++;
+    }
+    CHECK(rc == 0, "%s: %s", what, err.msg);
+    CHECK(k == n, "%s: %zu of %zu samples", what, k, n);
+    CHECK(bad == 0, "%s: %zu samples out of time order", what, bad);
+    free(want);
+    return k;
+}
+
+static void test_order(void)
+{
+    /* Four CPUs, rounds of up to 3000 events: ~8 MiB, several chunks. */
+    icpp_wbuf b = {0};
+    uint64_t *ft;
+    size_t n = build_cpus(&b, 120000, 4, -1, &ft);
+    icpp_err err = {0};
+    icpp_perfdata *pd = icpp_perfdata_mem(b.p, b.len, &err);
+    CHECK(pd, "cpus: %s", err.msg);
+    if (pd) {
+        check_order(pd, ft, n, "4 cpus");
+        const icpp_perfdata_stats *st = icpp_perfdata_stats_get(pd);
+        CHECK(st->spilled == 0 && st->held_max > 0 && st->held_max < n / 3,
+              "4 cpus: %llu records held at most, %llu spilled, of %zu: the window should be bounded, not the file",
+              (unsigned long long)st->held_max, (unsigned long long)st->spilled, n);
+        icpp_perfdata_close(pd);
+    }
+    /* The same file through a window of 1000 records: spilled, same order. */
+    pd = icpp_perfdata_mem(b.p, b.len, &err);
+    CHECK(pd && icpp_perfdata_set_window(pd, 1000) == 0, "window 1000");
+    if (pd) {
+        check_order(pd, ft, n, "4 cpus, window 1000");
+        const icpp_perfdata_stats *st = icpp_perfdata_stats_get(pd);
+        CHECK(st->spilled > 0 && st->held_max <= 1000, "window 1000: %llu spilled, %llu held",
+              (unsigned long long)st->spilled, (unsigned long long)st->held_max);
+        CHECK(icpp_perfdata_set_window(pd, 10) < 0, "the window is set before reading");
+        icpp_perfdata_close(pd);
+    }
+    /* The same bytes from a file (mapped, pages released behind the cursor). */
+    char path[] = "/tmp/icpp-test-perfdata-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, b.p, b.len) == (ssize_t)b.len, "temp file");
+    close(fd);
+    pd = icpp_perfdata_open(path, &err);
+    CHECK(pd, "file: %s", err.msg);
+    if (pd) {
+        check_order(pd, ft, n, "4 cpus, file");
+        icpp_perfdata_close(pd);
+    }
+    unlink(path);
+    free(ft);
+    icpp_wbuf_free(&b);
+
+    /* One CPU's buffer written only at the end: the window holds the whole
+     * recording unless it spills; both ways give the time order. */
+    n = build_cpus(&b, 30000, 3, 1, &ft);
+    pd = icpp_perfdata_mem(b.p, b.len, &err);
+    CHECK(pd, "late cpu: %s", err.msg);
+    if (pd) {
+        check_order(pd, ft, n, "late cpu");
+        icpp_perfdata_close(pd);
+    }
+    pd = icpp_perfdata_mem(b.p, b.len, &err);
+    if (pd) {
+        icpp_perfdata_set_window(pd, 256);
+        check_order(pd, ft, n, "late cpu, window 256");
+        const icpp_perfdata_stats *st = icpp_perfdata_stats_get(pd);
+        CHECK(st->spilled > n / 2 && st->held_max <= 256, "late cpu, window 256: %llu spilled, %llu held",
+              (unsigned long long)st->spilled, (unsigned long long)st->held_max);
+        icpp_perfdata_close(pd);
+    }
+    free(ft);
+    icpp_wbuf_free(&b);
+}
+
 int main(void)
 {
     test_a();
     test_b();
     test_errors();
+    test_order();
     icpp_wbuf a = {0}, b = {0};
     build_a(&a, 0, 0);
     build_b(&b);
