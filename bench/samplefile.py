@@ -153,9 +153,10 @@ def count_samples(path):
     return sum(1 for t, _, _ in records(data) if t in (SAMPLE, VSAMPLE, LSAMPLE))
 
 
-def repeat(src, dst, n_samples):
+def repeat(src, dst, n_samples, n_bytes=0):
     """Write dst: src's records (stack copies dropped), then its samples again
-    and again until dst holds n_samples samples; EXIT and END at the end.
+    and again, with advancing times, until dst holds n_samples samples (or,
+    n_bytes > 0, at least n_bytes bytes); EXIT and END at the end.
     Returns (samples written, samples in src)."""
     with open(src, "rb") as f:
         data = f.read()
@@ -208,11 +209,13 @@ def repeat(src, dst, n_samples):
     out = open(dst, "wb")
     out.write(MAGIC + struct.pack("<II", 2, 0))
     blk = bytearray()
+    size = [16]
 
     def flush():
         if blk:
             out.write(struct.pack("<II", len(blk), zlib.crc32(blk)))
             out.write(blk)
+            size[0] += 8 + len(blk)
             blk.clear()
 
     state = {"time": 0, "regs": {}}
@@ -245,6 +248,9 @@ def repeat(src, dst, n_samples):
         if len(blk) >= 60000:
             flush()
 
+    def done():
+        return written >= n_samples or (n_bytes and size[0] >= n_bytes)
+
     written = 0
     for kind, x in head:
         if kind == "R":
@@ -254,13 +260,39 @@ def repeat(src, dst, n_samples):
         else:
             put_sample(*absval[x])
             written += 1
+    flush()
+    # Every copy after the first one encodes to the same bytes: the time from
+    # one copy's last sample to the next copy's first is `span - (last -
+    # first)` each time, and each thread's registers end a copy where they
+    # ended the one before.  So copy 2 is encoded once (its own blocks) and
+    # written again as often as needed; the tail is encoded sample by sample.
     k = 1
-    while written < n_samples:
+    cycle = None
+    while not done():
+        if cycle is not None and written + len(absval) <= n_samples:
+            m = (n_samples - written) // len(absval)
+            if n_bytes:
+                m = min(m, (n_bytes - size[0] + len(cycle) - 1) // len(cycle))
+            m = max(1, min(m, (64 << 20) // len(cycle) + 1))
+            out.write(cycle * m)
+            size[0] += len(cycle) * m
+            written += len(absval) * m
+            k += m
+            state["time"] = absval[-1][2] + (k - 1) * span
+            continue
+        start = out.tell() if k == 2 else None
         for th, ev, tm, ip, sp, bp, lrn in absval:
-            if written >= n_samples:
+            if done():
                 break
             put_sample(th, ev, tm + k * span, ip, sp, bp, lrn)
             written += 1
+        else:
+            flush()
+            if start is not None:
+                out.flush()
+                with open(dst, "rb") as f:
+                    f.seek(start)
+                    cycle = f.read()
         k += 1
     for raw in tail:
         blk.extend(raw)

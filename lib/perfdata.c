@@ -30,7 +30,7 @@
 #define MAX_CHAIN       4096
 
 /* Records perf itself adds to the data section. */
-enum { REC_AUXTRACE = 71, REC_COMPRESSED = 81, REC_COMPRESSED2 = 83 };
+enum { REC_FINISHED_ROUND = 68, REC_AUXTRACE = 71, REC_COMPRESSED = 81, REC_COMPRESSED2 = 83 };
 /* Feature bits (HEADER_*). */
 enum { FEAT_BUILD_ID = 2, FEAT_HOSTNAME = 3, FEAT_OSRELEASE = 4, FEAT_CMDLINE = 11, FEAT_EVENT_DESC = 12 };
 #define MISC_BUILD_ID_SIZE (1u << 15)           /* build-id table: the size byte is valid */
@@ -106,6 +106,9 @@ struct icpp_perfdata {
     uint64_t      *sufmin;      /* per CHUNK of the data: smallest key in it and after it */
     size_t         nchunks;
     uint64_t       safe;        /* no record after cur has a key below this */
+    uint64_t       key_max;     /* largest key read so far */
+    uint64_t       round_max;   /* key_max at the last FINISHED_ROUND */
+    uint64_t       round_safe;  /* round_max at the round before: perf's bound on later records */
     pd_ent        *heap;        /* records read, waiting: a min-heap by (key, off) */
     size_t         nheap, capheap, window;
     pd_run        *runs;        /* runs spilled when the heap was full */
@@ -821,10 +824,18 @@ static int read_chunk(icpp_perfdata *pd, icpp_err *err)
         if (size < 8 || size > pd->dend - pd->cur || extra > pd->dend - pd->cur - size)
             return icpp_err_set(err, ICPP_EFORMAT, "record at offset %llu changed while the file was read",
                                 (unsigned long long)pd->cur);
+        if (type == REC_FINISHED_ROUND) {
+            /* perf record wrote every CPU's buffer since the round before:
+             * no later record is older than what that round had seen. */
+            pd->round_safe = pd->round_max;
+            pd->round_max = pd->key_max;
+        }
         if (wanted(type)) {
             uint64_t t;
             if (record_time(pd, type, r, size, &t))
                 pd->key = t;
+            if (pd->key > pd->key_max)
+                pd->key_max = pd->key;
             if (pd->nheap == pd->window && spill(pd, err) < 0)
                 return -1;
             if (pd->nheap == pd->capheap) {
@@ -842,7 +853,13 @@ static int read_chunk(icpp_perfdata *pd, icpp_err *err)
         }
         pd->cur += size + extra;
     }
+    /* Both bounds hold for every record not read yet: the first pass's
+     * (exact; stuck low by a record perf wrote at the end with time 0, such
+     * as LOST_SAMPLES) and perf's rounds (those records come out late, as
+     * in perf report). */
     pd->safe = pd->cur >= pd->dend || c + 1 >= pd->nchunks ? UINT64_MAX : pd->sufmin[c + 1];
+    if (pd->round_safe > pd->safe)
+        pd->safe = pd->round_safe;
     icpp_fmap_release(&pd->map, pd->cur > RELEASE_LAG ? pd->cur - RELEASE_LAG : 0);
     return 0;
 }

@@ -687,8 +687,10 @@ static void fuzz(const icpp_wbuf *b, const char *name, int rounds)
 /* Samples of `ncpu` CPUs, each CPU's times increasing, written as perf
  * record does: each CPU's buffer in turn, a FINISHED_ROUND after each pass.
  * ip = the sample's index in the file.  late_cpu >= 0: that CPU's buffer
- * is written only at the end (a disorder as long as the recording). */
-static size_t build_cpus(icpp_wbuf *out, int n, int ncpu, int late_cpu, uint64_t **times)
+ * is written only at the end (a disorder as long as the recording; no
+ * FINISHED_ROUND then, since their promise would not hold).  tail_lost:
+ * end with two LOST_SAMPLES of time 0, as perf record 6.1 does. */
+static size_t build_cpus(icpp_wbuf *out, int n, int ncpu, int late_cpu, int tail_lost, uint64_t **times)
 {
     static const uint64_t ids[] = {7};
     attr_spec a = {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 4000, ST_A, 0, F_FREQ | F_IDALL, REGS_SBI, 0, 0,
@@ -719,8 +721,15 @@ static size_t build_cpus(icpp_wbuf *out, int n, int ncpu, int late_cpu, uint64_t
             }
             next[c] = (int)upto;
         }
-        rec_end(&d, rec_begin(&d, 68, 0));  /* FINISHED_ROUND */
+        if (late_cpu < 0)
+            rec_end(&d, rec_begin(&d, 68, 0));      /* FINISHED_ROUND */
         done = upto;
+    }
+    for (int i = 0; i < 2 * !!tail_lost; i++) {
+        size_t at = rec_begin(&d, PERF_RECORD_LOST_SAMPLES, 0);
+        icpp_wbuf_u64le(&d, 17 + (uint64_t)i);
+        trailer(&d, 0, 0, 0);
+        rec_end(&d, at);
     }
     assemble(out, &a, 1, &d, NULL, 0, 0);
     icpp_wbuf_free(&d);
@@ -730,6 +739,8 @@ static size_t build_cpus(icpp_wbuf *out, int n, int ncpu, int late_cpu, uint64_t
     *times = ft;
     return idx;
 }
+
+static uint64_t lost_seen;      /* LOST counts check_order met */
 
 /* Read the samples of pd; check they come out by time, file order breaking
  * ties, and each exactly once.  Returns the number seen. */
@@ -753,7 +764,9 @@ static size_t check_order(icpp_perfdata *pd, const uint64_t *ft, size_t n, const
     icpp_err err = {0};
     size_t k = 0, bad = 0;
     int rc;
+    lost_seen = 0;
     while ((rc = icpp_perfdata_next(pd, &r, &err)) > 0) {
+        lost_seen += r.type == ICPP_SREC_LOST ? r.u.lost.count : 0;
         if (r.type != ICPP_SREC_SAMPLE)
             continue;
         if (k >= n || r.u.sample.ip != want[k] || r.u.sample.time != ft[want[k]])
@@ -772,16 +785,18 @@ static void test_order(void)
     /* Four CPUs, rounds of up to 3000 events: ~8 MiB, several chunks. */
     icpp_wbuf b = {0};
     uint64_t *ft;
-    size_t n = build_cpus(&b, 120000, 4, -1, &ft);
+    size_t n = build_cpus(&b, 120000, 4, -1, 1, &ft);
     icpp_err err = {0};
     icpp_perfdata *pd = icpp_perfdata_mem(b.p, b.len, &err);
     CHECK(pd, "cpus: %s", err.msg);
     if (pd) {
         check_order(pd, ft, n, "4 cpus");
         const icpp_perfdata_stats *st = icpp_perfdata_stats_get(pd);
+        /* The LOST_SAMPLES of time 0 at the end do not hold the window open. */
         CHECK(st->spilled == 0 && st->held_max > 0 && st->held_max < n / 3,
               "4 cpus: %llu records held at most, %llu spilled, of %zu: the window should be bounded, not the file",
               (unsigned long long)st->held_max, (unsigned long long)st->spilled, n);
+        CHECK(lost_seen == 17 + 18, "4 cpus: lost %llu", (unsigned long long)lost_seen);
         icpp_perfdata_close(pd);
     }
     /* The same file through a window of 1000 records: spilled, same order. */
@@ -812,7 +827,7 @@ static void test_order(void)
 
     /* One CPU's buffer written only at the end: the window holds the whole
      * recording unless it spills; both ways give the time order. */
-    n = build_cpus(&b, 30000, 3, 1, &ft);
+    n = build_cpus(&b, 30000, 3, 1, 0, &ft);
     pd = icpp_perfdata_mem(b.p, b.len, &err);
     CHECK(pd, "late cpu: %s", err.msg);
     if (pd) {
