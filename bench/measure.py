@@ -22,6 +22,9 @@ Figures (--figures, comma list; default all):
   train      training overhead: icpp-train vs uftrace record, over setups
   cfi        build/bench/cfi_lookup on libc and the bench binaries
   resolve    icpp-resolve throughput on a recording repeated to N samples
+  large      recordings larger than memory: a >= 2 GB sample file (a recording
+             repeated with advancing times) and a --call-graph dwarf perf.data
+             of ~1-2 GB, resolved with peak RSS; perf report on the same file
   rewrite    icpp-rewrite figures (pending until the tool exists)
 
 A randomized setup = an environment variable ICPP_BENCH_PAD of random size
@@ -75,6 +78,39 @@ def run(cmd, stdin=None, env=None, timeout=600, cwd=None):
         return {"wall": None, "rc": None, "err": "timed out after %d s" % timeout}
     wall = time.perf_counter() - t0
     return {"wall": wall, "rc": p.returncode, "err": err.decode(errors="replace")}
+
+
+def run_usage(cmd, env=None, timeout=600):
+    """Run cmd, stdout to /dev/null; return dict(wall, cpu, rss_kb, rc, err): wall and CPU
+    (user + system) seconds and peak RSS of the process, from wait4."""
+    import tempfile
+    import threading
+    errf = tempfile.TemporaryFile()
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf, env=env,
+                             start_new_session=True)
+    except OSError as e:
+        return {"wall": None, "rc": None, "err": "%s: %s" % (cmd[0], e)}
+
+    def kill():
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    timer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    errf.seek(0)
+    err = errf.read().decode(errors="replace")
+    errf.close()
+    if p.returncode == -signal.SIGKILL and wall >= timeout:
+        return {"wall": None, "rc": None, "err": "timed out after %d s" % timeout}
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss, "rc": p.returncode,
+            "err": err}
 
 
 def shq(words):
@@ -541,6 +577,115 @@ class Bench:
             rm(big)
             self.save()
 
+    def fig_large(self):
+        """Issue #17 item 11: recordings larger than memory.  The first program
+        with a map: its recording (as for figure resolve) repeated with
+        advancing times into a file of --large-bytes, and a perf record
+        --call-graph dwarf of it on its A input repeated K times (~
+        --large-perf-bytes); icpp-resolve on both and perf report --stdio on
+        the perf.data, --large-runs runs each (interleaved), wall, CPU and peak
+        RSS of every run."""
+        if self.a.large_bytes <= 0:
+            return
+        out = self.res.setdefault("large", {})
+        maps = self.res.get("maps", {})
+        name = next((n for n in self.order if "map" in maps.get(n, {}).get("fp", {}).get(
+            self.programs[n]["inputs"][0]["id"], {})), None)
+        if not name:
+            self.error("large recordings", ["fig_large"], {"rc": 1, "err": "no program has a map"})
+            return
+        inp = self.programs[name]["inputs"][0]
+        mp = maps[name]["fp"][inp["id"]]["map"]
+        os.makedirs(os.path.join(self.work, "rec"), exist_ok=True)
+        rec = os.path.join(self.work, "rec", name + "-plain.samples")
+        if not os.path.exists(rec):
+            cmd = [self.sample, "-q", "-e", "cpu-clock", "-c", str(self.a.period), "-o", rec, "--"] \
+                + self.prog_cmd(name, "fp", inp)
+            r = run(cmd, inp["file"] if inp["stdin"] else None, self.env, self.a.timeout)
+            if r["rc"] != 0:
+                self.error("icpp-sample (large figure) " + name, cmd, r)
+                return
+        big = os.path.join(self.work, "rec", name + "-large.samples")
+        rm(big)
+        try:
+            n, n0 = samplefile.repeat(rec, big, 10**15, self.a.large_bytes)
+        except (samplefile.FormatError, OSError) as e:
+            self.error("repeat samples (large) " + name, ["samplefile.repeat", rec, big], {"rc": 1, "err": str(e)})
+            rm(big)
+            return
+        ent = out.setdefault("samples", {"program": name, "samples": n, "recorded_samples": n0,
+                                         "bytes": os.path.getsize(big), "runs": []})
+        rcmd = [self.resolve, "-m", mp, "-o", "/dev/null", big]
+        ent["cmd"] = shq([self.resolve, "-m", "MAP", "-o", "/dev/null", "LARGE.samples"])
+        log("large: %s (%d samples, %.2f GB)" % (shq(rcmd), n, ent["bytes"] / 1e9))
+        for _ in range(self.a.large_runs):
+            r = run_usage(rcmd, self.env, max(self.a.timeout, 1800))
+            if r["rc"] != 0:
+                self.error("icpp-resolve (large sample file) " + name, rcmd, r)
+                break
+            ent["runs"].append({k: r[k] for k in ("wall", "cpu", "rss_kb")})
+            self.save()
+        rm(big)
+        if not self.perf or self.a.large_perf_bytes <= 0:
+            return
+        # perf.data: the A input repeated K times, K from a first recording's size.
+        pd = os.path.join(self.work, "rec", name + "-large.perf.data")
+        period = max(self.a.period // 5, 10000)
+
+        def record(k):
+            src = inp["file"]
+            f = src
+            if k > 1:
+                f = os.path.join(self.work, "rec", name + "-large-input")
+                with open(src, "rb") as i:
+                    data = i.read()
+                with open(f, "wb") as o:
+                    for _ in range(k):
+                        o.write(data)
+            args = [f if a == src else a for a in self.prog_cmd(name, "fp", inp)]
+            pcmd = [self.perf, "record", "--no-bpf-event", "-q", "-e", "cpu-clock:u", "-c", str(period),
+                    "--call-graph", "dwarf", "-o", pd, "--"] + args
+            rm(pd)
+            r = run(pcmd, f if inp["stdin"] else None, self.env, max(self.a.timeout, 1800))
+            return pcmd, r
+        pcmd, r = record(1)
+        if r["rc"] != 0 or not os.path.exists(pd):
+            self.error("perf record (large) " + name, pcmd, r)
+            return
+        k = max(1, min(2000, -(-self.a.large_perf_bytes // max(os.path.getsize(pd), 1))))
+        if k > 1:
+            pcmd, r = record(k)
+            if r["rc"] != 0 or not os.path.exists(pd):
+                self.error("perf record (large) " + name, pcmd, r)
+                return
+        pe = out.setdefault("perf", {"program": name, "repeat": k, "bytes": os.path.getsize(pd),
+                                     "record_cmd": shq(pcmd), "icpp": [], "perf": []})
+        icmd = [self.resolve, "-m", mp, "-o", "/dev/null", pd]
+        rpcmd = [self.perf, "report", "--stdio", "-i", pd]
+        pe["icpp_cmd"] = shq([self.resolve, "-m", "MAP", "-o", "/dev/null", "LARGE.perf.data"])
+        pe["perf_cmd"] = shq(["perf", "report", "--stdio", "-i", "LARGE.perf.data"])
+        log("large: %s vs %s (%.2f GB)" % (shq(icmd), shq(rpcmd), pe["bytes"] / 1e9))
+        for _ in range(self.a.large_runs):
+            for key, cmd in (("icpp", icmd), ("perf", rpcmd)):
+                r = run_usage(cmd, self.env, max(self.a.timeout, 1800))
+                if r["rc"] != 0:
+                    self.error("%s (large perf.data) %s" % (key, name), cmd, r)
+                    continue
+                pe[key].append({k: r[k] for k in ("wall", "cpu", "rss_kb")})
+            self.save()
+        js = os.path.join(self.work, "rec", name + "-large.json")
+        p = subprocess.run([self.resolve, "-m", mp, "--format", "json", "-o", js, pd], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=self.env)
+        try:
+            with open(js) as f:
+                pe["samples"] = json.load(f).get("samples")
+        except (OSError, ValueError):
+            pass
+        self.save()
+        rm(js)
+        rm(pd)
+        rm(os.path.join(self.work, "rec", name + "-large-input"))
+
     @staticmethod
     def parse_rewrite(text):
         """The summary icpp-rewrite prints (before/after uniqueness, stack growth)."""
@@ -617,12 +762,17 @@ def main():
     ap.add_argument("--tools", required=True, help="meson build directory holding the icpp tools")
     ap.add_argument("--work", required=True, help="scratch directory (maps, recordings)")
     ap.add_argument("--out", required=True, help="results JSON")
-    ap.add_argument("--figures", default="maps,precision,learnrate,cfi,resolve,sample,train,rewrite")
+    ap.add_argument("--figures", default="maps,precision,learnrate,cfi,resolve,large,sample,train,rewrite")
     ap.add_argument("--keep-recordings", action="store_true")
     ap.add_argument("--setups-train", type=int, default=8)
     ap.add_argument("--setups-sample", type=int, default=10)
     ap.add_argument("--period", type=int, default=250000, help="sample period, ns of cpu-clock")
     ap.add_argument("--resolve-samples", type=int, default=2000000)
+    ap.add_argument("--large-bytes", type=int, default=2100000000,
+                    help="size of the large sample file (figure large); 0 skips the figure")
+    ap.add_argument("--large-perf-bytes", type=int, default=1200000000,
+                    help="about the size of the large perf.data (figure large)")
+    ap.add_argument("--large-runs", type=int, default=3, help="runs of each tool on the large files")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
     ap.add_argument("--seed", type=int, default=20091025)
     ap.add_argument("--no-nofp", dest="nofp", action="store_false", help="skip the no-frame-pointer build")
@@ -631,7 +781,7 @@ def main():
     figs = a.figures.split(",")
     b.res["meta"]["figures"] = figs
     t0 = time.time()
-    for f in ("maps", "precision", "learnrate", "cfi", "resolve", "sample", "train", "rewrite"):
+    for f in ("maps", "precision", "learnrate", "cfi", "resolve", "large", "sample", "train", "rewrite"):
         if f in figs:
             t = time.time()
             log("figure %s" % f)

@@ -675,6 +675,58 @@ class Report:
                 self.bad("no resolve throughput for %s" % n)
         self.w()
 
+    def large(self):
+        self.w("### Recordings larger than memory (issue #17 item 11: a 2 GB recording in < 300 MB RSS at >= 2 M samples/s; perf.data no slower than perf report)")
+        self.w()
+        lg = self.r.get("large", {})
+        if not lg:
+            self.w("Not measured in this run.")
+            self.w()
+            return
+
+        def med(runs, k):
+            v = sorted(x[k] for x in runs if x.get(k) is not None)
+            return v[len(v) // 2] if v else None
+        sm = lg.get("samples")
+        if sm:
+            self.w("The %s recording of the resolve figure above repeated by `bench/samplefile.py` (`repeat(REC, OUT, "
+                   "n_bytes=...)`: its samples again and again with advancing times) into a %.2f GB file, then `%s`, "
+                   "%d runs; wall and CPU (user + system) time and peak RSS from wait4, medians." % (
+                       sm["program"], sm["bytes"] / 1e9, self.rel(sm.get("cmd", "")), len(sm["runs"])))
+            self.w()
+            self.w("| program | samples | file GB | wall s | CPU s | samples/s (wall) | samples/s (CPU) | peak RSS MB | RSS of each run MB |")
+            self.w("|---|---|---|---|---|---|---|---|---|")
+            w, c, r = med(sm["runs"], "wall"), med(sm["runs"], "cpu"), med(sm["runs"], "rss_kb")
+            self.w("| %s | %d | %.2f | %s | %s | %s | %s | %s | %s |" % (
+                sm["program"], sm["samples"], sm["bytes"] / 1e9, num(w, "%.1f"), num(c, "%.1f"),
+                si(sm["samples"] / w if w else None), si(sm["samples"] / c if c else None),
+                num(r / 1024 if r else None, "%.0f"), ", ".join("%.0f" % (x["rss_kb"] / 1024) for x in sm["runs"])))
+            self.w()
+            if self.a.check and not sm["runs"]:
+                self.bad("no run of icpp-resolve on the large sample file")
+        pe = lg.get("perf")
+        if pe:
+            self.w("`%s` on %s's A input repeated %d times (%.2f GB, %s samples), then `%s` and `%s` on the same "
+                   "file, interleaved, %d runs each, medians:" % (
+                       self.rel(pe.get("record_cmd", "")).replace(" -- ", " -- ", 1), pe["program"], pe["repeat"],
+                       pe["bytes"] / 1e9, pe.get("samples", "n/a"), pe.get("icpp_cmd", ""), pe.get("perf_cmd", ""),
+                       max(len(pe["icpp"]), len(pe["perf"]))))
+            self.w()
+            self.w("| tool | wall s | CPU s | peak RSS MB | wall of each run s |")
+            self.w("|---|---|---|---|---|")
+            for key, label in (("icpp", "icpp-resolve"), ("perf", "perf report --stdio")):
+                runs = pe.get(key, [])
+                r = med(runs, "rss_kb")
+                self.w("| %s | %s | %s | %s | %s |" % (label, num(med(runs, "wall"), "%.2f"), num(med(runs, "cpu"), "%.2f"),
+                                                        num(r / 1024 if r else None, "%.0f"),
+                                                        ", ".join("%.2f" % x["wall"] for x in runs)))
+            self.w()
+            if self.a.check and not pe.get("icpp"):
+                self.bad("no run of icpp-resolve on the large perf.data")
+        self.w("Both readers map the file and release the pages behind the cursor; perf.data records wait in a")
+        self.w("bounded window for their time order (docs/perfdata.md, docs/samples-format.md: \"How the file is read\").")
+        self.w()
+
     def rewrite(self):
         self.w("## 6. Rewriting (ARR)")
         self.w()
@@ -788,6 +840,7 @@ class Report:
         self.precision()
         self.maps()
         self.cfi()
+        self.large()
         self.rewrite()
         self.errors()
         meta = self.r["meta"]
