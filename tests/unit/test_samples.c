@@ -161,6 +161,69 @@ static void test_crc(void)
     CHECK(icpp_crc32(0, buf, sizeof buf) == (uint32_t)crc32(0, buf, sizeof buf), "1 MiB CRC differs from zlib's");
 }
 
+/* Resident memory of this process, KiB (VmRSS). */
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            v = atol(line + 6);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* A file several times the reader's release step comes back exactly, and
+ * reading it does not make the file resident (the reader maps it and
+ * releases what it has passed: lib/fmap.h). */
+static void test_large(const char *dir)
+{
+    enum { LN = 1500000 };
+    char path[300];
+    icpp_err err = {0};
+    snprintf(path, sizeof path, "%s/large.samples", dir);
+    icpp_swriter *w = icpp_swriter_open(path, &err);
+    CHECK(w != NULL, "open large: %s", err.msg);
+    if (!w)
+        return;
+    uint64_t seed = 12345;
+    for (int i = 0; i < LN; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        icpp_swriter_sample(w, 7, 7 + (uint32_t)(seed >> 62), 0, 1000 + (uint64_t)i * 97, seed >> 20,
+                            0x7ffc00000000 + (seed >> 40), seed >> 24, NULL);
+    }
+    uint64_t bytes = icpp_swriter_bytes(w);
+    CHECK(icpp_swriter_close(w, LN, 0, &err) == 0, "close large: %s", err.msg);
+    long before = rss_kib(), peak = before;
+    icpp_sreader *r = icpp_sreader_open(path, &err);
+    CHECK(r != NULL, "read large: %s", err.msg);
+    icpp_srec rec;
+    int k = 0, rc = 0, mism = 0;
+    seed = 12345;
+    while (r && (rc = icpp_sreader_next(r, &rec, &err)) > 0) {
+        if (rec.type != ICPP_SREC_SAMPLE)
+            continue;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        mism += rec.u.sample.tid != 7 + (uint32_t)(seed >> 62) || rec.u.sample.time != 1000 + (uint64_t)k * 97 ||
+                rec.u.sample.ip != seed >> 20 || rec.u.sample.sp != 0x7ffc00000000 + (seed >> 40) ||
+                rec.u.sample.bp != seed >> 24;
+        if (++k % 100000 == 0) {
+            long now = rss_kib();
+            peak = now > peak ? now : peak;
+        }
+    }
+    CHECK(rc == 0 && k == LN && mism == 0, "large: rc %d, %d of %d samples, %d differ: %s", rc, k, LN, mism, err.msg);
+    /* Reading the whole file into memory would add all of it. */
+    CHECK(before > 0 && (peak - before) * 1024 < (long)bytes / 2,
+          "large: resident memory grew by %ld KiB reading a %llu-byte file", peak - before, (unsigned long long)bytes);
+    printf("large: %d samples, %llu bytes, resident memory +%ld KiB while reading\n", k, (unsigned long long)bytes,
+           peak - before);
+    icpp_sreader_close(r);
+    unlink(path);
+}
+
 int main(void)
 {
     test_crc();
@@ -281,6 +344,7 @@ int main(void)
     if (access("/dev/full", W_OK) == 0) {
         CHECK(icpp_swriter_open("/dev/full", &err) == NULL, "wrote a header to /dev/full?");
     }
+    test_large(dir);
     unlink(path);
     unlink(old);
     rmdir(dir);
