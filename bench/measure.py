@@ -82,35 +82,23 @@ def run(cmd, stdin=None, env=None, timeout=600, cwd=None):
 
 def run_usage(cmd, env=None, timeout=600):
     """Run cmd, stdout to /dev/null; return dict(wall, cpu, rss_kb, rc, err): wall and CPU
-    (user + system) seconds and peak RSS of the process, from wait4."""
+    (user + system) seconds and peak RSS of the process.  Measured by GNU time
+    (/usr/bin/time, package 'time'): a child forked from python starts with
+    python's pages, and Linux keeps that peak across exec in ru_maxrss."""
     import tempfile
-    import threading
-    errf = tempfile.TemporaryFile()
-    t0 = time.perf_counter()
+    fd, tf = tempfile.mkstemp(prefix="icpp-bench-time-")
+    os.close(fd)
     try:
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf, env=env,
-                             start_new_session=True)
-    except OSError as e:
-        return {"wall": None, "rc": None, "err": "%s: %s" % (cmd[0], e)}
-
-    def kill():
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    timer = threading.Timer(timeout, kill)
-    timer.start()
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    timer.cancel()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    errf.seek(0)
-    err = errf.read().decode(errors="replace")
-    errf.close()
-    if p.returncode == -signal.SIGKILL and wall >= timeout:
-        return {"wall": None, "rc": None, "err": "timed out after %d s" % timeout}
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss, "rc": p.returncode,
-            "err": err}
+        r = run(["/usr/bin/time", "-o", tf, "-f", "%e %U %S %M"] + list(cmd), None, env, timeout)
+        with open(tf) as f:
+            last = f.read().strip().splitlines()
+    finally:
+        os.unlink(tf)
+    m = re.fullmatch(r"([\d.]+) ([\d.]+) ([\d.]+) (\d+)", last[-1]) if last else None
+    if r["rc"] is None or not m:
+        return dict(r, rc=r["rc"] if r["rc"] else 1, err=(r.get("err") or "") + "\n/usr/bin/time: %s" % last)
+    r.update(wall=float(m.group(1)), cpu=float(m.group(2)) + float(m.group(3)), rss_kb=int(m.group(4)))
+    return r
 
 
 def shq(words):
