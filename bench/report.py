@@ -691,7 +691,7 @@ class Report:
         if sm:
             self.w("The %s recording of the resolve figure above repeated by `bench/samplefile.py` (`repeat(REC, OUT, "
                    "n_bytes=...)`: its samples again and again with advancing times) into a %.2f GB file, then `%s`, "
-                   "%d runs; wall and CPU (user + system) time and peak RSS from wait4, medians." % (
+                   "%d runs; wall and CPU (user + system) time and peak RSS from GNU time (/usr/bin/time), medians." % (
                        sm["program"], sm["bytes"] / 1e9, self.rel(sm.get("cmd", "")), len(sm["runs"])))
             self.w()
             self.w("| program | samples | file GB | wall s | CPU s | samples/s (wall) | samples/s (CPU) | peak RSS MB | RSS of each run MB |")
