@@ -709,7 +709,7 @@ class Report:
             self.w("`%s` on %s's A input repeated %d times (%.2f GB, %s samples), then `%s` and `%s` on the same "
                    "file, interleaved, %d runs each, medians:" % (
                        self.rel(pe.get("record_cmd", "")).replace(" -- ", " -- ", 1), pe["program"], pe["repeat"],
-                       pe["bytes"] / 1e9, pe.get("samples", "n/a"), pe.get("icpp_cmd", ""), pe.get("perf_cmd", ""),
+                       pe["bytes"] / 1e9, pe.get("samples", "n/a"), self.rel(pe.get("icpp_cmd", "")), pe.get("perf_cmd", ""),
                        max(len(pe["icpp"]), len(pe["perf"]))))
             self.w()
             self.w("| tool | wall s | CPU s | peak RSS MB | wall of each run s |")
