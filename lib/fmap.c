@@ -1,8 +1,9 @@
 /* fmap.c -- a file mapped read-only for sequential passes, with the pages behind the cursor released. */
 #include "fmap.h"
 
+#include "fsafe.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,15 +15,11 @@ int icpp_fmap_open(icpp_fmap *m, const char *path, icpp_err *err)
 {
     memset(m, 0, sizeof *m);
     m->p = (const uint8_t *)"";
-    /* O_NONBLOCK: a FIFO given as the recording must not hang the open. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
+    /* The input rule: a FIFO or device is refused, never waited on. */
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return icpp_err_set(err, EINVAL, "%s: not a regular file: give a recording file", path);
-    }
+    int fd = icpp_fs_open_input(path, &st, err);
+    if (fd < 0)
+        return fd;
     if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {

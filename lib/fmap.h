@@ -22,8 +22,9 @@ typedef struct icpp_fmap {
     void          *map;         /* our mapping (NULL: a caller's buffer, or an empty file) */
 } icpp_fmap;
 
-/* Map a regular file read-only.  Fails with "PATH: ..." for a file that
- * cannot be opened or is not a regular file (a FIFO is not waited on). */
+/* Map a regular file read-only, opened by icpp_fs_open_input (lib/fsafe.h):
+ * fails with "PATH: ..." for a file that cannot be opened or is not a
+ * regular file (a FIFO is refused, not waited on). */
 int  icpp_fmap_open(icpp_fmap *m, const char *path, icpp_err *err);
 /* Use buf[0..len) as the file (it must outlive m). */
 void icpp_fmap_mem(icpp_fmap *m, const uint8_t *buf, size_t len);
