@@ -125,6 +125,9 @@ uint64_t icpp_swriter_bytes(const icpp_swriter *w);
 /* ---- reader ---- */
 typedef struct icpp_sreader icpp_sreader;
 
+/* Open a sample file as a stream: it is mapped, not read (lib/fmap.h), and
+ * the pages behind the current block are released, so a reader holds a few
+ * MiB of it whatever its size (docs/samples-format.md). */
 icpp_sreader *icpp_sreader_open(const char *path, icpp_err *err);
 icpp_sreader *icpp_sreader_mem(const uint8_t *buf, size_t len, icpp_err *err);  /* buf must outlive it */
 void          icpp_sreader_close(icpp_sreader *r);
