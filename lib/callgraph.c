@@ -58,7 +58,8 @@ struct icpp_callgraph {
     icpp_hmap      slots;           /* (GOT slot, 0) -> index into names: imported symbol */
     const char   **names;
     size_t         nnames, capnames;
-    icpp_hmap      exports;         /* (name hash, probe) -> addr */
+    icpp_hmap      exports;         /* (name hash, probe) -> name; (name pointer, ~0) -> addr */
+    icpp_hmap      export_names;    /* (addr, k) -> k-th exported name of addr */
     icpp_cg_stats  stats;
     /* scratch of the walk */
     ins   *v;
@@ -295,6 +296,12 @@ static int scan_elf(icpp_callgraph *g)
                 }
                 /* value kept beside: a second map keyed by the name pointer */
                 icpp_hmap_put(&g->exports, (uint64_t)(uintptr_t)nm, UINT64_MAX, sym.st_value);
+                /* and the names of each address (aliases: qsort and __libc_qsort) */
+                for (uint64_t k = 0; k < 16; k++)
+                    if (!icpp_hmap_get(&g->export_names, sym.st_value, k)) {
+                        icpp_hmap_put(&g->export_names, sym.st_value, k, (uint64_t)(uintptr_t)nm);
+                        break;
+                    }
             }
         } else if ((sh.sh_flags & SHF_ALLOC) && !(sh.sh_flags & SHF_EXECINSTR) &&
                    (sh.sh_type == SHT_PROGBITS || sh.sh_type == SHT_INIT_ARRAY || sh.sh_type == SHT_FINI_ARRAY)) {
@@ -648,6 +655,7 @@ void icpp_callgraph_free(icpp_callgraph *g)
     icpp_hmap_free(&g->taken);
     icpp_hmap_free(&g->slots);
     icpp_hmap_free(&g->exports);
+    icpp_hmap_free(&g->export_names);
     free(g);
 }
 
@@ -726,6 +734,18 @@ uint64_t icpp_callgraph_export(const icpp_callgraph *g, const char *name)
         }
     }
     return 0;
+}
+
+uint32_t icpp_callgraph_export_names(const icpp_callgraph *g, uint64_t addr, const char **out, uint32_t max)
+{
+    uint32_t n = 0;
+    for (uint64_t k = 0; k < 16 && n < max; k++) {
+        uint64_t *v = icpp_hmap_get(&g->export_names, addr, k);
+        if (!v)
+            break;
+        out[n++] = (const char *)(uintptr_t)*v;
+    }
+    return n;
 }
 
 void icpp_callgraph_get_stats(const icpp_callgraph *g, icpp_cg_stats *s)

@@ -66,6 +66,8 @@ uint32_t icpp_callgraph_indirect(const icpp_callgraph *g, const icpp_cg_site *co
 int icpp_callgraph_address_taken(const icpp_callgraph *g, uint64_t addr);
 /* The exported function (global dynamic symbol) named `name`, or 0. */
 uint64_t icpp_callgraph_export(const icpp_callgraph *g, const char *name);
+/* The exported names of the function at addr (aliases included), at most max. */
+uint32_t icpp_callgraph_export_names(const icpp_callgraph *g, uint64_t addr, const char **out, uint32_t max);
 
 typedef struct icpp_cg_stats {
     size_t functions;       /* decoded (parts included) */

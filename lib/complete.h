@@ -1,0 +1,72 @@
+/* complete.h -- completion: call paths for a (function, height) the path map lacks, searched backward over the static call graph to the known tree. */
+#ifndef ICPP_COMPLETE_H
+#define ICPP_COMPLETE_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "pathmap.h"
+#include "resolve.h"
+
+/* A sample whose CID (function, height) is not in the path map may still
+ * have a call path the map can explain: walking backward from the leaf over
+ * the callers the binary allows (lib/callgraph.h: direct calls, tail calls,
+ * calls through the PLT, indirect calls seen in training and, optionally,
+ * to any address-taken function), each caller entered `delta` bytes lower,
+ * until a (function, height) the map knows -- an *anchor*.  A completion is
+ * the anchor's path plus the new frames.  Several completions: the sample is
+ * inferred-ambiguous; one: inferred-unique.  Completions are never trained
+ * paths: they are reported as *inferred*.
+ *
+ * The search is bounded: at most `max_frames` new frames, `max_work` caller
+ * expansions and `max_results` completions per query; a search that hits a
+ * bound says so (`truncated`) and its completions are not unique.  Results
+ * are cached per (module, function, height).
+ *
+ * Lifetimes: the completer adds the functions and nodes of completions to
+ * `pm` (so that outputs show them as nodes: icpp_pathmap_add_func,
+ * icpp_pathmap_child); `pm` and the index `x` (built before, so the new
+ * nodes are never candidates of a CID lookup) must outlive it.  Modules are
+ * opened by the map's paths and used only if their build-id matches. */
+
+typedef struct icpp_completer icpp_completer;
+
+typedef struct icpp_cpl_opts {
+    uint32_t max_frames;    /* new frames per completion (default 8) */
+    uint32_t max_work;      /* caller expansions per query (default 20000) */
+    uint32_t max_results;   /* completions per query (default 16) */
+    int      any_indirect;  /* 1: an indirect call site may call any address-taken function
+                               (default 0: only the indirect edges training saw) */
+} icpp_cpl_opts;
+
+void icpp_cpl_opts_default(icpp_cpl_opts *o);
+
+/* NULL only when out of memory. */
+icpp_completer *icpp_completer_new(icpp_pathmap *pm, const icpp_cidx *x, const icpp_cpl_opts *o, icpp_err *err);
+void            icpp_completer_free(icpp_completer *c);
+
+/* Completions of function `addr` (link-time start; need not be in the map)
+ * of path-map module `module` entered at `height`: fills *out with ncand
+ * leaf nodes (count 1 each, added to the map as needed), valid until the
+ * next call.  Returns ncand (0: none within the bounds), or -ENOMEM.
+ * *truncated: the search hit a bound. */
+int icpp_complete(icpp_completer *c, uint32_t module, uint64_t addr, int64_t height, const icpp_cand **out,
+                  int *truncated);
+
+/* For part 3's uncertainty: how many call paths NOT in the map explain the
+ * known CID (module, addr, height) too -- an anchor at a lower height plus
+ * >= 1 new frames, within the same bounds (not added to the map).
+ * Returns the count (capped at max_results), or -ENOMEM. */
+int icpp_complete_alternatives(icpp_completer *c, uint32_t module, uint64_t addr, int64_t height, int *truncated);
+
+typedef struct icpp_cpl_stats {
+    uint64_t queries;       /* searches run (cache misses) */
+    uint64_t found, unique, truncated;
+    uint64_t expansions;
+    double   total_us, max_us;   /* search time over queries, and the worst one */
+    double   graph_ms;      /* time spent building call graphs */
+    uint32_t graphs;
+} icpp_cpl_stats;
+void icpp_completer_get_stats(const icpp_completer *c, icpp_cpl_stats *s);
+
+#endif
