@@ -56,6 +56,9 @@ struct icpp_completer {
     medge           *medges;
     size_t           nmedges;
     int64_t          min_root;  /* lowest height of a root node */
+    icpp_hmap        ind_at;    /* (height, k) -> k-th known node whose indirect call sites enter a callee at
+                                   that height; (height, ~0) -> count */
+    int              ind_built;
     icpp_hmap        cache;     /* (module << 48 | addr, height) -> offset << 32 | truncated << 31 | count */
     icpp_cand       *cands;
     size_t           ncands, capcands;
@@ -65,7 +68,8 @@ struct icpp_completer {
     result          *res;
     uint32_t         nres;
     uint64_t         work;
-    int              truncated;
+    int              truncated;     /* the work or result bound was hit */
+    int              cut;           /* the frame bound cut a branch that had not joined the tree */
     icpp_cpl_stats   st;
 };
 
@@ -74,7 +78,7 @@ void icpp_cpl_opts_default(icpp_cpl_opts *o)
     o->max_frames = 8;
     o->max_work = 20000;
     o->max_results = 16;
-    o->any_indirect = 0;
+    o->any_indirect = 1;
 }
 
 static double now_us(void)
@@ -225,10 +229,62 @@ void icpp_completer_free(icpp_completer *c)
     icpp_hmap_free(&c->kids);
     icpp_hmap_free(&c->medge_ix);
     icpp_hmap_free(&c->cache);
+    icpp_hmap_free(&c->ind_at);
     free(c->medges);
     free(c->cands);
     free(c->res);
     free(c);
+}
+
+/* The index of indirect calls made from known contexts: for every node and
+ * height of a function with indirect call sites, the heights its callees
+ * are entered at.  Built on the first address-taken callee (every module's
+ * graph is needed). */
+static int build_indirect(icpp_completer *c)
+{
+    c->ind_built = 1;
+    load_all(c);
+    icpp_hmap deltas;           /* (caller, module) -> up to 4 distinct deltas, 16 bits each, +1 */
+    icpp_hmap_init(&deltas);
+    int rc = -ENOMEM;
+    for (uint32_t j = 0; j < c->nmods; j++) {
+        const icpp_callgraph *g = c->mods[j].g;
+        const icpp_cg_site *const *s;
+        uint32_t n = g ? icpp_callgraph_indirect(g, &s) : 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (s[i]->tail || s[i]->delta <= 0 || s[i]->delta >= 0xffff)
+                continue;
+            uint64_t *v = icpp_hmap_get(&deltas, s[i]->caller, j), cur = v ? *v : 0;
+            int have = 0, k;
+            for (k = 0; k < 4 && (cur >> (16 * k)) & 0xffff; k++)
+                have |= (int)((cur >> (16 * k)) & 0xffff) == s[i]->delta + 1;
+            if (have || k == 4)
+                continue;
+            cur |= (uint64_t)(s[i]->delta + 1) << (16 * k);
+            if (icpp_hmap_put(&deltas, s[i]->caller, j, cur) < 0)
+                goto out;
+        }
+    }
+    for (uint32_t i = 1; i < icpp_pathmap_nnodes(c->pm); i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(c->pm, i);
+        const icpp_pm_func *f = icpp_pathmap_func(c->pm, n->func);
+        uint64_t *v = icpp_hmap_get(&deltas, f->addr, f->module);
+        if (!v || !n->nheights)
+            continue;
+        for (int k = 0; k < 4 && (*v >> (16 * k)) & 0xffff; k++) {
+            int64_t d = (int64_t)((*v >> (16 * k)) & 0xffff) - 1;
+            for (uint32_t hk = 0; hk < n->nheights; hk++) {
+                uint64_t h = (uint64_t)(n->heights[hk].height + d);
+                uint64_t *cnt = icpp_hmap_get(&c->ind_at, h, UINT64_MAX), m = cnt ? *cnt : 0;
+                if (icpp_hmap_put(&c->ind_at, h, m, i) < 0 || icpp_hmap_put(&c->ind_at, h, UINT64_MAX, m + 1) < 0)
+                    goto out;
+            }
+        }
+    }
+    rc = 0;
+out:
+    icpp_hmap_free(&deltas);
+    return rc;
 }
 
 /* ---- the search ---- */
@@ -273,8 +329,10 @@ static void pred(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
             add_result(c, a[i].node);
         return;
     }
-    if (c->depth >= c->o.max_frames)
+    if (c->depth >= c->o.max_frames) {
+        c->cut = 1;     /* a longer path might join the tree here: no completion is unique */
         return;
+    }
     c->stack[c->depth++] = (frame){mod, addr};
     expand(c, mod, addr, h);
     c->depth--;
@@ -317,21 +375,14 @@ static void gather(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h, in
                 }
             }
         if (c->o.any_indirect && icpp_callgraph_address_taken(g, addr)) {
-            load_all(c);
-            for (uint32_t j = 0; j < c->nmods && !c->truncated; j++) {
-                const icpp_callgraph *gj = c->mods[j].g;
-                if (!gj)
-                    continue;
-                n = icpp_callgraph_indirect(gj, &s);
-                for (uint32_t i = 0; i < n && !c->truncated; i++) {
-                    if (s[i]->tail) {
-                        if (tails < MAXTAIL)
-                            gather(c, j, s[i]->caller, h, tails + 1);
-                    } else {
-                        pred(c, j, s[i]->caller, h - s[i]->delta);
-                    }
-                }
+            /* an indirect call made from a known context, any address-taken callee */
+            if (!c->ind_built && build_indirect(c) < 0) {
+                c->truncated = 1;
+                return;
             }
+            uint64_t *cnt = icpp_hmap_get(&c->ind_at, (uint64_t)h, UINT64_MAX);
+            for (uint64_t k = 0; cnt && k < *cnt && !c->truncated; k++)
+                add_result(c, (uint32_t)*icpp_hmap_get(&c->ind_at, (uint64_t)h, k));
         }
     }
     /* edges the map saw: indirect calls, and what the static graph missed */
@@ -370,6 +421,7 @@ static void search(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
     c->nres = 0;
     c->work = 0;
     c->truncated = 0;
+    c->cut = 0;
     c->depth = 1;
     c->stack[0] = (frame){mod, addr};
     double t0 = now_us(), g0 = c->st.graph_ms;
@@ -381,6 +433,8 @@ static void search(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
     if (dt > c->st.max_us)
         c->st.max_us = dt;
     c->st.truncated += c->truncated;
+    c->st.cut += c->cut && !c->truncated;
+    c->truncated |= c->cut;
 }
 
 static int64_t func_of(icpp_completer *c, uint32_t mod, uint64_t addr)

@@ -11,16 +11,19 @@
 /* A sample whose CID (function, height) is not in the path map may still
  * have a call path the map can explain: walking backward from the leaf over
  * the callers the binary allows (lib/callgraph.h: direct calls, tail calls,
- * calls through the PLT, indirect calls seen in training and, optionally,
- * to any address-taken function), each caller entered `delta` bytes lower,
+ * calls through the PLT, indirect calls seen in training, and an indirect
+ * call from a known context to any address-taken function), each caller
+ * entered `delta` bytes lower,
  * until a (function, height) the map knows -- an *anchor*.  A completion is
  * the anchor's path plus the new frames.  Several completions: the sample is
  * inferred-ambiguous; one: inferred-unique.  Completions are never trained
  * paths: they are reported as *inferred*.
  *
  * The search is bounded: at most `max_frames` new frames, `max_work` caller
- * expansions and `max_results` completions per query; a search that hits a
- * bound says so (`truncated`) and its completions are not unique.  Results
+ * expansions and `max_results` completions per query.  A search that hits
+ * a bound -- including a branch cut at `max_frames` before it joined the
+ * tree, which a longer path might have -- says so (`truncated`), and its
+ * completions are never unique.  Results
  * are cached per (module, function, height).
  *
  * Lifetimes: the completer adds the functions and nodes of completions to
@@ -35,8 +38,8 @@ typedef struct icpp_cpl_opts {
     uint32_t max_frames;    /* new frames per completion (default 8) */
     uint32_t max_work;      /* caller expansions per query (default 20000) */
     uint32_t max_results;   /* completions per query (default 16) */
-    int      any_indirect;  /* 1: an indirect call site may call any address-taken function
-                               (default 0: only the indirect edges training saw) */
+    int      any_indirect;  /* 1 (default): an indirect call made from a known context may call any
+                               address-taken function; 0: only the indirect edges training saw */
 } icpp_cpl_opts;
 
 void icpp_cpl_opts_default(icpp_cpl_opts *o);
@@ -61,7 +64,9 @@ int icpp_complete_alternatives(icpp_completer *c, uint32_t module, uint64_t addr
 
 typedef struct icpp_cpl_stats {
     uint64_t queries;       /* searches run (cache misses) */
-    uint64_t found, unique, truncated;
+    uint64_t found, unique;
+    uint64_t truncated;     /* searches that hit the work or result bound */
+    uint64_t cut;           /* searches (not truncated) where the frame bound cut a branch */
     uint64_t expansions;
     double   total_us, max_us;   /* search time over queries, and the worst one */
     double   graph_ms;      /* time spent building call graphs */
