@@ -2,6 +2,7 @@
 #include "check.h"
 
 #include "escape.h"
+#include "complete.h"
 #include "hmap.h"
 #include "output.h"
 #include "replay.h"
@@ -23,10 +24,16 @@ enum {
     V_UNRESOLVED,       /* no CID could be formed (no CFI, vdso, ...) */
     V_UNCERTAIN_OK,     /* reported uncertain (lib/resolve.h), the true path among the candidates */
     V_UNCERTAIN_BAD,    /* reported uncertain, and rightly: the true path is not a candidate */
+    V_INF_OK,           /* missing CID, one inferred path (search within its bounds), the true one */
+    V_INF_BAD,          /* ... one inferred path, not the true one */
+    V_INF_AMB_OK,       /* several inferred paths (or a bounded search), the true one among them */
+    V_INF_AMB_BAD,      /* ... the true one not among them */
     V_MAX
 };
 static const char *vname[V_MAX] = {"precise", "ambiguous-containing-truth", "incorrect", "missing", "unresolved",
-                                   "uncertain-containing-truth", "uncertain-not-containing-truth"};
+                                   "uncertain-containing-truth", "uncertain-not-containing-truth",
+                                   "inferred-correct", "inferred-incorrect", "inferred-ambiguous-containing-truth",
+                                   "inferred-ambiguous-without-truth"};
 
 typedef struct tally {
     uint64_t fn[V_MAX];         /* function-path level */
@@ -62,7 +69,8 @@ typedef struct dpath {
 
 /* True path of a sample as path-map function indices, root first; -1 for a
  * function the map does not know.  Returns the length, or -1. */
-static int truth_path(icpp_cidx *x, const icpp_replay *rp, const icpp_uframe *fr, int n, int64_t *out)
+static int truth_path(icpp_cidx *x, const icpp_completer *c, const icpp_replay *rp, const icpp_uframe *fr, int n,
+                      int64_t *out)
 {
     int k = 0;
     for (int i = n - 1; i >= 0; i--) {
@@ -70,7 +78,13 @@ static int truth_path(icpp_cidx *x, const icpp_replay *rp, const icpp_uframe *fr
         if (f->sigframe)
             continue;       /* the kernel's signal frame: not a call, not on any path */
         const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)f->module);
-        out[k++] = (rm && f->func) ? icpp_cidx_func(x, (uint32_t)f->module, &rm->build_id, f->func->owner) : -1;
+        out[k] = (rm && f->func) ? icpp_cidx_func(x, (uint32_t)f->module, &rm->build_id, f->func->owner) : -1;
+        if (out[k] < 0 && c && rm && f->func) {
+            /* for inferred paths: functions completion added to the map count too */
+            int32_t m = icpp_cidx_module(x, (uint32_t)f->module, &rm->build_id);
+            out[k] = m >= 0 ? icpp_complete_func(c, (uint32_t)m, f->func->owner) : -1;
+        }
+        k++;
     }
     return k;
 }
@@ -131,8 +145,8 @@ static double pc(uint64_t a, uint64_t b)
     return b ? 100.0 * (double)a / (double)b : 0.0;
 }
 
-int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path, FILE *out, int json,
-              const icpp_learn_stats *ls, uint32_t votes, const uint8_t *novel, size_t nnovel)
+int check_run(const char *samples, icpp_pathmap *pm, const char *map_path, FILE *out, int json,
+              const icpp_learn_stats *ls, uint32_t votes, const uint8_t *novel, size_t nnovel, int completion)
 {
     icpp_err err;
     icpp_cidx *x = icpp_cidx_build(pm, &err);
@@ -140,9 +154,13 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         icpp_cidx_set_votes(x, votes);
         icpp_cidx_set_novel(x, novel, nnovel);
     }
-    icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;
+    icpp_completer *cpl = x && completion ? icpp_completer_new(pm, x, NULL, &err) : NULL;
+    if (cpl)
+        icpp_cidx_set_completer(x, cpl);
+    icpp_replay *rp = x && (cpl || !completion) ? icpp_replay_open(samples, &err) : NULL;
     if (!rp) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        icpp_completer_free(cpl);
         icpp_cidx_free(x);
         return 1;
     }
@@ -175,11 +193,17 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
             continue;
         }
         t.truncated += !complete;
-        int nt = truth_path(x, rp, fr, nf, tp);
         icpp_resolve_sample(x, rp, &s, &r);
+        /* after resolving: completion may have added functions of the truth */
+        int nt = truth_path(x, r.kind == ICPP_RES_INFERRED ? cpl : NULL, rp, fr, nf, tp);
         int v;
         uint32_t hit = 0, hit_i = 0;
-        if (r.kind == ICPP_RES_UNRESOLVED) {
+        if (r.kind == ICPP_RES_INFERRED) {
+            int found = 0;
+            for (uint32_t i = 0; i < r.ncand && !found; i++)
+                found = matches(pm, r.cand[i].node, tp, nt, complete);
+            v = r.ncand == 1 && !r.bounded ? (found ? V_INF_OK : V_INF_BAD) : (found ? V_INF_AMB_OK : V_INF_AMB_BAD);
+        } else if (r.kind == ICPP_RES_UNRESOLVED) {
             v = V_UNRESOLVED;
         } else if (r.kind == ICPP_RES_MISSING) {
             v = V_MISSING;
@@ -201,7 +225,7 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         }
         t.fn[v]++;
         t.aligned += r.aligned;
-        if (v == V_INCORRECT && nshown < MAX_SHOWN) {
+        if ((v == V_INCORRECT || v == V_INF_BAD) && nshown < MAX_SHOWN) {
             shown *sh = &shownv[nshown++];
             names_of(pm, tp, nt, sh->truth, sizeof sh->truth);
             sh->height = s.height;
@@ -263,7 +287,11 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
         const dpath *d = &dps[i];
         int v = d->v[V_INCORRECT] ? V_INCORRECT
               : d->v[V_UNCERTAIN_BAD] ? V_UNCERTAIN_BAD
+              : d->v[V_INF_BAD]   ? V_INF_BAD
               : d->v[V_MISSING]   ? V_MISSING
+              : d->v[V_INF_AMB_BAD] ? V_INF_AMB_BAD
+              : d->v[V_INF_AMB_OK] ? V_INF_AMB_OK
+              : d->v[V_INF_OK]    ? V_INF_OK
               : d->v[V_UNRESOLVED] ? V_UNRESOLVED
               : d->v[V_UNCERTAIN_OK] ? V_UNCERTAIN_OK
               : d->v[V_AMBIG_OK]  ? V_AMBIG_OK
@@ -337,11 +365,11 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
                     fprintf(out, " %s %" PRIu64, icpp_uw_status_name(k), t.no_truth_by[k]);
             fputc('\n', out);
         }
-        fprintf(out, "%-28s %12s %8s %12s %8s\n", "function-path level", "samples", "%", "paths", "%");
+        fprintf(out, "%-36s %12s %8s %12s %8s\n", "function-path level", "samples", "%", "paths", "%");
         for (int v = 0; v < V_MAX; v++)
-            fprintf(out, "%-28s %12" PRIu64 " %7.2f%% %12" PRIu64 " %7.2f%%\n", vname[v], t.fn[v], pc(t.fn[v], judged),
+            fprintf(out, "%-36s %12" PRIu64 " %7.2f%% %12" PRIu64 " %7.2f%%\n", vname[v], t.fn[v], pc(t.fn[v], judged),
                     pv[v], pc(pv[v], ndps));
-        fprintf(out, "%-28s %12" PRIu64 " %7.2f%%\n", "correct (precise+ambiguous)", t.fn[0] + t.fn[1],
+        fprintf(out, "%-36s %12" PRIu64 " %7.2f%%\n", "correct (precise+ambiguous)", t.fn[0] + t.fn[1],
                 pc(t.fn[0] + t.fn[1], judged));
         fprintf(out, "call-site level: precise %.2f%%, containing the truth %.2f%% of samples\n",
                 pc(t.site_precise, judged), pc(t.site_contains, judged));
@@ -362,6 +390,7 @@ int check_run(const char *samples, const icpp_pathmap *pm, const char *map_path,
     icpp_hmap_free(&paths);
     icpp_unwinder_free(u);
     icpp_replay_close(rp);
+    icpp_completer_free(cpl);
     icpp_cidx_free(x);
     return 0;
 }

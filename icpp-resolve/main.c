@@ -6,6 +6,7 @@
 #include "learn.h"
 #include "module.h"
 #include "check.h"
+#include "complete.h"
 #include "output.h"
 #include "pathmap.h"
 #include "profile.h"
@@ -70,6 +71,14 @@ static const char *usage_text =
     "                    --validate` recording: precise, ambiguous-containing-\n"
     "                    truth, incorrect, missing, unresolved; by samples and\n"
     "                    by distinct paths; call sites too (--format json too).\n"
+    "  --no-complete     leave samples whose (function, height) training never saw\n"
+    "                    as [missing].  By default they are completed: call paths\n"
+    "                    the binary's static call graph allows, from the sample's\n"
+    "                    function back to a context the map knows, within a\n"
+    "                    bound (docs/resolve.md); such paths are *inferred*, a\n"
+    "                    status of their own ('NAME [inferred]' frames, an\n"
+    "                    [inferred] mark at the path; json: \"inferred\").\n"
+    "  --complete-stats  print the completion search's figures to stderr.\n"
     "  --script          one line per sample: pid/tid, time, event, ip, sp, bp,\n"
     "                    thread base, height, module and function, and\n"
     "                    'inlined=G;H' when the address is in functions inlined\n"
@@ -160,7 +169,7 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 int main(int argc, char **argv)
 {
     enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
-           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES };
+           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"format", required_argument, 0, OPT_FORMAT},
@@ -174,9 +183,12 @@ int main(int argc, char **argv)
                                        {"no-learn", no_argument, 0, OPT_NOLEARN},
                                        {"save-map", required_argument, 0, OPT_SAVEMAP},
                                        {"learn-votes", required_argument, 0, OPT_VOTES},
+                                       {"complete", no_argument, 0, OPT_COMPLETE},
+                                       {"no-complete", no_argument, 0, OPT_NOCOMPLETE},
+                                       {"complete-stats", no_argument, 0, OPT_CSTATS},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    int c, do_script = 0, check = 0, inlines = 1, learn = 1;
+    int c, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0;
     uint32_t votes = ICPP_LEARN_VOTES;
     const char *map_path = NULL, *out_path = NULL, *sort_name = NULL, *save_map = NULL;
     fmt_t fmt = F_TEXT;
@@ -237,6 +249,9 @@ int main(int argc, char **argv)
             votes = (uint32_t)v;
             break;
         }
+        case OPT_COMPLETE: complete = 1; break;
+        case OPT_NOCOMPLETE: complete = 0; break;
+        case OPT_CSTATS: cstats = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -312,7 +327,8 @@ int main(int argc, char **argv)
         icpp_fs_out cof;
         if (out_path && !(co = open_output(&cof, out_path)))
             return 1;
-        int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL, votes, novel, nnovel);
+        int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL, votes, novel, nnovel,
+                          complete);
         if (co != stdout && (r == 0 ? icpp_fs_out_commit(&cof, &err) : (icpp_fs_out_abort(&cof), 0)) < 0) {
             fprintf(stderr, "icpp-resolve: %s\n", err.msg);
             r = 1;
@@ -326,11 +342,14 @@ int main(int argc, char **argv)
         icpp_cidx_set_votes(x, votes);
         icpp_cidx_set_novel(x, novel, nnovel);
     }
-    icpp_replay *rp = x ? icpp_replay_open(samples, &err) : NULL;
+    icpp_completer *cpl = x && complete ? icpp_completer_new(pm, x, NULL, &err) : NULL;
+    icpp_replay *rp = x && (cpl || !complete) ? icpp_replay_open(samples, &err) : NULL;
     if (!rp) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
+    if (cpl)
+        icpp_cidx_set_completer(x, cpl);
     /* A perf.data has no thread bases: infer them from the map's heights (lib/basevote.h). */
     icpp_basevote *bv = icpp_basevote_infer(samples, pm, 0, 0, &err);
     if (!bv) {
@@ -362,6 +381,16 @@ int main(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
         return 1;
+    }
+    if (cpl && cstats) {
+        icpp_cpl_stats cs;
+        icpp_completer_get_stats(cpl, &cs);
+        fprintf(stderr, "icpp-resolve: completion: %" PRIu64 " missing (function, height) searched, %" PRIu64
+                        " completed (%" PRIu64 " unique), %" PRIu64 " bounded by work, %" PRIu64 " cut at the frame bound, %" PRIu64
+                        " open at an address-taken function; "
+                        "search time mean %.1f us, worst %.1f us; %u call graphs built in %.0f ms\n",
+                cs.queries, cs.found, cs.unique, cs.truncated, cs.cut, cs.open, cs.queries ? cs.total_us / (double)cs.queries : 0.0,
+                cs.max_us, cs.graphs, cs.graph_ms);
     }
     if (prof_finish(&prof, rp) < 0) {
         fprintf(stderr, "icpp-resolve: out of memory\n");
@@ -427,6 +456,7 @@ int main(int argc, char **argv)
     prof_free(&prof);
     icpp_replay_close(rp);
     icpp_basevote_free(bv);
+    icpp_completer_free(cpl);
     icpp_cidx_free(x);
     icpp_pathmap_free(pm);
     free(novel);

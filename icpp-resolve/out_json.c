@@ -51,9 +51,11 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
         fprintf(f, "%s{\"name\": ", e ? ", " : "");
         json_str(f, p->ev_names[e]);
         fprintf(f, ", \"samples\": %" PRIu64 ", \"precise\": %" PRIu64 ", \"ambiguous\": %" PRIu64
-                   ", \"missing\": %" PRIu64 ", \"unresolved\": %" PRIu64 ", \"uncertain\": %" PRIu64 "}",
+                   ", \"missing\": %" PRIu64 ", \"unresolved\": %" PRIu64 ", \"uncertain\": %" PRIu64
+                   ", \"inferred\": %" PRIu64 "}",
                 p->samples[e], p->by_kind[e][ICPP_RES_PRECISE], p->by_kind[e][ICPP_RES_AMBIGUOUS],
-                p->by_kind[e][ICPP_RES_MISSING], p->by_kind[e][ICPP_RES_UNRESOLVED], p->by_kind[e][ICPP_RES_UNCERTAIN]);
+                p->by_kind[e][ICPP_RES_MISSING], p->by_kind[e][ICPP_RES_UNRESOLVED], p->by_kind[e][ICPP_RES_UNCERTAIN],
+                p->by_kind[e][ICPP_RES_INFERRED]);
     }
     fprintf(f, "],\n  \"samples\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"truncated_bytes\": %zu,\n", all, p->lost,
             p->truncated);
@@ -71,6 +73,8 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
     num(f, all ? (double)k[3] / (double)all : 0);
     fprintf(f, ", \"uncertain\": ");
     num(f, all ? (double)k[ICPP_RES_UNCERTAIN] / (double)all : 0);
+    fprintf(f, ", \"inferred\": ");
+    num(f, all ? (double)k[ICPP_RES_INFERRED] / (double)all : 0);
     fprintf(f, "},\n  \"unresolved_by_reason\": {");
     int first = 1;
     for (int s = 1; s < ICPP_RS_MAX; s++)
@@ -125,6 +129,14 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
             fprintf(f, "%s", e ? ", " : "");
             num(f, p->self_amb[(size_t)i * PROF_MAX_EVENTS + e]);
         }
+        fprintf(f, "], \"inferred\": [");
+        for (uint32_t e = 0; e < p->nev; e++) {
+            fprintf(f, "%s", e ? ", " : "");
+            num(f, p->self_inf[(size_t)i * PROF_MAX_EVENTS + e]);
+        }
+        fprintf(f, "], \"inferred_frames\": [");
+        for (uint32_t j = 0; j < d; j++)
+            fprintf(f, "%s%s", j ? ", " : "", p->frames[fs[j]].inferred ? "true" : "false");
         fprintf(f, "]}");
         first = 0;
     }

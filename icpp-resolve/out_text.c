@@ -87,6 +87,10 @@ void out_text(const profile *p, FILE *f, const out_opts *o)
             double ws = wsum(w, p->nev);
             fprintf(f, " %4.0f%%  ", ws > 0 ? 100.0 * wsum(a, p->nev) / ws : 0.0);
             print_path(p, f, rows[r].node, o->full, o->sites);
+            /* weight from completion: never trained, said so at the path */
+            double inf = wsum(&p->self_inf[(size_t)rows[r].node * PROF_MAX_EVENTS], p->nev);
+            if (inf > 0 && ws > 0)
+                fprintf(f, inf >= ws * 0.9995 ? "  [inferred]" : "  [inferred %.0f%%]", 100.0 * inf / ws);
         } else {
             fprintf(f, " %5s  ", "-");
             icpp_escape_fputs(p->extra[rows[r].extra].label, f);

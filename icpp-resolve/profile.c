@@ -18,8 +18,10 @@ int prof_init(profile *p, const icpp_pathmap *pm, const char *map_path, int inli
     p->nnodes = icpp_pathmap_nnodes(pm);
     p->node_self = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_self);
     p->node_amb = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_amb);
+    p->node_inf = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_inf);
+    p->trained_nodes = p->nnodes;
     p->chains = malloc((p->capchains = 64) * sizeof *p->chains);
-    if (!p->node_self || !p->node_amb || !p->chains)
+    if (!p->node_self || !p->node_amb || !p->node_inf || !p->chains)
         return -ENOMEM;
     p->chains[0] = (prof_chain){0, 0};
     p->nchains = 1;
@@ -115,6 +117,7 @@ void prof_free(profile *p)
     free(p->mods_tried);
     free(p->node_self);
     free(p->node_amb);
+    free(p->node_inf);
     free(p->var);
     icpp_hmap_free(&p->var_ix);
     free(p->chains);
@@ -127,6 +130,7 @@ void prof_free(profile *p)
     free(p->frames);
     free(p->self);
     free(p->self_amb);
+    free(p->self_inf);
     free(p->incl);
     for (size_t i = 0; i < p->nextra; i++)
         free(p->extra[i].label);
@@ -225,10 +229,33 @@ static int64_t site_chain(profile *p, uint32_t node)
 }
 
 /* Add w to node's leaf weight in chain (0: outside inlined code). */
-static int add_weight(profile *p, uint32_t node, uint32_t chain, uint32_t ev, double w, int amb)
+/* Completion adds nodes to the map while samples are added: grow the
+ * per-node arrays to the map's size. */
+static int grow_nodes(profile *p)
 {
+    size_t n = icpp_pathmap_nnodes(p->pm);
+    if (n <= p->nnodes)
+        return 0;
+    double **arrs[3] = {&p->node_self, &p->node_amb, &p->node_inf};
+    for (int i = 0; i < 3; i++) {
+        double *a = realloc(*arrs[i], n * PROF_MAX_EVENTS * sizeof *a);
+        if (!a)
+            return -ENOMEM;
+        memset(a + p->nnodes * PROF_MAX_EVENTS, 0, (n - p->nnodes) * PROF_MAX_EVENTS * sizeof *a);
+        *arrs[i] = a;
+    }
+    p->nnodes = n;
+    return 0;
+}
+
+/* how: 1 the weight is ambiguous, 2 inferred (both may be set) */
+static int add_weight(profile *p, uint32_t node, uint32_t chain, uint32_t ev, double w, int how)
+{
+    if (node >= p->nnodes && grow_nodes(p) < 0)
+        return -ENOMEM;
     double *self = &p->node_self[(size_t)node * PROF_MAX_EVENTS + ev];
     double *ambw = &p->node_amb[(size_t)node * PROF_MAX_EVENTS + ev];
+    double *infw = &p->node_inf[(size_t)node * PROF_MAX_EVENTS + ev];
     if (chain) {
         uint64_t *v = icpp_hmap_get(&p->var_ix, node, chain);
         if (!v) {
@@ -243,10 +270,13 @@ static int add_weight(profile *p, uint32_t node, uint32_t chain, uint32_t ev, do
         }
         self = &p->var[*v].w[ev];
         ambw = &p->var[*v].amb[ev];
+        infw = &p->var[*v].inf[ev];
     }
     *self += w;
-    if (amb)
+    if (how & 1)
         *ambw += w;
+    if (how & 2)
+        *infw += w;
     return 0;
 }
 
@@ -278,20 +308,23 @@ int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icp
     uint32_t ev = s->event < PROF_MAX_EVENTS ? s->event : 0;
     p->samples[ev]++;
     p->by_kind[ev][r->kind]++;
-    if (r->kind == ICPP_RES_PRECISE || r->kind == ICPP_RES_AMBIGUOUS || r->kind == ICPP_RES_UNCERTAIN) {
+    if (r->kind == ICPP_RES_PRECISE || r->kind == ICPP_RES_AMBIGUOUS || r->kind == ICPP_RES_UNCERTAIN ||
+        r->kind == ICPP_RES_INFERRED) {
         /* The functions inlined at the sample's address extend its path. */
         int64_t chain = 0;
         const icpp_rmodule *rm = p->inlines && s->module >= 0 ? icpp_replay_module(rp, (uint32_t)s->module) : NULL;
         if (rm && rm->mod && (chain = chain_at(p, rm->mod, s->addr)) < 0)
             return -ENOMEM;
-        if (r->kind == ICPP_RES_PRECISE)
-            return add_weight(p, r->cand[0].node, (uint32_t)chain, ev, 1.0, 0);
-        /* ambiguous, or uncertain (counted with the ambiguous weight: not a sure path) */
+        int inf = r->kind == ICPP_RES_INFERRED ? 2 : 0;
+        if (r->ncand == 1 && r->kind != ICPP_RES_UNCERTAIN)
+            return add_weight(p, r->cand[0].node, (uint32_t)chain, ev, 1.0, inf);
+        /* ambiguous, or uncertain (counted with the ambiguous weight: not a sure path), or
+         * several inferred paths (equal shares: completion has no counts) */
         /* Share the sample among the candidates in proportion to how often
          * each was entered at this height in training. */
         for (uint32_t i = 0; i < r->ncand; i++) {
             double share = icpp_cand_share(r, i);
-            if (add_weight(p, r->cand[i].node, (uint32_t)chain, ev, share, 1) < 0)
+            if (add_weight(p, r->cand[i].node, (uint32_t)chain, ev, share, 1 | inf) < 0)
                 return -ENOMEM;
         }
         return 0;
@@ -320,7 +353,7 @@ static int64_t new_frame(profile *p, uint32_t parent, uint32_t node, uint32_t ch
     if (grow((void **)&p->frames, p->nframes, &p->capframes, sizeof *p->frames) < 0)
         return -ENOMEM;
     uint32_t depth = p->nframes ? p->frames[parent].depth + 1 : 0;
-    p->frames[p->nframes] = (prof_frame){parent, node, depth, chain, name};
+    p->frames[p->nframes] = (prof_frame){parent, node, depth, chain, name, !chain && node >= p->trained_nodes};
     return (int64_t)p->nframes++;
 }
 
@@ -350,6 +383,8 @@ static int build_frames(profile *p)
 {
     icpp_hmap ix;
     icpp_hmap_init(&ix);
+    if (grow_nodes(p) < 0)
+        return -ENOMEM;
     uint32_t *node_frame = malloc(p->nnodes * sizeof *node_frame);
     uint32_t *var_frame = malloc((p->nvar + 1) * sizeof *var_frame);
     int rc = -ENOMEM;
@@ -386,20 +421,23 @@ static int build_frames(profile *p)
     size_t nw = p->nframes * PROF_MAX_EVENTS;
     p->self = calloc(nw, sizeof *p->self);
     p->self_amb = calloc(nw, sizeof *p->self_amb);
+    p->self_inf = calloc(nw, sizeof *p->self_inf);
     p->incl = calloc(nw, sizeof *p->incl);
-    if (!p->self || !p->self_amb || !p->incl)
+    if (!p->self || !p->self_amb || !p->self_inf || !p->incl)
         goto out;
     for (uint32_t n = 1; n < p->nnodes; n++) {
         size_t to = (size_t)node_frame[n] * PROF_MAX_EVENTS, from = (size_t)n * PROF_MAX_EVENTS;
         for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++) {     /* += : deep nodes share a frame */
             p->self[to + e] += p->node_self[from + e];
             p->self_amb[to + e] += p->node_amb[from + e];
+            p->self_inf[to + e] += p->node_inf[from + e];
         }
     }
     for (size_t i = 0; i < p->nvar; i++)
         for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++) {
             p->self[(size_t)var_frame[i] * PROF_MAX_EVENTS + e] += p->var[i].w[e];
             p->self_amb[(size_t)var_frame[i] * PROF_MAX_EVENTS + e] += p->var[i].amb[e];
+            p->self_inf[(size_t)var_frame[i] * PROF_MAX_EVENTS + e] += p->var[i].inf[e];
         }
     rc = 0;
 out:
@@ -461,9 +499,9 @@ uint32_t prof_path(const profile *p, uint32_t f, uint32_t *out, uint32_t max)
 const char *prof_label(const profile *p, uint32_t f, char *buf, size_t bufsz)
 {
     const prof_frame *fr = &p->frames[f];
-    if (!fr->chain)
+    if (!fr->chain && !fr->inferred)
         return fr->name;
-    snprintf(buf, bufsz, "%s" PROF_INLINED_MARK, fr->name);
+    snprintf(buf, bufsz, "%s%s", fr->name, fr->chain ? PROF_INLINED_MARK : PROF_INFERRED_MARK);
     return buf;
 }
 
@@ -512,6 +550,8 @@ void prof_header(const profile *p, FILE *out, const char *lead)
             pct(k[ICPP_RES_UNRESOLVED], all));
     if (k[ICPP_RES_UNCERTAIN])
         fprintf(out, "  uncertain %.1f%%", pct(k[ICPP_RES_UNCERTAIN], all));
+    if (k[ICPP_RES_INFERRED])
+        fprintf(out, "  inferred %.1f%%", pct(k[ICPP_RES_INFERRED], all));
     int first = 1;
     for (int s = 1; s < ICPP_RS_MAX; s++)
         if (p->by_status[s]) {

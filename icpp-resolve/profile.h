@@ -39,6 +39,7 @@ typedef struct prof_frame {
     uint32_t    depth;                  /* frames from the root to this one, itself included */
     uint32_t    chain;                  /* inlined frames: the inline chain ending here (> 0); 0 for a function */
     const char *name;                   /* function name, unmarked */
+    uint8_t     inferred;               /* a function placed by completion: its node is not in the trained map */
 } prof_frame;
 
 /* An inline chain: the functions inlined into one another at an address,
@@ -51,8 +52,11 @@ typedef struct prof_chain {
 /* Leaf weights of a path-map node whose samples were in inlined code. */
 typedef struct prof_variant {
     uint32_t node, chain;
-    double   w[PROF_MAX_EVENTS], amb[PROF_MAX_EVENTS];
+    double   w[PROF_MAX_EVENTS], amb[PROF_MAX_EVENTS], inf[PROF_MAX_EVENTS];
 } prof_variant;
+
+/* How frames made by completion are marked in the text formats. */
+#define PROF_INFERRED_MARK " [inferred]"
 
 typedef struct profile {
     const icpp_pathmap *pm;
@@ -64,6 +68,8 @@ typedef struct profile {
     /* What prof_add collects. */
     double      *node_self;             /* [node * PROF_MAX_EVENTS + ev]: samples outside inlined code */
     double      *node_amb;              /* the ambiguous part of it */
+    double      *node_inf;              /* the inferred part of it (completion, lib/complete.h) */
+    size_t       trained_nodes;         /* nodes of the map as read: later ones were made by completion */
     prof_variant *var;                  /* samples inside inlined code, by (node, leaf chain) */
     size_t       nvar, capvar;
     icpp_hmap    var_ix;                /* (node, chain) -> index into var */
@@ -79,6 +85,7 @@ typedef struct profile {
     size_t       nframes, capframes;
     double      *self;                  /* [frame * PROF_MAX_EVENTS + ev] */
     double      *self_amb;              /* the ambiguous part of self */
+    double      *self_inf;              /* the inferred part of self */
     double      *incl;                  /* inclusive */
     prof_extra  *extra;
     size_t       nextra, capextra;
@@ -116,7 +123,8 @@ void prof_warn_incomplete(FILE *f, const char *path, const icpp_replay_info *in)
 double prof_total(const profile *p, uint32_t ev);
 /* Frames of frame f's path, root first, into out[0..max-1]; returns the depth. */
 uint32_t prof_path(const profile *p, uint32_t f, uint32_t *out, uint32_t max);
-/* Frame f's name as shown: inlined frames marked with PROF_INLINED_MARK
+/* Frame f's name as shown: inlined frames marked with PROF_INLINED_MARK,
+ * frames placed by completion with PROF_INFERRED_MARK
  * (into buf; a function's name is returned as it is). */
 const char *prof_label(const profile *p, uint32_t f, char *buf, size_t bufsz);
 /* Path of frame f as "a;b;c" with labels escaped as text (lib/escape.h) and

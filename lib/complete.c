@@ -70,6 +70,8 @@ struct icpp_completer {
     uint64_t         work;
     int              truncated;     /* the work or result bound was hit */
     int              cut;           /* the frame bound cut a branch that had not joined the tree */
+    int              open;          /* an address-taken function was reached: its callers through indirect
+                                       calls from unknown functions were not searched */
     icpp_cpl_stats   st;
 };
 
@@ -306,6 +308,14 @@ static void add_result(icpp_completer *c, uint32_t anchor)
         c->truncated = 1;
         return;
     }
+    /* A new frame whose address is taken may also have been entered by an
+     * indirect call from a function the map does not know: that branch is
+     * not searched (every indirect site of every module, recursively, is too
+     * much), so a completion through one is never unique. */
+    for (uint32_t i = 0; i < c->depth && c->o.any_indirect && !c->open; i++) {
+        const icpp_callgraph *g = graph(c, c->stack[i].mod);
+        c->open = g && icpp_callgraph_address_taken(g, c->stack[i].addr);
+    }
     result *r = &c->res[c->nres];
     r->anchor = anchor;
     r->n = c->depth;
@@ -422,6 +432,7 @@ static void search(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
     c->work = 0;
     c->truncated = 0;
     c->cut = 0;
+    c->open = 0;
     c->depth = 1;
     c->stack[0] = (frame){mod, addr};
     double t0 = now_us(), g0 = c->st.graph_ms;
@@ -434,7 +445,8 @@ static void search(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
         c->st.max_us = dt;
     c->st.truncated += c->truncated;
     c->st.cut += c->cut && !c->truncated;
-    c->truncated |= c->cut;
+    c->st.open += c->open && !c->cut && !c->truncated;
+    c->truncated |= c->cut | c->open;
 }
 
 static int64_t func_of(icpp_completer *c, uint32_t mod, uint64_t addr)
@@ -550,6 +562,12 @@ int icpp_complete_alternatives(icpp_completer *c, uint32_t module, uint64_t addr
     if (truncated)
         *truncated = c->truncated;
     return n;
+}
+
+int64_t icpp_complete_func(const icpp_completer *c, uint32_t module, uint64_t addr)
+{
+    uint64_t *v = icpp_hmap_get(&c->funcs, addr, module);
+    return v ? (int64_t)*v : -1;
 }
 
 void icpp_completer_get_stats(const icpp_completer *c, icpp_cpl_stats *s)

@@ -23,7 +23,13 @@
  * expansions and `max_results` completions per query.  A search that hits
  * a bound -- including a branch cut at `max_frames` before it joined the
  * tree, which a longer path might have -- says so (`truncated`), and its
- * completions are never unique.  Results
+ * completions are never unique.  Neither are those of a search whose
+ * completions have an address-taken function among their new frames (with
+ * any_indirect): an indirect call from a function the map does not know
+ * may have entered it, and that branch is not searched.  (Known limit: the
+ * same holds for an address-taken function on a branch that found nothing;
+ * it is not counted -- tests/unit/test_complete.c and the e2e test measure
+ * how often a unique completion is wrong: never so far.)  Results
  * are cached per (module, function, height).
  *
  * Lifetimes: the completer adds the functions and nodes of completions to
@@ -62,11 +68,17 @@ int icpp_complete(icpp_completer *c, uint32_t module, uint64_t addr, int64_t hei
  * Returns the count (capped at max_results), or -ENOMEM. */
 int icpp_complete_alternatives(icpp_completer *c, uint32_t module, uint64_t addr, int64_t height, int *truncated);
 
+/* The path-map function of (module, addr), those completion added
+ * included, or -1. */
+int64_t icpp_complete_func(const icpp_completer *c, uint32_t module, uint64_t addr);
+
 typedef struct icpp_cpl_stats {
     uint64_t queries;       /* searches run (cache misses) */
     uint64_t found, unique;
     uint64_t truncated;     /* searches that hit the work or result bound */
     uint64_t cut;           /* searches (not truncated) where the frame bound cut a branch */
+    uint64_t open;          /* searches (neither) with an address-taken function among the new frames:
+                               untrained indirect callers are possible, so not unique */
     uint64_t expansions;
     double   total_us, max_us;   /* search time over queries, and the worst one */
     double   graph_ms;      /* time spent building call graphs */

@@ -1,6 +1,7 @@
 /* resolve.c -- context-id lookup: a sample's (function, height) to the candidate call paths of a path map. */
 #include "resolve.h"
 
+#include "complete.h"
 #include "hmap.h"
 #include "module.h"
 
@@ -38,6 +39,7 @@ struct icpp_cidx {
     uint32_t   votes;       /* learn votes that single out one of several candidates; 0 = never */
     const uint8_t *novel;   /* per map function: learning found contexts training lacked */
     size_t     nnovel;
+    icpp_completer *cpl;    /* completion of missing CIDs, or NULL */
 };
 
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n)
@@ -51,9 +53,14 @@ void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes)
     x->votes = votes;
 }
 
+void icpp_cidx_set_completer(icpp_cidx *x, icpp_completer *c)
+{
+    x->cpl = c;
+}
+
 const char *icpp_res_kind_name(int k)
 {
-    static const char *n[] = {"precise", "ambiguous", "missing", "unresolved", "uncertain"};
+    static const char *n[] = {"precise", "ambiguous", "missing", "unresolved", "uncertain", "inferred"};
     return k >= 0 && k < ICPP_RES_MAX ? n[k] : "?";
 }
 
@@ -272,6 +279,29 @@ int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, ui
     return v ? (int64_t)*v : -1;
 }
 
+/* A missing CID: inferred if the completer finds paths, else missing. */
+static void complete_missing(icpp_cidx *x, const icpp_rmodule *rm, const icpp_rsample *s, icpp_resolution *out)
+{
+    out->kind = ICPP_RES_MISSING;
+    out->ncand = 0;
+    out->cand = NULL;
+    if (!x->cpl)
+        return;
+    int32_t m = icpp_cidx_module(x, (uint32_t)s->module, &rm->build_id);
+    if (m < 0)
+        return;
+    const icpp_cand *c;
+    int bounded = 0;
+    int n = icpp_complete(x->cpl, (uint32_t)m, s->func->owner, s->height, &c, &bounded);
+    if (n <= 0)
+        return;     /* none, or out of memory: the sample stays missing */
+    out->kind = ICPP_RES_INFERRED;
+    out->ncand = (uint32_t)n;
+    out->cand = c;
+    out->cand_total = (uint64_t)n;
+    out->bounded = bounded;
+}
+
 void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample *s, icpp_resolution *out)
 {
     memset(out, 0, sizeof *out);
@@ -283,7 +313,7 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
     const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)s->module);
     out->func = icpp_cidx_func(x, (uint32_t)s->module, &rm->build_id, s->func->owner);
     if (out->func < 0) {
-        out->kind = ICPP_RES_MISSING;
+        complete_missing(x, rm, s, out);
         return;
     }
     out->ncand = icpp_cidx_lookup(x, (uint32_t)out->func, s->height, &out->cand);
@@ -292,7 +322,7 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         out->aligned = 1;
     }
     if (!out->ncand) {
-        out->kind = ICPP_RES_MISSING;
+        complete_missing(x, rm, s, out);
         return;
     }
     uint32_t seen = 0, only = 0;

@@ -57,6 +57,8 @@ typedef enum icpp_res_kind {
     ICPP_RES_UNRESOLVED,    /* no CID: see the replay status */
     ICPP_RES_UNCERTAIN,     /* known candidates, none confirmed by this recording's learn samples, for a
                                function this run uses in ways training never saw (icpp_cidx_set_novel) */
+    ICPP_RES_INFERRED,      /* the CID is not in the map, but completion (lib/complete.h) found call
+                               paths from the static call graph that join the known tree: never trained */
     ICPP_RES_MAX
 } icpp_res_kind;
 
@@ -73,6 +75,7 @@ typedef struct icpp_resolution {
     int              by_learned;  /* learned_total > 0: shares follow this recording's learn counts */
     int              voted;       /* precise because this recording's learn samples at the CID all
                                      took one of several known candidates (icpp_cidx_set_votes) */
+    int              bounded;   /* INFERRED: the search hit a bound, so the candidates may not be all */
 } icpp_resolution;
 
 /* Candidate i's share of a sample shared among its candidates.  Where any
@@ -95,6 +98,11 @@ static inline int icpp_cand_learned_only(const icpp_cand *c)
 {
     return c->learned && !c->count;
 }
+
+/* Complete missing CIDs with c (NULL: off).  c must have been made for
+ * this index's map; the index does not own it. */
+typedef struct icpp_completer icpp_completer;
+void icpp_cidx_set_completer(icpp_cidx *x, icpp_completer *c);
 
 void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample *s, icpp_resolution *out);
 
