@@ -423,11 +423,12 @@ static int leave_to(icpp_callgraph *g, const icpp_func *f, const ins *x, st s, c
     }
     if (x->op == O_CALL || x->op == O_JMP || x->op == O_JCC) {
         const icpp_func *t = icpp_module_func_start(g->m, x->target);
-        if (t && t->owner == t->addr && (call || t->owner != f->owner)) {   /* recursion is a call */
+        /* a PLT stub first: .plt.got/.plt.sec have FDEs, so stubs can look like function starts */
+        if ((!t || t->source == ICPP_FSRC_FDE) && (site.name = plt_name(g, x->target))) {
+            site.kind = ICPP_CG_PLT;
+        } else if (t && t->owner == t->addr && (call || t->owner != f->owner)) {   /* recursion is a call */
             site.kind = call ? ICPP_CG_CALL : ICPP_CG_TAIL;
             site.callee = t->addr;
-        } else if (!t && (site.name = plt_name(g, x->target))) {
-            site.kind = ICPP_CG_PLT;
         } else {
             return 0;       /* a call to the next instruction (pc thunk), into a .cold part, ... */
         }

@@ -59,6 +59,7 @@ struct icpp_completer {
     icpp_hmap        ind_at;    /* (height, k) -> k-th known node whose indirect call sites enter a callee at
                                    that height; (height, ~0) -> count */
     int              ind_built;
+    icpp_hmap        dead;      /* per search: (module << 48 | addr, height) -> frames to go with which it found nothing */
     icpp_hmap        cache;     /* (module << 48 | addr, height) -> offset << 32 | truncated << 31 | count */
     icpp_cand       *cands;
     size_t           ncands, capcands;
@@ -79,7 +80,7 @@ void icpp_cpl_opts_default(icpp_cpl_opts *o)
 {
     o->max_frames = 8;
     o->max_work = 20000;
-    o->max_results = 16;
+    o->max_results = 32;
     o->any_indirect = 1;
 }
 
@@ -232,6 +233,7 @@ void icpp_completer_free(icpp_completer *c)
     icpp_hmap_free(&c->medge_ix);
     icpp_hmap_free(&c->cache);
     icpp_hmap_free(&c->ind_at);
+    icpp_hmap_free(&c->dead);
     free(c->medges);
     free(c->cands);
     free(c->res);
@@ -343,9 +345,17 @@ static void pred(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
         c->cut = 1;     /* a longer path might join the tree here: no completion is unique */
         return;
     }
+    /* a state that found nothing with as many frames to go finds nothing now */
+    uint64_t key = (uint64_t)mod << 48 | addr, left = c->o.max_frames - c->depth;
+    uint64_t *dead = icpp_hmap_get(&c->dead, key, (uint64_t)h);
+    if (dead && *dead >= left)
+        return;
+    uint32_t before = c->nres;
     c->stack[c->depth++] = (frame){mod, addr};
     expand(c, mod, addr, h);
     c->depth--;
+    if (c->nres == before && !c->truncated)
+        icpp_hmap_put(&c->dead, key, (uint64_t)h, left);   /* out of memory: only slower */
 }
 
 /* The callers of (mod, addr) entered at h; through tail calls, the callers
@@ -430,6 +440,10 @@ static void search(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
 {
     c->nres = 0;
     c->work = 0;
+    if (c->dead.n) {
+        icpp_hmap_free(&c->dead);
+        icpp_hmap_init(&c->dead);
+    }
     c->truncated = 0;
     c->cut = 0;
     c->open = 0;
