@@ -71,6 +71,8 @@ struct icpp_completer {
     uint64_t         work;
     int              truncated;     /* the work or result bound was hit */
     int              cut;           /* the frame bound cut a branch that had not joined the tree */
+    uint32_t         lim;           /* frame limit of this round of iterative deepening */
+    uint64_t         hits;          /* anchors reached, duplicates included */
     int              open;          /* an address-taken function was reached: its callers through indirect
                                        calls from unknown functions were not searched */
     icpp_cpl_stats   st;
@@ -79,7 +81,7 @@ struct icpp_completer {
 void icpp_cpl_opts_default(icpp_cpl_opts *o)
 {
     o->max_frames = 8;
-    o->max_work = 20000;
+    o->max_work = 100000;
     o->max_results = 32;
     o->any_indirect = 1;
 }
@@ -306,6 +308,7 @@ static uint32_t anchors(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t 
 
 static void add_result(icpp_completer *c, uint32_t anchor)
 {
+    c->hits++;
     if (c->nres >= c->o.max_results) {
         c->truncated = 1;
         return;
@@ -334,6 +337,10 @@ static void pred(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
 {
     if (c->truncated || h <= 0 || h < c->min_root)
         return;
+    if (++c->work > c->o.max_work) {    /* every caller looked at is work */
+        c->truncated = 1;
+        return;
+    }
     const icpp_cand *a;
     uint32_t na = anchors(c, mod, addr, h, &a);
     if (na) {
@@ -341,20 +348,20 @@ static void pred(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
             add_result(c, a[i].node);
         return;
     }
-    if (c->depth >= c->o.max_frames) {
+    if (c->depth >= c->lim) {
         c->cut = 1;     /* a longer path might join the tree here: no completion is unique */
         return;
     }
     /* a state that found nothing with as many frames to go finds nothing now */
-    uint64_t key = (uint64_t)mod << 48 | addr, left = c->o.max_frames - c->depth;
+    uint64_t key = (uint64_t)mod << 48 | addr, left = c->lim - c->depth;
     uint64_t *dead = icpp_hmap_get(&c->dead, key, (uint64_t)h);
     if (dead && *dead >= left)
         return;
-    uint32_t before = c->nres;
+    uint64_t before = c->hits;
     c->stack[c->depth++] = (frame){mod, addr};
     expand(c, mod, addr, h);
     c->depth--;
-    if (c->nres == before && !c->truncated)
+    if (c->hits == before && !c->truncated)
         icpp_hmap_put(&c->dead, key, (uint64_t)h, left);   /* out of memory: only slower */
 }
 
@@ -409,6 +416,43 @@ static void gather(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h, in
     uint64_t *v = icpp_hmap_get(&c->medge_ix, addr, mod);
     if (!v)
         return;
+    /* Imports training saw resolve to this function (an IFUNC's chosen
+     * implementation, memcpy -> __memmove_avx_unaligned_erms, has no export of
+     * its own): every PLT site importing that name may call it. */
+    const char *seen[MAXNAMES];
+    uint32_t nseen = 0;
+    for (uint32_t i = (uint32_t)(*v >> 32), e = i + (uint32_t)*v; i < e && nseen < MAXNAMES; i++) {
+        if (++c->work > c->o.max_work) {
+            c->truncated = 1;
+            return;
+        }
+        const medge *m = &c->medges[i];
+        const icpp_callgraph *gs = graph(c, m->smod);
+        const icpp_cg_site *site = gs ? icpp_callgraph_site_at(gs, m->ret) : NULL;
+        if (!site || site->kind != ICPP_CG_PLT)
+            continue;
+        uint32_t k;
+        for (k = 0; k < nseen && strcmp(seen[k], site->name); k++)
+            ;
+        if (k == nseen)
+            seen[nseen++] = site->name;
+    }
+    if (nseen)
+        load_all(c);
+    for (uint32_t k = 0; k < nseen && !c->truncated; k++)
+        for (uint32_t j = 0; j < c->nmods && !c->truncated; j++) {
+            const icpp_callgraph *gj = c->mods[j].g;
+            const icpp_cg_site *const *ps;
+            uint32_t np = gj ? icpp_callgraph_plt_callers(gj, seen[k], &ps) : 0;
+            for (uint32_t i = 0; i < np && !c->truncated; i++) {
+                if (ps[i]->tail) {
+                    if (tails < MAXTAIL)
+                        gather(c, j, ps[i]->caller, h, tails + 1);
+                } else {
+                    pred(c, j, ps[i]->caller, h - ps[i]->delta);
+                }
+            }
+        }
     for (uint32_t i = (uint32_t)(*v >> 32), e = i + (uint32_t)*v; i < e && !c->truncated; i++) {
         const medge *m = &c->medges[i];
         const icpp_callgraph *gs = graph(c, m->smod);
@@ -447,10 +491,18 @@ static void search(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
     c->truncated = 0;
     c->cut = 0;
     c->open = 0;
+    c->hits = 0;
     c->depth = 1;
     c->stack[0] = (frame){mod, addr};
     double t0 = now_us(), g0 = c->st.graph_ms;
-    expand(c, mod, addr, h);
+    /* Iterative deepening: shorter completions first, so that the result
+     * bound keeps the likelier ones; the last round (max_frames) decides
+     * whether anything was cut. */
+    for (c->lim = 1; c->lim <= c->o.max_frames && !c->truncated; c->lim++) {
+        c->cut = 0;
+        c->depth = 1;
+        expand(c, mod, addr, h);
+    }
     double dt = now_us() - t0 - (c->st.graph_ms - g0) * 1e3;     /* a call graph is built once, not per query */
     c->st.queries++;
     c->st.expansions += c->work;

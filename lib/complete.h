@@ -19,8 +19,10 @@
  * inferred-ambiguous; one: inferred-unique.  Completions are never trained
  * paths: they are reported as *inferred*.
  *
- * The search is bounded: at most `max_frames` new frames, `max_work` caller
- * expansions and `max_results` completions per query.  A search that hits
+ * The search is bounded: at most `max_frames` new frames, `max_work` units
+ * of work (callers looked at, frames expanded) and `max_results` completions
+ * per query; it deepens iteratively (1, 2, ... max_frames new frames), so
+ * the shortest completions come first.  A search that hits
  * a bound -- including a branch cut at `max_frames` before it joined the
  * tree, which a longer path might have -- says so (`truncated`), and its
  * completions are never unique.  Neither are those of a search whose
@@ -42,7 +44,7 @@ typedef struct icpp_completer icpp_completer;
 
 typedef struct icpp_cpl_opts {
     uint32_t max_frames;    /* new frames per completion (default 8) */
-    uint32_t max_work;      /* caller expansions per query (default 20000) */
+    uint32_t max_work;      /* callers looked at plus expansions per query (default 100000) */
     uint32_t max_results;   /* completions per query (default 32) */
     int      any_indirect;  /* 1 (default): an indirect call made from a known context may call any
                                address-taken function; 0: only the indirect edges training saw */
