@@ -413,7 +413,7 @@ static int leave_to(icpp_callgraph *g, const icpp_func *f, const ins *x, st s, c
     icpp_cg_site site = {.ret = x->a + x->len, .caller = f->owner};
     if (call) {
         site.has_delta = s.rsp != UNK;
-        site.delta = -s.rsp;
+        site.delta = site.has_delta ? -s.rsp : 0;
     } else {
         if (s.rsp != -8)
             return 0;       /* not a tail call: the frame is still there (or unknown) */
