@@ -68,6 +68,7 @@ struct icpp_callgraph {
     size_t n, cap;
     size_t *work;
     size_t nwork, capwork;
+    int    weak;        /* seeding unreached code: do not merge into reached instructions */
 };
 
 static const ZydisDecoder *decoder(void)
@@ -387,6 +388,8 @@ static int reach(icpp_callgraph *g, size_t i, st s)
     if (!g->seen[i]) {
         g->seen[i] = 1;
         g->s[i] = s;
+    } else if (g->weak) {
+        return 0;       /* code no branch reaches never changes what the walk knows */
     } else {
         st o = g->s[i];
         st nw = {o.rsp == s.rsp ? o.rsp : UNK, o.rbp == s.rbp ? o.rbp : UNK};
@@ -521,21 +524,14 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
             case O_RBP_BAD: n.rbp = UNK; break;
             case O_CALL:
             case O_CALL_IND:
-                if (leave_to(g, f, x, s, cfi) < 0)
-                    return -1;
                 break;
             case O_JMP:
             case O_JCC:
-                if (x->target >= lo && x->target < hi) {
-                    if (reach(g, find_ins(g, x->target), s) < 0)
-                        return -1;
-                } else if (leave_to(g, f, x, s, cfi) < 0)
+                if (x->target >= lo && x->target < hi && reach(g, find_ins(g, x->target), s) < 0)
                     return -1;
                 fall = x->op == O_JCC;
                 break;
             case O_JMP_IND:
-                if (leave_to(g, f, x, s, cfi) < 0)
-                    return -1;
                 if (s.rsp != -8)
                     jt = jt == 0 ? (s.rsp == UNK ? UNK : s.rsp) : jt == s.rsp ? jt : UNK;
                 fall = 0;
@@ -552,11 +548,28 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
         if (seeded)
             break;
         seeded = 1;
+        g->weak = 1;
         for (size_t i = 0; i < g->n; i++)
             if (!g->seen[i] && reach(g, i, (st){jt != 0 ? jt : UNK, UNK}) < 0)
                 return -1;
         if (!g->nwork)
             break;
+    }
+    g->weak = 0;
+    /* The sites, once each, with the state the walk settled on. */
+    for (size_t i = 0; i < g->n; i++) {
+        const ins *x = &g->v[i];
+        if (!g->seen[i] || (x->op != O_CALL && x->op != O_CALL_IND && x->op != O_JMP && x->op != O_JCC &&
+                            x->op != O_JMP_IND))
+            continue;
+        if ((x->op == O_JMP || x->op == O_JCC) && x->target >= lo && x->target < hi)
+            continue;
+        st s = g->s[i];
+        icpp_cfa_rule r = icpp_cfi_lookup(cfi, x->a);
+        if (r.kind == ICPP_CFA_RSP)
+            s.rsp = -r.off;
+        if (leave_to(g, f, x, s, cfi) < 0)
+            return -1;
     }
     return 0;
 }
