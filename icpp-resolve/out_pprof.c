@@ -162,7 +162,10 @@ int out_pprof(const profile *p, FILE *f, const out_opts *o)
         fns[i].id = i + 1;
         if (i < nf) {
             const icpp_pm_func *pf = icpp_pathmap_func(p->pm, (uint32_t)i);
-            fns[i].name = fns[i].system_name = str_ix(&st, prof_func_name(p, (uint32_t)i));
+            /* functions only completion placed: marked, like the text formats' frames */
+            char lb[1024];
+            snprintf(lb, sizeof lb, "%s%s", prof_func_name(p, (uint32_t)i), i >= p->trained_funcs ? PROF_INFERRED_MARK : "");
+            fns[i].name = fns[i].system_name = str_ix(&st, lb);
             fns[i].filename = str_ix(&st, icpp_pathmap_module(p->pm, pf->module)->path);
         } else if (i < nloc0) {
             fns[i].name = fns[i].system_name = str_ix(&st, p->extra[i - nf].label);

@@ -20,6 +20,7 @@ int prof_init(profile *p, const icpp_pathmap *pm, const char *map_path, int inli
     p->node_amb = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_amb);
     p->node_inf = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_inf);
     p->trained_nodes = p->nnodes;
+    p->trained_funcs = icpp_pathmap_nfuncs(pm);
     p->chains = malloc((p->capchains = 64) * sizeof *p->chains);
     if (!p->node_self || !p->node_amb || !p->node_inf || !p->chains)
         return -ENOMEM;

@@ -70,6 +70,7 @@ typedef struct profile {
     double      *node_amb;              /* the ambiguous part of it */
     double      *node_inf;              /* the inferred part of it (completion, lib/complete.h) */
     size_t       trained_nodes;         /* nodes of the map as read: later ones were made by completion */
+    size_t       trained_funcs;         /* functions of the map as read: later ones were added by completion */
     prof_variant *var;                  /* samples inside inlined code, by (node, leaf chain) */
     size_t       nvar, capvar;
     icpp_hmap    var_ix;                /* (node, chain) -> index into var */

@@ -59,4 +59,11 @@ for name in ("newpaths", "newpaths_fp"):
     r = run([tool("icpp-resolve"), "-m", mapfile, "-n", "0", samples])
     c.check(r.returncode == 0 and "beta [inferred]" in r.stdout and "inferred" in r.stdout.splitlines()[1],
             f"{name}: text output does not mark inferred paths: {r.stdout[:800]}")
+    # pprof: functions only completion placed carry the mark in their names
+    pb = os.path.join(tmp, name + ".pb.gz")
+    r = run([tool("icpp-resolve"), "-m", mapfile, "--format", "pprof", "-o", pb, samples])
+    if c.check(r.returncode == 0, f"{name}: pprof failed: {r.stderr}"):
+        import gzip
+        with gzip.open(pb) as f:
+            c.check(b"beta [inferred]" in f.read(), f"{name}: pprof names beta without the inferred mark")
 c.done()
