@@ -81,7 +81,7 @@ struct icpp_completer {
 void icpp_cpl_opts_default(icpp_cpl_opts *o)
 {
     o->max_frames = 8;
-    o->max_work = 100000;
+    o->max_work = 30000;
     o->max_results = 32;
     o->any_indirect = 1;
 }

@@ -44,7 +44,7 @@ typedef struct icpp_completer icpp_completer;
 
 typedef struct icpp_cpl_opts {
     uint32_t max_frames;    /* new frames per completion (default 8) */
-    uint32_t max_work;      /* callers looked at plus expansions per query (default 100000) */
+    uint32_t max_work;      /* callers looked at plus expansions per query (default 30000) */
     uint32_t max_results;   /* completions per query (default 32) */
     int      any_indirect;  /* 1 (default): an indirect call made from a known context may call any
                                address-taken function; 0: only the indirect edges training saw */
