@@ -58,7 +58,7 @@ cflags=(-g -O1 -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -Wall -Wno-unuse
         -DPACKAGE='"icpp"' -DPACKAGE_VERSION='"0.1.0"'
         -fno-sanitize-recover=all -I"$src/lib" -I"$here")
 # shellcheck disable=SC2054  # -Wl,--as-needed is one argument
-libs=(-Wl,--as-needed -ldw -lelf -lbfd -lpfm -lz)
+libs=(-Wl,--as-needed -ldw -lelf -lbfd -lpfm -lZydis -lz)
 
 # newer TARGET FILE...: is any FILE newer than TARGET (or TARGET missing)?
 newer() {
