@@ -583,7 +583,7 @@ int icpp_complete(icpp_completer *c, uint32_t module, uint64_t addr, int64_t hei
             for (k = 0; k < cnt && c->cands[off + k].node != (uint32_t)node; k++)
                 ;
             if (k == cnt)
-                c->cands[off + cnt++] = (icpp_cand){(uint32_t)node, 1};
+                c->cands[off + cnt++] = (icpp_cand){(uint32_t)node, 1, 0};
         }
         c->ncands += cnt;
         c->st.found += cnt > 0;
