@@ -17,8 +17,9 @@ for name in ("newpaths", "newpaths_fp"):
     binary = built(os.path.join("tests/e2e", name))
     mapfile, samples = os.path.join(tmp, name + ".icppmap"), os.path.join(tmp, name + ".samples")
     run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", binary, "a", "1"])
-    r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", samples, "--",
-             binary, "bcd", "3"])
+    # learning off: completion alone (learning on is below, and in test_learn.py)
+    r = run([tool("icpp-sample"), "-q", "--validate", "--no-learn", "-e", "cpu-clock", "-F", "4000", "-o", samples,
+             "--", binary, "bcd", "3"])
     if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{name}: training or sampling failed: {r.stderr}"):
         continue
     res = {}
@@ -66,4 +67,19 @@ for name in ("newpaths", "newpaths_fp"):
         import gzip
         with gzip.open(pb) as f:
             c.check(b"beta [inferred]" in f.read(), f"{name}: pprof names beta without the inferred mark")
+    # learning on (one sample in 4 learns): completion only adds where learning left gaps
+    lrec = os.path.join(tmp, name + ".learn.samples")
+    r = run([tool("icpp-sample"), "-q", "--validate", "--learn=4", "-e", "cpu-clock", "-F", "4000", "-o", lrec,
+             "--", binary, "bcd", "3"])
+    if c.check(os.path.exists(lrec), f"{name}: sampling with learning failed: {r.stderr}"):
+        res = {}
+        for opt in ("--no-complete", "--complete"):
+            r = run([tool("icpp-resolve"), "-m", mapfile, "--check", "--format", "json", opt, lrec])
+            if c.check(r.returncode == 0, f"{name} learning {opt}: --check failed: {r.stderr}"):
+                res[opt] = json.loads(r.stdout)["by_samples"]
+        if len(res) == 2:
+            off, on = res["--no-complete"], res["--complete"]
+            print(f"{name} learning: off {off}\n{name} learning: on  {on}")
+            c.check(on["inferred-incorrect"] == 0 and on["missing"] <= off["missing"],
+                    f"{name}: with learning, completion made things worse: {off} -> {on}")
 c.done()

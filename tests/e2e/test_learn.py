@@ -123,12 +123,19 @@ for e in entries:
     if c.check(m is not None, f"{label}: no sample summary: {r.stderr}"):
         n, nl = int(m.group(1)), int(m.group(2))
         c.check(0.15 * n <= nl <= 0.35 * n, f"{label}: {nl} learn samples of {n} at --learn=4")
-    before = check(mapfile, rec, ["--no-learn"])
+    before = check(mapfile, rec, ["--no-learn", "--no-complete"])
     after = check(mapfile, rec)
-    if not before or not after:
+    completed = check(mapfile, rec, ["--no-learn"])
+    if not before or not after or not completed:
         continue
-    sb, sa = shares(before), shares(after)
-    print(f"{label}: map only {sb}; learned {sa}")
+    sb, sa, sc = shares(before), shares(after), shares(completed)
+    print(f"{label}: map only {sb}; learned {sa}; completed without learning {sc}")
+    # completion without learning (lib/complete.c): what it reports unique is true, and
+    # it never touches what the map resolved
+    bc = completed["by_samples"]
+    c.check(bc["inferred-incorrect"] == 0, f"{label}: a unique inferred path is wrong: {bc}")
+    c.check(bc["missing"] + sum(v for k, v in bc.items() if k.startswith("inferred")) ==
+            before["by_samples"]["missing"], f"{label}: completion changed more than the missing samples: {bc}")
     # the online problem, as the map alone sees it
     c.check(sb["missing"] >= 0.10, f"{label}: map alone misses only {sb['missing']:.1%} (expected >= 10%)")
     c.check(sb["incorrect"] >= 0.10, f"{label}: map alone misplaces only {sb['incorrect']:.1%} (op_mul vs op_add)")
