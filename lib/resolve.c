@@ -344,6 +344,11 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         out->learned_total += out->cand[i].learned;
     }
     out->kind = out->ncand == 1 ? ICPP_RES_PRECISE : ICPP_RES_AMBIGUOUS;
+    /* Never precise and wrong (docs/resolve.md): for a function this run
+     * uses in ways training never saw, a CID no learn sample confirmed is
+     * not sure.  (Also flagging confirmed CIDs that completion can reach by
+     * an untrained path turned 70-80% of lua's online samples uncertain:
+     * the static graph lets an interpreter reach almost anything.) */
     if (!seen && (uint64_t)out->func < x->nnovel && x->novel[out->func])
         out->kind = ICPP_RES_UNCERTAIN;
 }
