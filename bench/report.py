@@ -417,10 +417,9 @@ class Report:
         f["uncertain"] = 100.0 * (bs.get("uncertain-containing-truth", 0) +
                                   bs.get("uncertain-not-containing-truth", 0)) / judged
         f["uncertain_wrong"] = 100.0 * bs.get("uncertain-not-containing-truth", 0) / judged
-        for k in ("inferred-unique-correct", "inferred-unique-incorrect", "inferred-ambiguous-correct",
-                  "inferred-ambiguous-incorrect"):
-            if k in bs:
-                f[k] = 100.0 * bs[k] / judged
+        f["inferred"] = 100.0 * sum(v for k, v in bs.items() if k.startswith("inferred")) / judged
+        f["inferred_wrong"] = 100.0 * (bs.get("inferred-incorrect", 0) + bs.get("inferred-ambiguous-without-truth", 0)) \
+            / judged
         return f
 
     def precision(self):
@@ -476,7 +475,7 @@ class Report:
                     for m, _ in modes:
                         if figs[m]:
                             for k in ("precise", "incorrect", "missing", "paths", "known", "uncertain",
-                                      "uncertain_wrong"):
+                                      "uncertain_wrong", "inferred", "inferred_wrong"):
                                 if figs[m][k] is not None:
                                     agg.setdefault((row["kind"], m, k), []).append((n, figs[m][k]))
                 c = checks.get(modes[-1][0]) or {}
@@ -509,6 +508,8 @@ class Report:
         srow("online, uncertain by samples (not counted as precise or incorrect)", "online", "uncertain")
         srow("online, uncertain and indeed wrong, by samples", "online", "uncertain_wrong")
         srow("offline, uncertain by samples", "offline", "uncertain")
+        srow("online, inferred by completion, by samples (its own status)", "online", "inferred")
+        srow("online, inferred without the true path among the candidates", "online", "inferred_wrong")
         srow("online, precise by samples, of the samples whose context the map knows", "online", "known")
         raw = [(n, e["stats"]["unique_paths"]) for n in self.order
                for e in self.r.get("maps", {}).get(n, {}).get("fp", {}).values()
