@@ -1,0 +1,172 @@
+/* killee.c -- a program that reaches known paths, says so, then waits to be killed (or kills itself).
+ *
+ * usage: killee MODE [SCALE]
+ *   main      runs its paths, prints "killee ready pid=P", blocks in main;block
+ *   threads   3 worker threads run their paths and block in worker;block;
+ *             then main prints the marker and blocks too
+ *   fork      runs its paths, forks: the child runs main;child_main;c_leaf,
+ *             prints "killee child ready pid=C" and blocks; the parent waits
+ *             for it, prints "killee parent: child status S", runs
+ *             main;after_leaf and exits 0
+ *   selfkill  runs its paths, prints the marker, then SIGKILLs itself in
+ *             main;die_now (no handler can run)
+ *   overflow  runs its paths, prints the marker, then recurses in
+ *             main;overflow;overflow;... until the stack overflows (SIGSEGV
+ *             with no alternate stack: no handler can run)
+ * SCALE (default 1) multiplies the leaf work (about 30 ms at 1).
+ *
+ * Paths reached before the marker (the program's own functions; prefixes
+ * implied), by mode:
+ *   all modes:  main;run_main;stage_a;leaf_a
+ *               main;run_main;stage_b;leaf_b
+ *   main, threads:  main;block
+ *   threads:    worker;t_stage;t_leaf
+ *               worker;block
+ *   fork (the child):  main;child_main;c_leaf
+ *                      main;child_main;block
+ *   fork (the parent, after the child's end):  main;after_leaf
+ *   selfkill:   main;die_now
+ *   overflow:   main;overflow (repeated: main;overflow;overflow;...)
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOIPA __attribute__((noipa))
+#define NTHREADS 3
+
+static volatile unsigned long sink;
+static long scale = 1;
+static pthread_barrier_t ready;
+
+NOIPA void leaf_a(long n)
+{
+    for (long i = 0; i < n; i++)
+        sink += (unsigned long)i ^ (sink >> 3);
+}
+
+NOIPA void leaf_b(long n)
+{
+    for (long i = 0; i < n; i++)
+        sink ^= (unsigned long)i * 7 + (sink << 1);
+}
+
+NOIPA void stage_a(long n) { leaf_a(n); sink++; }
+NOIPA void stage_b(long n) { leaf_b(n); sink++; }
+
+NOIPA void run_main(void)
+{
+    for (int k = 0; k < 10; k++) {
+        stage_a(2000000 * scale / 10);
+        stage_b(2000000 * scale / 10);
+    }
+    sink++;
+}
+
+NOIPA void block(void)
+{
+    for (;;)
+        pause();
+}
+
+NOIPA void t_leaf(long n)
+{
+    for (long i = 0; i < n; i++)
+        sink += (unsigned long)i * 3;
+}
+
+NOIPA void t_stage(long n) { t_leaf(n); sink++; }
+
+NOIPA void *worker(void *arg)
+{
+    (void)arg;
+    t_stage(1000000 * scale);
+    pthread_barrier_wait(&ready);
+    block();
+    return NULL;
+}
+
+NOIPA void c_leaf(long n)
+{
+    for (long i = 0; i < n; i++)
+        sink -= (unsigned long)i ^ 0x55;
+}
+
+NOIPA void child_main(void)
+{
+    c_leaf(1000000 * scale);
+    printf("killee child ready pid=%d\n", (int)getpid());
+    fflush(stdout);
+    block();
+}
+
+NOIPA void after_leaf(long n)
+{
+    for (long i = 0; i < n; i++)
+        sink += 5;
+}
+
+NOIPA void die_now(void)
+{
+    kill(getpid(), SIGKILL);
+    sink++;
+}
+
+#pragma GCC diagnostic ignored "-Winfinite-recursion"
+NOIPA unsigned long overflow(unsigned long d)
+{
+    volatile char frame[4096];
+    frame[d % sizeof frame] = (char)d;
+    return overflow(d + 1) + frame[(d * 7) % sizeof frame];
+}
+
+static void marker(void)
+{
+    printf("killee ready pid=%d\n", (int)getpid());
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "main";
+    if (argc > 2 && atol(argv[2]) > 0)
+        scale = atol(argv[2]);
+    run_main();
+    if (!strcmp(mode, "main")) {
+        marker();
+        block();
+    } else if (!strcmp(mode, "threads")) {
+        pthread_t t[NTHREADS];
+        pthread_barrier_init(&ready, NULL, NTHREADS + 1);
+        for (int i = 0; i < NTHREADS; i++)
+            if (pthread_create(&t[i], NULL, worker, NULL) != 0)
+                return 1;
+        pthread_barrier_wait(&ready);
+        marker();
+        block();
+    } else if (!strcmp(mode, "fork")) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+            return 1;
+        if (pid == 0)
+            child_main();
+        int st;
+        if (waitpid(pid, &st, 0) != pid)
+            return 1;
+        printf("killee parent: child status %d\n", st);
+        after_leaf(1000 * scale);
+        return 0;
+    } else if (!strcmp(mode, "selfkill")) {
+        marker();
+        die_now();
+    } else if (!strcmp(mode, "overflow")) {
+        marker();
+        sink += overflow(0);
+    }
+    return 2;
+}
