@@ -609,10 +609,12 @@ int main(int argc, char **argv)
         die(1, "cannot read the training data in %s", tdir);
     rm_dir(tdir);
     janitor_say(janitor, 'D', 0);
-    if (!quiet && WIFSIGNALED(wst))
+    if (!quiet && WIFSIGNALED(wst) && nrecovered)
         fprintf(stderr, "icpp-train: %s was killed by signal %d (%s); recovered the trees of %zu thread%s from its "
                         "live files\n",
                 prog, WTERMSIG(wst), strsignal(WTERMSIG(wst)), nrecovered, nrecovered == 1 ? "" : "s");
+    else if (!quiet && WIFSIGNALED(wst))
+        fprintf(stderr, "icpp-train: %s was killed by signal %d (%s)\n", prog, WTERMSIG(wst), strsignal(WTERMSIG(wst)));
     else if (!quiet && nrecovered)
         fprintf(stderr, "icpp-train: a process of %s was killed; recovered the trees of %zu thread%s from live "
                         "files\n",

@@ -612,8 +612,8 @@ static int write_part(const icpp_agent_thread *t, int pid)
         p = utoa(p, mono_ns());
         memcpy(p, ".icppmap", 9);
         memcpy(tmp, dir, dl);
-        memcpy(tmp + dl, "/tmp", 4);
-        memcpy(tmp + dl + 4, path + dl, strlen(path + dl) + 1);
+        memcpy(tmp + dl, "/tmp.", 5);
+        memcpy(tmp + dl + 5, path + dl + 1, strlen(path + dl + 1) + 1);   /* DIR/tmp.part.... */
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) {
             rc = -1;

@@ -15,18 +15,22 @@
  *             with no alternate stack: no handler can run)
  * SCALE (default 1) multiplies the leaf work (about 30 ms at 1).
  *
- * Paths reached before the marker (the program's own functions; prefixes
- * implied), by mode:
- *   all modes:  main;run_main;stage_a;leaf_a
- *               main;run_main;stage_b;leaf_b
- *   main, threads:  main;block
- *   threads:    worker;t_stage;t_leaf
- *               worker;block
- *   fork (the child):  main;child_main;c_leaf
- *                      main;child_main;block
- *   fork (the parent, after the child's end):  main;after_leaf
- *   selfkill:   main;die_now
- *   overflow:   main;overflow (repeated: main;overflow;overflow;...)
+ * KILL-PATHS  (modes: a path reached before the kill; prefixes implied;
+ * tests/e2e/test_train_kill.py reads these lines)
+ * main threads fork selfkill overflow: main;run_main;stage_a;leaf_a
+ * main threads fork selfkill overflow: main;run_main;stage_b;leaf_b
+ * main threads selfkill overflow: main;marker
+ * main threads: main;block
+ * threads: worker;t_stage;t_leaf
+ * threads: worker;block
+ * fork: main;child_main;c_leaf
+ * fork: main;child_main;block
+ * fork: main;after_leaf
+ * selfkill: main;die_now
+ * overflow: main;overflow;overflow
+ * (fork: the child is killed, the parent then runs main;after_leaf and
+ * exits normally.  overflow: main;overflow repeated to the depth the stack
+ * allows, each deeper path recorded too.)
  */
 #include <pthread.h>
 #include <signal.h>
@@ -102,6 +106,7 @@ NOIPA void child_main(void)
     printf("killee child ready pid=%d\n", (int)getpid());
     fflush(stdout);
     block();
+    sink++;     /* not a tail call: child_main stays on the path */
 }
 
 NOIPA void after_leaf(long n)
@@ -124,7 +129,7 @@ NOIPA unsigned long overflow(unsigned long d)
     return overflow(d + 1) + frame[(d * 7) % sizeof frame];
 }
 
-static void marker(void)
+NOIPA void marker(void)
 {
     printf("killee ready pid=%d\n", (int)getpid());
     fflush(stdout);
