@@ -77,6 +77,7 @@ static void syms_free(syms *s)
     free(s->mods);
     free(s->funcs);
     free(s->cmdline);
+    memset(s, 0, sizeof *s);
 }
 
 static char *dup_bytes(const uint8_t *p, size_t n)
