@@ -371,6 +371,7 @@ static int run_target(const char *exe, char **args, int janitor)
     while (waitpid(pid, &wst, 0) < 0)
         if (errno != EINTR)
             die(1, "waitpid: %s", strerror(errno));
+    child = -1;     /* reaped: its pid may be reused, never signal it again */
     return wst;
 }
 
@@ -583,6 +584,11 @@ int main(int argc, char **argv)
             die(1, "cannot make a temporary directory: %s", strerror(errno));
         snprintf(tdir, sizeof tdir, "%s", tmpl);
     }
+    /* Absolute: the program may chdir before its threads make their files. */
+    char *abs = realpath(tdir, NULL);
+    if (abs && strlen(abs) < sizeof tdir)
+        memcpy(tdir, abs, strlen(abs) + 1);
+    free(abs);
 
     const char *pre = getenv("LD_PRELOAD");
     char *preload;
