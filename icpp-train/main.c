@@ -295,6 +295,7 @@ static int janitor_start(const char *dir)
     }
     close(p[1]);
     setsid();       /* a kill of icpp-train's process group does not reach it */
+    prctl(PR_SET_NAME, "icpp-train-jan");
     int dn = open("/dev/null", O_RDWR);
     for (int fd = 0; fd < 3 && dn >= 0; fd++)
         dup2(dn, fd);

@@ -91,6 +91,8 @@ static void msg(const char *fmt, ...)
 
 /* ---- the function table for recovery (live.h) ---- */
 
+static char *utoa(char *p, uint64_t v);
+
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -105,10 +107,16 @@ static uint64_t mono_ns(void)
 static void syms_create(const char *from, size_t copy)
 {
     uint64_t ns = mono_ns();
-    char path[sizeof syms_path];
-    int n = snprintf(path, sizeof path, "%s/syms.%d.%llu", dir, (int)syscall(SYS_getpid), (unsigned long long)ns);
+    char path[sizeof syms_path], *p = path;
+    size_t dl = strlen(dir);            /* < sizeof dir - 64 (agent_start) */
+    memcpy(p, dir, dl);
+    memcpy(p + dl, "/syms.", 6);
+    p = utoa(p + dl + 6, (uint64_t)syscall(SYS_getpid));   /* no snprintf: a fork child handler */
+    *p++ = '.';
+    p = utoa(p, ns);
+    size_t n = (size_t)(p - path);
     syms_path[0] = 0;
-    int fd = n > 0 && n < (int)sizeof path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
     int ok;
@@ -129,7 +137,7 @@ static void syms_create(const char *from, size_t copy)
         unlink(path);
         return;
     }
-    memcpy(syms_path, path, (size_t)n + 1);
+    memcpy(syms_path, path, n + 1);
     syms_len = copy;
     icpp_agent_set_live_tag(ns);
 }
