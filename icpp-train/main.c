@@ -54,7 +54,8 @@ static const char *usage_text =
     "  -h, --help         this text.\n"
     "\n"
     "If PROG is killed (SIGKILL, a crash no handler can catch), what it learned\n"
-    "up to then is recovered from files its threads kept up to date. SIGTERM,\n"
+    "up to then is recovered from files its threads kept up to date (in a\n"
+    "directory in $TMPDIR, else /dev/shm, else /tmp). SIGTERM,\n"
     "SIGINT or SIGHUP sent to icpp-train go to PROG; icpp-train then waits for it\n"
     "and writes MAP. If icpp-train itself is killed, PROG is killed too.\n"
     "\n"
@@ -253,6 +254,27 @@ static void forward(int sig, siginfo_t *si, void *uc)
         kill(child, sig);
     else
         pending_sig = sig;
+}
+
+/* icpp-train's private directory (parts, live trees, function tables):
+ * in $TMPDIR if set, else on tmpfs (/dev/shm: the live trees are written
+ * back to no disk, and a fork's file operations do not wait on a
+ * journal), else in /tmp.  The first that works; its absolute name (the
+ * program may chdir before its threads make their files).  0 or -1. */
+static int make_train_dir(char *tdir, size_t n)
+{
+    const char *env = getenv("TMPDIR");
+    const char *cand[] = {env && *env ? env : NULL, "/dev/shm", "/tmp"};
+    for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
+        if (!cand[i] || (size_t)snprintf(tdir, n, "%s/icpp-train.XXXXXX", cand[i]) >= n || !mkdtemp(tdir))
+            continue;
+        char *abs = realpath(tdir, NULL);
+        if (abs && strlen(abs) < n)
+            memcpy(tdir, abs, strlen(abs) + 1);
+        free(abs);
+        return 0;
+    }
+    return -1;
 }
 
 static void rm_dir(const char *dir)
@@ -576,20 +598,9 @@ int main(int argc, char **argv)
     if (icpp_fs_check_regular(agent, &err) < 0)      /* ld.so would block on a FIFO */
         die(1, "ICPP_AGENT: %s", err.msg);
 
-    char tmpl[] = "/tmp/icpp-train.XXXXXX";
-    const char *tmpdir = getenv("TMPDIR");
     char tdir[PATH_MAX];
-    snprintf(tdir, sizeof tdir, "%s/icpp-train.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    if (!mkdtemp(tdir)) {
-        if (!mkdtemp(tmpl))
-            die(1, "cannot make a temporary directory: %s", strerror(errno));
-        snprintf(tdir, sizeof tdir, "%s", tmpl);
-    }
-    /* Absolute: the program may chdir before its threads make their files. */
-    char *abs = realpath(tdir, NULL);
-    if (abs && strlen(abs) < sizeof tdir)
-        memcpy(tdir, abs, strlen(abs) + 1);
-    free(abs);
+    if (make_train_dir(tdir, sizeof tdir) < 0)
+        die(1, "cannot make a temporary directory in $TMPDIR, /dev/shm or /tmp: %s", strerror(errno));
 
     const char *pre = getenv("LD_PRELOAD");
     char *preload;
