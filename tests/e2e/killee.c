@@ -13,6 +13,10 @@
  *   overflow  runs its paths, prints the marker, then recurses in
  *             main;overflow;overflow;... until the stack overflows (SIGSEGV
  *             with no alternate stack: no handler can run)
+ *   churn     prints the marker, then makes new paths until killed:
+ *             main;churn_run;X;X;... with X = churn_a or churn_b, 1 to 24
+ *             deep, chosen by a counter's bits (the tree grows all the time,
+ *             so a kill lands while nodes and memory chunks are being added)
  * SCALE (default 1) multiplies the leaf work (about 30 ms at 1).
  *
  * KILL-PATHS  (modes: a path reached before the kill; prefixes implied;
@@ -28,9 +32,12 @@
  * fork: main;after_leaf
  * selfkill: main;die_now
  * overflow: main;overflow;overflow
+ * churn: main;marker
+ * churn: main;churn_run;churn_a
  * (fork: the child is killed, the parent then runs main;after_leaf and
  * exits normally.  overflow: main;overflow repeated to the depth the stack
- * allows, each deeper path recorded too.)
+ * allows, each deeper path recorded too.  churn: any sequence of churn_a
+ * and churn_b after main;churn_run, up to 24.)
  */
 #include <pthread.h>
 #include <signal.h>
@@ -129,6 +136,34 @@ NOIPA unsigned long overflow(unsigned long d)
     return overflow(d + 1) + frame[(d * 7) % sizeof frame];
 }
 
+NOIPA unsigned long churn_a(unsigned long bits, int d);
+NOIPA unsigned long churn_b(unsigned long bits, int d);
+/* Called through this table: gcc would turn a direct self-call into a loop. */
+static unsigned long (*volatile churn_next[2])(unsigned long, int) = {churn_a, churn_b};
+
+/* Follows the bits of `bits`: 0 -> churn_a, 1 -> churn_b, d more levels. */
+NOIPA unsigned long churn_a(unsigned long bits, int d)
+{
+    if (d == 0)
+        return bits;
+    return churn_next[bits & 1](bits >> 1, d - 1) + 1;
+}
+
+NOIPA unsigned long churn_b(unsigned long bits, int d)
+{
+    if (d == 0)
+        return bits;
+    return churn_next[bits & 1](bits >> 1, d - 1) + 2;
+}
+
+NOIPA void churn_run(void)
+{
+    for (unsigned long i = 0;; i++) {
+        unsigned long x = i * 0x9e3779b97f4a7c15ul;
+        sink += churn_a(x >> 8, (int)(x % 24));
+    }
+}
+
 NOIPA void marker(void)
 {
     printf("killee ready pid=%d\n", (int)getpid());
@@ -140,6 +175,10 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "main";
     if (argc > 2 && atol(argv[2]) > 0)
         scale = atol(argv[2]);
+    if (!strcmp(mode, "churn")) {
+        marker();
+        churn_run();
+    }
     run_main();
     if (!strcmp(mode, "main")) {
         marker();

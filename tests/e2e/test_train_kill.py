@@ -46,7 +46,7 @@ for line in open(SRC):
         for mode in m.group(1).split():
             for k in range(1, len(path) + 1):
                 documented[mode].add(path[:k])
-c.check(len(documented) == 5 and len(own) >= 14, f"KILL-PATHS block not found in {SRC}: {dict(documented)}")
+c.check(len(documented) == 6 and len(own) >= 17, f"KILL-PATHS block not found in {SRC}: {dict(documented)}")
 
 
 def paths_of(mapfile):
@@ -165,6 +165,37 @@ for mode, (sig, nrec, victim) in cases.items():
                       f"map has {sorted(heights.get(proj, ()))}")
     print(f"  {mode}: rc {p.returncode}, {len(got)} paths, {checked} sampled contexts compared")
     c.check(checked >= 20 and bad == 0, f"{mode}: {bad} of {checked} sampled contexts not in the map with their height")
+
+# A kill while the tree grows (new nodes, new memory chunks all the time): whenever it lands,
+# the recovered tree is whole -- no file refused, only documented paths (main;churn_run then
+# churn_a and churn_b in any order), each node at one height, deeper than its parent's.
+churn_re = re.compile(r"^main(;marker|;churn_run(;churn_a(;churn_[ab])*)?)?$")
+for i, delay in enumerate((0.03, 0.07, 0.12, 0.2, 0.3, 0.45)):
+    mapfile = os.path.join(tmp, f"churn{i}.icppmap")
+    p = subprocess.Popen([TRAIN, "--fresh", "--modules", "main", "-o", mapfile, "--", KILLEE, "churn"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = pid_in(wait_line(p, "killee ready"))
+    if not c.check(pid is not None, f"churn {i}: no marker"):
+        p.kill()
+        continue
+    time.sleep(delay)
+    os.kill(pid, signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    c.check(p.returncode == 137 and "recovered the trees of 1 thread" in err and "skipping" not in err,
+            f"churn {i} (killed after {delay} s): rc {p.returncode}: {err}")
+    if not c.check(os.path.exists(mapfile), f"churn {i}: no map"):
+        continue
+    nodes = {n[2]: n for n in paths_of(mapfile)}
+    own_paths = {names: hs for names, (cnt, hs, _) in nodes.items() if names[-1] in own}
+    bad_paths = [x for x in own_paths if not churn_re.match(";".join(n for n in x if n in own))]
+    bad_heights = [x for x, hs in own_paths.items()
+                   if len(hs) != 1 or (x[:-1] in own_paths and x[-2] != "main"
+                                       and not min(hs) > max(own_paths[x[:-1]]))]
+    deepest = max((len(x) for x in own_paths), default=0)
+    c.check(not bad_paths, f"churn {i}: paths not documented: {bad_paths[:3]}")
+    c.check(not bad_heights, f"churn {i}: nodes with several heights or not above their parent: {bad_heights[:3]}")
+    c.check(len(own_paths) > 50 and deepest > 10, f"churn {i}: only {len(own_paths)} paths, {deepest} deep")
+    print(f"  churn, killed after {delay} s: {len(own_paths)} paths recovered, {deepest} deep")
 
 # Killing icpp-train itself: no target left, no temporary directory left.
 for sig in (signal.SIGKILL, signal.SIGTERM):
