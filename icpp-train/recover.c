@@ -201,13 +201,20 @@ typedef struct live {
 } live;
 
 /* The file bytes of an object of n bytes at agent address va, or NULL if
- * it is not wholly inside one committed chunk. */
-static const void *at(const live *L, uint64_t va, size_t n)
+ * it is not wholly inside one committed chunk; *lost = 1 (and NULL) if it
+ * is inside a chunk the file could not hold (ICPP_LIVE_ANON). */
+static const void *at(const live *L, uint64_t va, size_t n, int *lost)
 {
+    *lost = 0;
     for (uint32_t i = 0; i < L->nchunks; i++) {
         const icpp_live_chunk *c = &L->h->chunk[i];
-        if (va >= c->vaddr && va - c->vaddr <= c->len && c->len - (va - c->vaddr) >= n)
+        if (va >= c->vaddr && va - c->vaddr <= c->len && c->len - (va - c->vaddr) >= n) {
+            if (c->off == ICPP_LIVE_ANON) {
+                *lost = 1;
+                return NULL;
+            }
             return L->p + c->off + (va - c->vaddr);
+        }
     }
     return NULL;
 }
@@ -225,7 +232,10 @@ static int pairs_each(const live *L, const icpp_agent_pairset *ps, uint64_t *bud
     }
     for (uint64_t va = (uint64_t)(uintptr_t)ps->ext; va;) {
         icpp_agent_pairext b;
-        const void *q = at(L, va, sizeof b);
+        int lost;
+        const void *q = at(L, va, sizeof b, &lost);
+        if (lost)
+            return 0;                   /* the rest of the set was not in the file */
         if (!q || !*budget)
             return -1;
         (*budget)--;
@@ -275,11 +285,16 @@ typedef struct stack {
 /* Push the children of the node at parent_va (map node pm_parent), the
  * list starting at first.  Returns NULL or why the file is corrupt. */
 static const char *push_children(const live *L, stack *st, uint64_t first, uint64_t parent_va, uint32_t pm_parent,
-                                 uint64_t *budget)
+                                 uint64_t *budget, uint64_t *lost_lists)
 {
     for (uint64_t c = first; c;) {
         icpp_agent_node y;
-        const void *r = at(L, c, sizeof y);
+        int lost;
+        const void *r = at(L, c, sizeof y, &lost);
+        if (lost) {
+            (*lost_lists)++;            /* this child and its older siblings were not in the file */
+            return NULL;
+        }
         if (!r)
             return "a node pointer outside the committed chunks";
         if (!*budget)
@@ -301,21 +316,27 @@ static const char *push_children(const live *L, stack *st, uint64_t first, uint6
 }
 
 /* Walk the tree from the root into pm.  Returns NULL or why the file is corrupt. */
-static const char *walk(const live *L, syms *s, icpp_pathmap *pm, uint64_t *entries, uint64_t *skipped)
+static const char *walk(const live *L, syms *s, icpp_pathmap *pm, uint64_t *entries, uint64_t *skipped,
+                        uint64_t *lost)
 {
     uint64_t budget = 2 * (L->size / 64) + 2;   /* each node is counted twice (pushed, read) */
     stack st = {0};
     icpp_agent_node x;
-    const void *q = at(L, L->h->root, sizeof x);
+    int rl;
+    const void *q = at(L, L->h->root, sizeof x, &rl);
+    if (!q && rl) {
+        (*lost)++;                      /* not even the root fit in the file */
+        return NULL;
+    }
     if (!q)
         return "the root is outside the committed chunks";
     memcpy(&x, q, sizeof x);
     if (x.func != ICPP_AGENT_FUNC_ROOT)
         return "the root node is not a root";
-    const char *why = push_children(L, &st, (uint64_t)(uintptr_t)x.first_child, L->h->root, 0, &budget);
+    const char *why = push_children(L, &st, (uint64_t)(uintptr_t)x.first_child, L->h->root, 0, &budget, lost);
     while (!why && st.n) {
         item it = st.v[--st.n];
-        memcpy(&x, at(L, it.va, sizeof x), sizeof x);   /* checked when pushed */
+        memcpy(&x, at(L, it.va, sizeof x, &rl), sizeof x);   /* checked when pushed */
         if ((uint64_t)(uintptr_t)x.parent != it.parent_va) {
             why = "a node whose parent field disagrees with the tree";
             break;
@@ -339,7 +360,7 @@ static const char *walk(const live *L, syms *s, icpp_pathmap *pm, uint64_t *entr
             why = "a bad pair block";
             break;
         }
-        why = push_children(L, &st, (uint64_t)(uintptr_t)x.first_child, it.va, node, &budget);
+        why = push_children(L, &st, (uint64_t)(uintptr_t)x.first_child, it.va, node, &budget, lost);
     }
     free(st.v);
     return why;
@@ -401,8 +422,8 @@ icpp_pathmap *icpp_recover_live(const char *dir, const char *name, int *empty, i
     L.nchunks = h->nchunks < h->max_chunks ? h->nchunks : h->max_chunks;
     for (uint32_t i = 0; i < L.nchunks; i++) {
         const icpp_live_chunk *c = &h->chunk[i];
-        if (c->off < h->header_size || c->off > L.size || c->len > L.size - c->off || !c->len ||
-            c->vaddr + c->len < c->vaddr) {
+        if ((c->off != ICPP_LIVE_ANON && (c->off < h->header_size || c->off > L.size || c->len > L.size - c->off)) ||
+            !c->len || c->vaddr + c->len < c->vaddr) {
             icpp_err_set(err, ICPP_EFORMAT, "%s: corrupt live file (chunk %u outside the file)", path, i);
             goto out;
         }
@@ -427,8 +448,8 @@ icpp_pathmap *icpp_recover_live(const char *dir, const char *name, int *empty, i
             goto fail;
         }
     icpp_pathmap_set_main(pm, s.mods[0].pm);
-    uint64_t entries = 0, skipped = 0;
-    const char *why = walk(&L, &s, pm, &entries, &skipped);
+    uint64_t entries = 0, skipped = 0, lost = 0;
+    const char *why = walk(&L, &s, pm, &entries, &skipped, &lost);
     if (why) {
         icpp_err_set(err, ICPP_EFORMAT, "%s: corrupt live file: %s", path, why);
         goto fail;
@@ -442,6 +463,7 @@ icpp_pathmap *icpp_recover_live(const char *dir, const char *name, int *empty, i
     meta_u(pm, "entries", entries);
     meta_u(pm, "node-overflow", skipped);
     meta_u(pm, "recovered", 1);
+    meta_u(pm, "recovered-lost-lists", lost);   /* child lists cut where the file could not grow */
     if (s.have_totals) {
         meta_u(pm, "patched-jmp", s.totals[0]);
         meta_u(pm, "patched-short-jmp", s.totals[1]);

@@ -44,8 +44,14 @@
 typedef struct icpp_live_chunk {
     uint64_t vaddr;           /* where the agent mapped it */
     uint64_t len;             /* bytes */
-    uint64_t off;             /* file offset */
+    uint64_t off;             /* file offset, or ICPP_LIVE_ANON */
 } icpp_live_chunk;
+
+/* A chunk the file could not hold (no space, file size limit): anonymous
+ * memory.  The tree goes on growing there; what lies in it is lost at a
+ * kill, and recovery prunes pointers into it instead of calling the file
+ * corrupt. */
+#define ICPP_LIVE_ANON (~0ull)
 
 typedef struct icpp_live_header {
     char     magic[8];        /* ICPP_LIVE_MAGIC, written last */

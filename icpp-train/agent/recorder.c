@@ -114,15 +114,20 @@ static long file_reserve(long fd, uint64_t off, uint64_t len)
     return r;
 }
 
-/* The next chunk of a live arena: grow the file, map the new part
- * MAP_SHARED, pre-fault it, then commit its entry in the header (live.h)
- * before anything can point into it.  The file is reopened each time (the
- * program may close descriptors it did not open). */
-static char *live_chunk(icpp_agent_arena *a, uint64_t sz)
+/* Would a file of `size` bytes exceed the process's RLIMIT_FSIZE?  (Growing
+ * past it raises SIGXFSZ, which would kill the program.) */
+static int over_fsize_limit(uint64_t size)
 {
-    icpp_live_header *h = a->live;
-    uint32_t n = h->nchunks;
-    if (n >= h->max_chunks)
+    struct { uint64_t cur, max; } rl = {~0ull, ~0ull};
+    return icpp_sys6(ICPP_SYS_prlimit64, 0, 1 /* RLIMIT_FSIZE */, 0, (long)&rl, 0, 0) == 0 && size > rl.cur;
+}
+
+/* Map sz bytes of the live file at a->fsize, MAP_SHARED, pre-faulted; or 0.
+ * The file is reopened each time (the program may close descriptors it did
+ * not open). */
+static char *live_map(icpp_agent_arena *a, uint64_t sz)
+{
+    if (over_fsize_limit(a->fsize + sz))
         return 0;
     long fd = icpp_sys6(ICPP_SYS_openat, -100 /* AT_FDCWD */, (long)a->path, 02000002 /* O_RDWR|O_CLOEXEC */,
                         0, 0, 0);
@@ -134,12 +139,32 @@ static char *live_chunk(icpp_agent_arena *a, uint64_t sz)
     if (r < 0 || icpp_sys_failed(p))
         return 0;
     icpp_sys3(ICPP_SYS_madvise, p, sz, 23 /* MADV_POPULATE_WRITE */);
-    h->chunk[n].vaddr = (uint64_t)p;
-    h->chunk[n].len = sz;
-    h->chunk[n].off = a->fsize;
-    __atomic_store_n(&h->nchunks, n + 1, __ATOMIC_RELEASE);
-    a->fsize += sz;
     return (char *)p;
+}
+
+/* The next chunk of a live arena: from the file, or -- when the file
+ * cannot grow (no space, size limit) -- anonymous memory, so training goes
+ * on and only what lands there is lost at a kill.  Its entry is committed
+ * in the header (live.h) before anything can point into it. */
+static char *live_chunk(icpp_agent_arena *a, uint64_t sz)
+{
+    icpp_live_header *h = a->live;
+    uint32_t n = h->nchunks;
+    char *p = n < h->max_chunks ? live_map(a, sz) : 0;
+    uint64_t off = a->fsize;
+    if (p)
+        a->fsize += sz;
+    else if ((p = map_anon(sz, 1)) != 0)
+        off = ICPP_LIVE_ANON;
+    else
+        return 0;
+    if (n < h->max_chunks) {
+        h->chunk[n].vaddr = (uint64_t)(uintptr_t)p;
+        h->chunk[n].len = sz;
+        h->chunk[n].off = off;
+        __atomic_store_n(&h->nchunks, n + 1, __ATOMIC_RELEASE);
+    }
+    return p;
 }
 
 /* n bytes of zeroed memory, 64-byte aligned (chunks are pages and every
@@ -195,6 +220,8 @@ static int live_open(icpp_agent_thread *t, icpp_agent_arena *a)
     /* Chunks double up to 4 MiB, then stay there. */
     uint64_t maxc = a->cap / (4u << 20) + 24;
     uint64_t hs = (sizeof(icpp_live_header) + maxc * sizeof(icpp_live_chunk) + 4095) & ~4095ull;
+    if (over_fsize_limit(hs + icpp_agent_cfg.prefault))
+        return t->live_path[0] = 0, -1;
     long fd = icpp_sys6(ICPP_SYS_openat, -100, (long)t->live_path, 02000302 /* O_RDWR|O_CREAT|O_EXCL|O_CLOEXEC */,
                         0600, 0, 0);
     if (fd < 0)

@@ -25,6 +25,7 @@
 #define ICPP_SYS_tgkill     234
 #define ICPP_SYS_openat     257
 #define ICPP_SYS_fallocate  285
+#define ICPP_SYS_prlimit64  302
 #define ICPP_SYS_membarrier 324
 
 static inline long icpp_sys6(long n, long a, long b, long c, long d, long e, long f)

@@ -7,6 +7,7 @@ SIGTERM) leaves no target process and no temporary directory."""
 import collections
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -169,11 +170,23 @@ for mode, (sig, nrec, victim) in cases.items():
 # A kill while the tree grows (new nodes, new memory chunks all the time): whenever it lands,
 # the recovered tree is whole -- no file refused, only documented paths (main;churn_run then
 # churn_a and churn_b in any order), each node at one height, deeper than its parent's.
+# The last run has a 1 MiB file size limit (RLIMIT_FSIZE): the live file stops growing there
+# (growing it further would raise SIGXFSZ), the tree goes on in anonymous memory, and what
+# the file holds is recovered -- fewer paths, but no refusal and no SIGXFSZ death.
 churn_re = re.compile(r"^main(;marker|;churn_run(;churn_a(;churn_[ab])*)?)?$")
-for i, delay in enumerate((0.03, 0.07, 0.12, 0.2, 0.3, 0.45)):
+FSIZE = 1 << 20
+
+
+def limit_fsize():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE, FSIZE))
+
+
+for i, delay in enumerate((0.03, 0.07, 0.12, 0.2, 0.3, 0.45, 0.3)):
     mapfile = os.path.join(tmp, f"churn{i}.icppmap")
+    limited = i == 6
     p = subprocess.Popen([TRAIN, "--fresh", "--modules", "main", "-o", mapfile, "--", KILLEE, "churn"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=limit_fsize if limited else None)
     pid = pid_in(wait_line(p, "killee ready"))
     if not c.check(pid is not None, f"churn {i}: no marker"):
         p.kill()
@@ -195,7 +208,10 @@ for i, delay in enumerate((0.03, 0.07, 0.12, 0.2, 0.3, 0.45)):
     c.check(not bad_paths, f"churn {i}: paths not documented: {bad_paths[:3]}")
     c.check(not bad_heights, f"churn {i}: nodes with several heights or not above their parent: {bad_heights[:3]}")
     c.check(len(own_paths) > 50 and deepest > 10, f"churn {i}: only {len(own_paths)} paths, {deepest} deep")
-    print(f"  churn, killed after {delay} s: {len(own_paths)} paths recovered, {deepest} deep")
+    if limited:     # a node is 448 bytes: a 1 MiB file holds fewer than 2400
+        c.check(len(own_paths) < FSIZE // 448, f"churn with a 1 MiB file size limit: {len(own_paths)} paths")
+    print(f"  churn, killed after {delay} s{' (1 MiB file size limit)' if limited else ''}: "
+          f"{len(own_paths)} paths recovered, {deepest} deep")
 
 # Killing icpp-train itself: no target left, no temporary directory left.
 for sig in (signal.SIGKILL, signal.SIGTERM):
