@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -257,14 +258,17 @@ static void forward(int sig, siginfo_t *si, void *uc)
 }
 
 /* icpp-train's private directory (parts, live trees, function tables):
- * in $TMPDIR if set, else on tmpfs (/dev/shm: the live trees are written
- * back to no disk, and a fork's file operations do not wait on a
- * journal), else in /tmp.  The first that works; its absolute name (the
- * program may chdir before its threads make their files).  0 or -1. */
+ * in $TMPDIR if set, else on tmpfs (/dev/shm, if it has 1 GiB free -- a
+ * container's is often 64 MiB: the live trees are written back to no
+ * disk, and a fork's file operations do not wait on a journal), else in
+ * /tmp.  The first that works; its absolute name (the program may chdir
+ * before its threads make their files).  0 or -1. */
 static int make_train_dir(char *tdir, size_t n)
 {
     const char *env = getenv("TMPDIR");
-    const char *cand[] = {env && *env ? env : NULL, "/dev/shm", "/tmp"};
+    struct statvfs vfs;
+    int shm_ok = statvfs("/dev/shm", &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize >= (1ull << 30);
+    const char *cand[] = {env && *env ? env : NULL, shm_ok ? "/dev/shm" : NULL, "/tmp"};
     for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
         if (!cand[i] || (size_t)snprintf(tdir, n, "%s/icpp-train.XXXXXX", cand[i]) >= n || !mkdtemp(tdir))
             continue;
