@@ -467,7 +467,7 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
             continue;
         }
         const icpp_pm_module *mm = icpp_pathmap_module(part, icpp_pathmap_main(part));
-        if (!mm || mm->build_id.len != want->len || memcmp(mm->build_id.bytes, want->bytes, want->len)) {
+        if (!mm || !icpp_build_id_eq(&mm->build_id, want)) {
             char eb[1024];
             if (!quiet)
                 fprintf(stderr, "icpp-train: a process ran %s (another binary, e.g. after exec): its training is "
@@ -588,7 +588,7 @@ int main(int argc, char **argv)
             die(1, "%s (use --fresh to replace it, or another -o)", err.msg);
         const icpp_pm_module *mm = icpp_pathmap_module(old, icpp_pathmap_main(old));
         char eb[1024];
-        if (mm && (mm->build_id.len != want.len || memcmp(mm->build_id.bytes, want.bytes, want.len)))
+        if (mm && !icpp_build_id_eq(&mm->build_id, &want))
             die(1, "%s is the map of %s, not of %s (another build-id): use --fresh to replace it, or another -o",
                 out, icpp_escape(mm->path, eb, sizeof eb), exe);
     }
