@@ -4,9 +4,11 @@
 #include "fsafe.h"
 #include "module.h"
 #include "pathmap.h"
+#include "recover.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
@@ -15,7 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +53,12 @@ static const char *usage_text =
     "                     patches it.\n"
     "  -q, --quiet        no summary.\n"
     "  -h, --help         this text.\n"
+    "\n"
+    "If PROG is killed (SIGKILL, a crash no handler can catch), what it learned\n"
+    "up to then is recovered from files its threads kept up to date (in a\n"
+    "directory in $TMPDIR, else /dev/shm, else /tmp). SIGTERM,\n"
+    "SIGINT or SIGHUP sent to icpp-train go to PROG; icpp-train then waits for it\n"
+    "and writes MAP. If icpp-train itself is killed, PROG is killed too.\n"
     "\n"
     "Exit status: PROG's (128+N if signal N killed it); 1 if the map could not\n"
     "be written (the previous MAP is kept), 2 on bad usage.\n";
@@ -228,74 +240,45 @@ static char *agent_path(void)
 }
 
 static volatile pid_t child;
+static volatile sig_atomic_t pending_sig;
 
-static void forward(int sig)
+/* SIGTERM, SIGINT, SIGHUP sent to icpp-train by a process go to the
+ * target; icpp-train then waits for it, recovers and cleans up.  The
+ * terminal's (si_code SI_KERNEL) reach the whole foreground group, the
+ * target too: not sent twice. */
+static void forward(int sig, siginfo_t *si, void *uc)
 {
+    (void)uc;
+    if (si && si->si_code == SI_KERNEL)
+        return;
     if (child > 0)
         kill(child, sig);
+    else
+        pending_sig = sig;
 }
 
-/* Merge the part files of `dir` into a map per main binary; the one of
- * `want` (build-id) goes to *mine (the first part itself, when *mine is
- * NULL), the others are reported. */
-static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap **mine, size_t *nparts,
-                       size_t *nthreads, size_t *nprocs, int quiet)
+/* icpp-train's private directory (parts, live trees, function tables):
+ * in $TMPDIR if set, else on tmpfs (/dev/shm, if it has 1 GiB free -- a
+ * container's is often 64 MiB: the live trees are written back to no
+ * disk, and a fork's file operations do not wait on a journal), else in
+ * /tmp.  The first that works; its absolute name (the program may chdir
+ * before its threads make their files).  0 or -1. */
+static int make_train_dir(char *tdir, size_t n)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return -errno;
-    struct dirent *de;
-    uint32_t pids[4096];
-    size_t npids = 0;
-    while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "part.", 5))
+    const char *env = getenv("TMPDIR");
+    struct statvfs vfs;
+    int shm_ok = statvfs("/dev/shm", &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize >= (1ull << 30);
+    const char *cand[] = {env && *env ? env : NULL, shm_ok ? "/dev/shm" : NULL, "/tmp"};
+    for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
+        if (!cand[i] || (size_t)snprintf(tdir, n, "%s/icpp-train.XXXXXX", cand[i]) >= n || !mkdtemp(tdir))
             continue;
-        char path[PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        icpp_err err;
-        icpp_pathmap *part = icpp_pathmap_read(path, &err);
-        if (!part) {
-            fprintf(stderr, "icpp-train: skipping %s: %s\n", de->d_name, err.msg);
-            continue;
-        }
-        const icpp_pm_module *mm = icpp_pathmap_module(part, icpp_pathmap_main(part));
-        if (!mm || mm->build_id.len != want->len || memcmp(mm->build_id.bytes, want->bytes, want->len)) {
-            char eb[1024];
-            if (!quiet)
-                fprintf(stderr, "icpp-train: a process ran %s (another binary, e.g. after exec): its training is "
-                                "not in this map; train that binary separately\n",
-                        mm ? icpp_escape(mm->path, eb, sizeof eb) : "?");
-            icpp_pathmap_free(part);
-            continue;
-        }
-        if (*mine && icpp_pathmap_merge(*mine, part, &err) < 0)
-            fprintf(stderr, "icpp-train: %s: %s\n", de->d_name, err.msg);
-        const char *pid = icpp_pathmap_meta(part, "pid");
-        uint32_t p = pid ? (uint32_t)strtoul(pid, NULL, 10) : 0;
-        size_t k;
-        for (k = 0; k < npids && pids[k] != p; k++)
-            ;
-        if (k == npids && npids < 4096)
-            pids[npids++] = p;
-        (*nparts)++;
-        (*nthreads)++;
-        if (!*mine)
-            *mine = part;
-        else
-            icpp_pathmap_free(part);
+        char *abs = realpath(tdir, NULL);
+        if (abs && strlen(abs) < n)
+            memcpy(tdir, abs, strlen(abs) + 1);
+        free(abs);
+        return 0;
     }
-    closedir(d);
-    *nprocs = npids;
-    return 0;
-}
-
-/* Sum numeric metadata of src into dst (counts that add over runs). */
-static void add_meta(icpp_pathmap *dst, const char *key, uint64_t v)
-{
-    const char *old = icpp_pathmap_meta(dst, key);
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)(old ? strtoull(old, NULL, 10) : 0) + v);
-    icpp_pathmap_set_meta(dst, key, buf);
+    return -1;
 }
 
 static void rm_dir(const char *dir)
@@ -312,6 +295,218 @@ static void rm_dir(const char *dir)
     if (d)
         closedir(d);
     rmdir(dir);
+}
+
+/* The janitor: a process outside icpp-train's process group that holds
+ * the read end of a pipe.  Messages (5 bytes): 'P' + the target's pid,
+ * 'D' (icpp-train cleaned up itself).  End of file without 'D' means
+ * icpp-train died (SIGKILL): the janitor kills the target (which
+ * PR_SET_PDEATHSIG kills too), waits until it is gone, removes `dir`.
+ * Returns the write end, or -1 (then a SIGKILLed icpp-train leaves dir). */
+enum { JANITOR_MSG = 5 };
+static int janitor_start(const char *dir)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid_t j = fork();
+    if (j < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (j > 0) {
+        close(p[0]);
+        return p[1];
+    }
+    close(p[1]);
+    setsid();       /* a kill of icpp-train's process group does not reach it */
+    prctl(PR_SET_NAME, "icpp-train-jan");
+    int dn = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3 && dn >= 0; fd++)
+        dup2(dn, fd);
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        signal(sigs[i], SIG_IGN);
+    int pidfd = -1;
+    unsigned char m[JANITOR_MSG];
+    for (;;) {
+        ssize_t n = read(p[0], m, sizeof m);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n != (ssize_t)sizeof m)
+            break;
+        if (m[0] == 'D')
+            _exit(0);
+        if (m[0] == 'P' && pidfd < 0) {
+            int32_t pid;
+            memcpy(&pid, m + 1, 4);
+            pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        }
+    }
+    if (pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        struct pollfd pf = {pidfd, POLLIN, 0};
+        poll(&pf, 1, 10000);
+    }
+    rm_dir(dir);
+    _exit(0);
+}
+
+static void janitor_say(int fd, char what, int32_t pid)
+{
+    unsigned char m[JANITOR_MSG] = {(unsigned char)what};
+    memcpy(m + 1, &pid, 4);
+    if (fd >= 0)
+        (void)!write(fd, m, sizeof m);
+}
+
+/* Run the program with the agent; returns its wait status.  The child
+ * dies with icpp-train (PR_SET_PDEATHSIG; if icpp-train is already gone
+ * when that is set, it does not run at all). */
+static int run_target(const char *exe, char **args, int janitor)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGQUIT, SIG_IGN);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0)
+        die(1, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGQUIT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+            _exit(127);
+        execv(exe, args);
+        fprintf(stderr, "icpp-train: cannot run %s: %s\n", exe, strerror(errno));
+        _exit(127);
+    }
+    child = pid;
+    janitor_say(janitor, 'P', pid);
+    if (pending_sig)
+        kill(pid, pending_sig);
+    int wst;
+    while (waitpid(pid, &wst, 0) < 0)
+        if (errno != EINTR)
+            die(1, "waitpid: %s", strerror(errno));
+    child = -1;     /* reaped: its pid may be reused, never signal it again */
+    return wst;
+}
+
+/* Merge the part files of `dir`, and the live files of threads that wrote
+ * no part (their process was killed: recover.h), into a map per main
+ * binary; the one of `want` (build-id) goes to *mine (the first part
+ * itself, when *mine is NULL), the others are reported.  A live file is
+ * superseded by a part of the same thread written after it (PID, TID, and
+ * a later NS). */
+static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap **mine, size_t *nparts,
+                       size_t *nthreads, size_t *nprocs, size_t *nrecovered, int quiet)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    struct dirent *de;
+    char **names = NULL;
+    size_t nnames = 0, cap = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "part.", 5) && strncmp(de->d_name, "live.", 5))
+            continue;
+        if (nnames == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nv = realloc(names, cap * sizeof *nv);
+            if (!nv)
+                die(1, "out of memory");
+            names = nv;
+        }
+        if (!(names[nnames++] = strdup(de->d_name)))
+            die(1, "out of memory");
+    }
+    closedir(d);
+    uint32_t pids[4096];
+    size_t npids = 0;
+    for (size_t i = 0; i < nnames; i++) {
+        const char *name = names[i];
+        icpp_err err;
+        icpp_pathmap *part;
+        int pid, tid, recovered = 0;
+        uint64_t ns;
+        if (icpp_recover_name(name, "live.", &pid, &tid, &ns) == 0) {
+            int superseded = 0, ppid, ptid;
+            uint64_t pns;
+            for (size_t k = 0; k < nnames && !superseded; k++)
+                superseded = icpp_recover_name(names[k], "part.", &ppid, &ptid, &pns) == 0 && ppid == pid &&
+                             ptid == tid && pns >= ns;
+            if (superseded)
+                continue;
+            int empty;
+            part = icpp_recover_live(dir, name, &empty, &err);
+            if (!part) {
+                if (!empty)
+                    fprintf(stderr, "icpp-train: skipping %s: %s\n", name, err.msg);
+                continue;
+            }
+            recovered = 1;
+        } else if (!strncmp(name, "part.", 5)) {
+            char path[PATH_MAX + 256];
+            snprintf(path, sizeof path, "%s/%s", dir, name);
+            part = icpp_pathmap_read(path, &err);
+            if (!part) {
+                fprintf(stderr, "icpp-train: skipping %s: %s\n", name, err.msg);
+                continue;
+            }
+        } else {
+            continue;
+        }
+        const icpp_pm_module *mm = icpp_pathmap_module(part, icpp_pathmap_main(part));
+        if (!mm || !icpp_build_id_eq(&mm->build_id, want)) {
+            char eb[1024];
+            if (!quiet)
+                fprintf(stderr, "icpp-train: a process ran %s (another binary, e.g. after exec): its training is "
+                                "not in this map; train that binary separately\n",
+                        mm ? icpp_escape(mm->path, eb, sizeof eb) : "?");
+            icpp_pathmap_free(part);
+            continue;
+        }
+        if (*mine && icpp_pathmap_merge(*mine, part, &err) < 0)
+            fprintf(stderr, "icpp-train: %s: %s\n", name, err.msg);
+        const char *pidm = icpp_pathmap_meta(part, "pid");
+        uint32_t p = pidm ? (uint32_t)strtoul(pidm, NULL, 10) : 0;
+        size_t k;
+        for (k = 0; k < npids && pids[k] != p; k++)
+            ;
+        if (k == npids && npids < 4096)
+            pids[npids++] = p;
+        (*nparts)++;
+        (*nthreads)++;
+        *nrecovered += (size_t)recovered;
+        if (!*mine)
+            *mine = part;
+        else
+            icpp_pathmap_free(part);
+    }
+    for (size_t i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
+    *nprocs = npids;
+    return 0;
+}
+
+/* Sum numeric metadata of src into dst (counts that add over runs). */
+static void add_meta(icpp_pathmap *dst, const char *key, uint64_t v)
+{
+    const char *old = icpp_pathmap_meta(dst, key);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)(old ? strtoull(old, NULL, 10) : 0) + v);
+    icpp_pathmap_set_meta(dst, key, buf);
 }
 
 int main(int argc, char **argv)
@@ -393,7 +588,7 @@ int main(int argc, char **argv)
             die(1, "%s (use --fresh to replace it, or another -o)", err.msg);
         const icpp_pm_module *mm = icpp_pathmap_module(old, icpp_pathmap_main(old));
         char eb[1024];
-        if (mm && (mm->build_id.len != want.len || memcmp(mm->build_id.bytes, want.bytes, want.len)))
+        if (mm && !icpp_build_id_eq(&mm->build_id, &want))
             die(1, "%s is the map of %s, not of %s (another build-id): use --fresh to replace it, or another -o",
                 out, icpp_escape(mm->path, eb, sizeof eb), exe);
     }
@@ -407,15 +602,9 @@ int main(int argc, char **argv)
     if (icpp_fs_check_regular(agent, &err) < 0)      /* ld.so would block on a FIFO */
         die(1, "ICPP_AGENT: %s", err.msg);
 
-    char tmpl[] = "/tmp/icpp-train.XXXXXX";
-    const char *tmpdir = getenv("TMPDIR");
     char tdir[PATH_MAX];
-    snprintf(tdir, sizeof tdir, "%s/icpp-train.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    if (!mkdtemp(tdir)) {
-        if (!mkdtemp(tmpl))
-            die(1, "cannot make a temporary directory: %s", strerror(errno));
-        snprintf(tdir, sizeof tdir, "%s", tmpl);
-    }
+    if (make_train_dir(tdir, sizeof tdir) < 0)
+        die(1, "cannot make a temporary directory in $TMPDIR, /dev/shm or /tmp: %s", strerror(errno));
 
     const char *pre = getenv("LD_PRELOAD");
     char *preload;
@@ -430,43 +619,32 @@ int main(int argc, char **argv)
         setenv("ICPP_TRAIN_VERBOSE", "1", 1);
 
     /* Like system(): the terminal's ^C and ^\ reach the program, which
-     * decides; termination requests sent to us are passed on. */
-    signal(SIGINT, SIG_IGN);
-    signal(SIGQUIT, SIG_IGN);
-    signal(SIGTERM, forward);
-    signal(SIGHUP, forward);
-    child = fork();
-    if (child < 0)
-        die(1, "fork: %s", strerror(errno));
-    if (child == 0) {
-        signal(SIGINT, SIG_DFL);
-        signal(SIGQUIT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        execv(exe, argv + optind);
-        fprintf(stderr, "icpp-train: cannot run %s: %s\n", exe, strerror(errno));
-        _exit(127);
-    }
-    int wst, status;
-    while (waitpid(child, &wst, 0) < 0)
-        if (errno != EINTR)
-            die(1, "waitpid: %s", strerror(errno));
-    status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
-    if (WIFSIGNALED(wst) && !quiet)
-        fprintf(stderr, "icpp-train: %s was killed by signal %d (%s)%s\n", prog, WTERMSIG(wst),
-                strsignal(WTERMSIG(wst)),
-                WTERMSIG(wst) == SIGKILL ? ": SIGKILL cannot be caught, its training is lost" : "");
+     * decides; termination requests sent to icpp-train are passed on. */
+    int janitor = janitor_start(tdir);
+    int wst = run_target(exe, argv + optind, janitor);
+    int status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
 
-    /* Merge: the parts, then the previous map. */
+    /* Merge: the parts (and what live files recover), then the previous map. */
     icpp_pathmap *pm = NULL;
-    size_t nparts = 0, nthreads = 0, nprocs = 0;
-    if (merge_parts(tdir, &want, &pm, &nparts, &nthreads, &nprocs, quiet) < 0)
+    size_t nparts = 0, nthreads = 0, nprocs = 0, nrecovered = 0;
+    if (merge_parts(tdir, &want, &pm, &nparts, &nthreads, &nprocs, &nrecovered, quiet) < 0)
         die(1, "cannot read the training data in %s", tdir);
     rm_dir(tdir);
+    janitor_say(janitor, 'D', 0);
+    if (!quiet && WIFSIGNALED(wst) && nrecovered)
+        fprintf(stderr, "icpp-train: %s was killed by signal %d (%s); recovered the trees of %zu thread%s from its "
+                        "live files\n",
+                prog, WTERMSIG(wst), strsignal(WTERMSIG(wst)), nrecovered, nrecovered == 1 ? "" : "s");
+    else if (!quiet && WIFSIGNALED(wst))
+        fprintf(stderr, "icpp-train: %s was killed by signal %d (%s)\n", prog, WTERMSIG(wst), strsignal(WTERMSIG(wst)));
+    else if (!quiet && nrecovered)
+        fprintf(stderr, "icpp-train: a process of %s was killed; recovered the trees of %zu thread%s from live "
+                        "files\n",
+                prog, nrecovered, nrecovered == 1 ? "" : "s");
     if (nparts == 0) {
         int listed = strcmp(modules, "all") && strcmp(modules, "main");
         fprintf(stderr, "icpp-train: no training data came back from %s%s; %s is unchanged%s%s%s\n", prog,
-                WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL ? " (killed by SIGKILL)" : "", out,
+                WIFSIGNALED(wst) ? " (killed before it recorded anything)" : "", out,
                 listed ? " (--modules " : "", listed ? modules : "",
                 listed ? ": no module the program loaded has such a name; give main, all, or names of libraries it "
                          "loads, e.g. libc.so.6)" : "");

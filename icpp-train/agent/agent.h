@@ -41,6 +41,10 @@ typedef struct icpp_agent_config {
                                  first CCT chunk, each); 0 = 64 KiB */
     int      live_signal;     /* signal used to evacuate threads during a
                                  live patch; 0 = SIGRTMAX - 2 */
+    const char *live_dir;     /* non-NULL: each thread's tree lives in a file
+                                 DIR/live.PID.TID.NS mapped MAP_SHARED, which
+                                 survives a kill (live.h); NULL: anonymous
+                                 memory.  Copied. */
 } icpp_agent_config;
 
 /* What was done to a function entry. */
@@ -186,6 +190,7 @@ typedef struct icpp_agent_thread_info {
     uint64_t dropped_depth;   /* entries past max_depth (not recorded) */
     uint64_t node_overflow;   /* entries folded into the OVERFLOW node */
     uint64_t pair_overflow;   /* height/site pairs that found no memory */
+    const char *live_file;    /* the tree's live file; "" if in anonymous memory */
 } icpp_agent_thread_info;
 
 /* Threads, most recent first.  The list only grows; a thread's tree stays
@@ -227,18 +232,26 @@ ICPP_AGENT_API void icpp_agent_set_ranges(const icpp_agent_frange *v, size_t n);
  * the interrupted SP are dropped when they are entered. */
 ICPP_AGENT_API void icpp_agent_add_sigreturn(uint64_t lo, uint64_t hi);
 
+/* The value live files created from now on record as their function
+ * table's tag (live.h: syms.PID.TAG).  Async-signal-safe. */
+ICPP_AGENT_API void icpp_agent_set_live_tag(uint64_t syms_ns);
+
 /* ---- fork ------------------------------------------------------------------ */
 
-/* In a forked child the trees are the parent's copies: the forking thread's
- * record continues in the child (its counts include the parent's before the
- * fork); all other threads' records are marked inherited.  A callback may
- * be set to run in the child (e.g. to open a new output file); it runs in
- * the pthread_atfork child handler, so only async-signal-safe work. */
+/* In a forked child the trees are the parent's copies (with live files:
+ * the parent's, still shared): all other threads' records are marked
+ * inherited and never written again; the forking thread's record starts a
+ * new tree (a new live file) holding only the path on its shadow stack,
+ * with zero counts, so that the child's record holds only what the child
+ * ran.  No entry is recorded between fork's prepare handlers and this.  A
+ * callback may be set to run in the child, before the new tree is made
+ * (e.g. to open a new output file, set the live tag); it runs in the
+ * pthread_atfork child handler, so only async-signal-safe work. */
 ICPP_AGENT_API void icpp_agent_set_fork_child_hook(void (*fn)(void));
 
 /* Zero every count of a thread's tree, keeping its structure (the paths on
- * its shadow stack stay valid).  A fork child calls it for the forking
- * thread so that the child's output holds only what the child ran.
+ * its shadow stack stay valid).  Only for a thread whose tree this process
+ * owns (not an inherited one: its live file is the parent's).
  * Async-signal-safe (memory writes only). */
 ICPP_AGENT_API void icpp_agent_thread_reset_counts(const icpp_agent_thread *t);
 

@@ -7,6 +7,7 @@
 
 #include "agent.h"
 #include "asm_offsets.h"
+#include "live.h"
 
 #define ICPP_AGENT_HIDDEN __attribute__((visibility("hidden")))
 
@@ -76,13 +77,20 @@ typedef struct icpp_agent_frame {
     icpp_agent_node *node;
 } icpp_agent_frame;
 
-/* Bump allocator over mmap'd chunks. */
+/* Bump allocator over mmap'd chunks: anonymous, or (live != 0) chunks of
+ * the thread's live file, mapped MAP_SHARED so that they outlive a kill
+ * (live.h). */
 typedef struct icpp_agent_arena {
     char    *cur, *end;      /* free part of the current chunk */
     uint64_t chunk;          /* size of the next chunk */
     uint64_t used;           /* bytes mapped so far */
     uint64_t cap;            /* max bytes */
+    icpp_live_header *live;  /* the live file's header (MAP_SHARED), or 0 */
+    const char *path;        /* the live file (reopened to grow it) */
+    uint64_t fsize;          /* its size: where the next chunk goes */
 } icpp_agent_arena;
+
+#define ICPP_AGENT_LIVE_PATH_MAX 4200   /* live_dir + "/live.PID.TID.NS" */
 
 struct icpp_agent_thread {
     /* hot: read by the trampoline's fast path (offsets in asm_offsets.h) */
@@ -98,7 +106,7 @@ struct icpp_agent_thread {
     int                tid, pid;
     int                inherited;
     int                base_kind;
-    icpp_agent_node    root;
+    icpp_agent_node   *root;          /* in the arena (so in the live file) */
     icpp_agent_node    overflow;      /* OVERFLOW node (not linked in the tree) */
     icpp_agent_node  **hash;          /* open addressing on (parent, func) */
     uint64_t           hash_mask;     /* slots - 1 */
@@ -108,6 +116,7 @@ struct icpp_agent_thread {
     uint64_t           slow;          /* entries through icpp_agent_record */
     uint64_t           hit_conflicts;  /* slow entries of known calls since hit2_maybe_grow */
     uint64_t           dropped_critical, dropped_reentrant, dropped_depth, node_overflow;
+    char               live_path[ICPP_AGENT_LIVE_PATH_MAX];   /* "" if anonymous */
 };
 
 /* Per-thread state, initial-exec TLS (a %fs-relative load, no call). */
@@ -127,6 +136,8 @@ typedef struct icpp_agent_settings {
     uint64_t prefault;
     uint64_t startstack;
     int      live_signal;    /* signal for evacuating threads (live patching) */
+    const char *live_dir;    /* where live files go; 0 = anonymous trees */
+    volatile uint64_t syms_ns; /* written into new live files' headers */
 } icpp_agent_settings;
 
 extern icpp_agent_settings icpp_agent_cfg ICPP_AGENT_HIDDEN;

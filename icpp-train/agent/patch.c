@@ -102,6 +102,8 @@ static icpp_agent_patch_stats totals;
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static int inited, membarrier_ok = -1;
 
+void icpp_agent_fork_prepare(void) ICPP_AGENT_HIDDEN;
+void icpp_agent_fork_parent(void) ICPP_AGENT_HIDDEN;
 void icpp_agent_fork_child(void) ICPP_AGENT_HIDDEN;
 
 static const char *const reason_names[ICPP_AGENT_R_COUNT + 1] = {
@@ -132,13 +134,22 @@ int icpp_agent_init(const icpp_agent_config *cfg, icpp_err *err)
             icpp_agent_cfg.prefault = (cfg->prefault_bytes + 4095u) & ~4095u;
         if (cfg->live_signal)
             icpp_agent_cfg.live_signal = cfg->live_signal;
+        if (cfg->live_dir) {
+            static char live_dir[4096];
+            size_t n = strlen(cfg->live_dir);
+            if (!n || n >= sizeof live_dir - 100)
+                return icpp_err_set(err, ENAMETOOLONG, "icpp agent: live directory name too long: %.64s...",
+                                    cfg->live_dir);
+            memcpy(live_dir, cfg->live_dir, n + 1);
+            icpp_agent_cfg.live_dir = live_dir;
+        }
     }
     /* Without startstack the main thread's base falls back to the top of
      * its stack mapping (ICPP_AGENT_BASE_MAPTOP): not an error. */
     if (!icpp_agent_cfg.live_signal)
         icpp_agent_cfg.live_signal = SIGRTMAX - 2;
     icpp_agent_cfg.startstack = icpp_agent_startstack();
-    int e = pthread_atfork(NULL, NULL, icpp_agent_fork_child);
+    int e = pthread_atfork(icpp_agent_fork_prepare, icpp_agent_fork_parent, icpp_agent_fork_child);
     if (e)
         return icpp_err_set(err, e, "icpp agent: pthread_atfork failed");
     inited = 1;

@@ -1,5 +1,6 @@
 /* preload.c -- icpp-train's in-process front end: pick modules, patch them, write path-map parts at exit, fork, exec, dlopen and fatal signals. */
 #include "agent.h"
+#include "live.h"
 
 #include <Zydis/Zydis.h>
 
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -34,7 +36,10 @@
  * part file per thread that ran in it: DIR/part.PID.TID.NSEC.icppmap, a
  * complete path map (docs/pathmap-format.md) of that thread's tree.  Writing
  * allocates nothing (mmap-backed buffers) so it also works from a signal
- * handler.  icpp-train merges the parts. */
+ * handler.  icpp-train merges the parts.  Meanwhile every thread's tree
+ * lives in DIR/live.PID.TID.NS and the function table in DIR/syms.PID.NS
+ * (live.h), from which icpp-train recovers a process that was killed
+ * before it could write its parts. */
 
 #define API __attribute__((visibility("default")))
 
@@ -69,6 +74,8 @@ static char     cmdline[2048];
 static icpp_agent_patch_stats totals;
 static void    *self_base;          /* our own load address */
 static void    *zydis_base;         /* Zydis, loaded for us (relocation) */
+static char     syms_path[4200];    /* this image's function table (live.h) */
+static size_t   syms_len;           /* bytes of complete records in it */
 
 static void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void msg(const char *fmt, ...)
@@ -80,6 +87,129 @@ static void msg(const char *fmt, ...)
     va_end(ap);
     if (n > 0)
         (void)!write(2, b, (size_t)(n < (int)sizeof b ? n : (int)sizeof b - 1));
+}
+
+/* ---- the function table for recovery (live.h) ---- */
+
+static char *utoa(char *p, uint64_t v);
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* DIR/syms.PID.NS, created with its magic, or holding the first `copy`
+ * bytes of `from` (a fork child's copy of its parent's table); live files
+ * made from now on name it.  Async-signal-safe.  On failure the table is
+ * off (syms_path empty): parts are still written, recovery is not possible. */
+static void syms_create(const char *from, size_t copy)
+{
+    uint64_t ns = mono_ns();
+    char path[sizeof syms_path], *p = path;
+    size_t dl = strlen(dir);            /* < sizeof dir - 64 (agent_start) */
+    memcpy(p, dir, dl);
+    memcpy(p + dl, "/syms.", 6);
+    p = utoa(p + dl + 6, (uint64_t)syscall(SYS_getpid));   /* no snprintf: a fork child handler */
+    *p++ = '.';
+    p = utoa(p, ns);
+    size_t n = (size_t)(p - path);
+    syms_path[0] = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    int ok;
+    if (from) {
+        int in = open(from, O_RDONLY | O_CLOEXEC);
+        off_t off = 0;
+        while (in >= 0 && (size_t)off < copy && sendfile(fd, in, &off, copy - (size_t)off) > 0)
+            ;
+        ok = in >= 0 && (size_t)off == copy;
+        if (in >= 0)
+            close(in);
+    } else {
+        ok = write(fd, ICPP_SYMS_MAGIC, 8) == 8;
+        copy = 8;
+    }
+    close(fd);
+    if (!ok) {
+        unlink(path);
+        return;
+    }
+    memcpy(syms_path, path, n + 1);
+    syms_len = copy;
+    icpp_agent_set_live_tag(ns);
+}
+
+typedef struct rec {
+    uint8_t *p;
+    size_t   len, cap;
+} rec;
+
+static void rec_put(rec *r, const void *v, size_t n)
+{
+    if (r->len + n > r->cap) {
+        size_t nc = r->cap ? 2 * r->cap : 4096;
+        while (nc < r->len + n)
+            nc *= 2;
+        uint8_t *q = realloc(r->p, nc);
+        if (!q) {
+            r->cap = (size_t)-1;    /* failed: never written */
+            return;
+        }
+        r->p = q;
+        r->cap = nc;
+    }
+    if (r->cap != (size_t)-1) {
+        memcpy(r->p + r->len, v, n);
+        r->len += n;
+    }
+}
+#define REC_PUT(r, x) rec_put((r), &(x), sizeof(x))
+
+static rec rec_begin(uint8_t type)
+{
+    rec r = {0, 0, 0};
+    uint32_t size = 0;
+    REC_PUT(&r, size);
+    REC_PUT(&r, type);
+    return r;
+}
+
+/* Append the record in one write (a kill cuts at most this one short). */
+static void rec_end(rec *r)
+{
+    if (syms_path[0] && r->p && r->cap != (size_t)-1 && r->len - 5 <= UINT32_MAX) {
+        uint32_t size = (uint32_t)(r->len - 5);
+        memcpy(r->p, &size, 4);
+        int fd = open(syms_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        if (fd >= 0) {
+            if (write(fd, r->p, r->len) == (ssize_t)r->len)
+                syms_len += r->len;
+            else
+                syms_path[0] = 0;   /* a hole would shift every later record */
+            close(fd);
+        }
+    }
+    free(r->p);
+}
+
+static void syms_cmdline(const char *cmd)
+{
+    rec r = rec_begin('C');
+    rec_put(&r, cmd, strlen(cmd));
+    rec_end(&r);
+}
+
+static void syms_totals(void)
+{
+    icpp_agent_patch_stats t;
+    icpp_agent_patch_totals(&t);
+    uint32_t v[4] = {t.how[ICPP_AGENT_HOW_JMP], t.jmp_short, t.how[ICPP_AGENT_HOW_INT3], t.how[ICPP_AGENT_HOW_NONE]};
+    rec r = rec_begin('T');
+    rec_put(&r, v, sizeof v);
+    rec_end(&r);
 }
 
 /* ---- module selection and patching ---- */
@@ -226,6 +356,34 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
         af[k] = (icpp_agent_func){info->dlpi_addr + e[i].addr, e[i].size, (uint32_t)(nfuncs + k), 0, 0, 0};
         k++;
     }
+    /* The table first: an entry recorded after the patch names these. */
+    {
+        const module *m = &mods[mi];
+        uint32_t idx = (uint32_t)mi, first = (uint32_t)nfuncs, nk = (uint32_t)k;
+        rec r = rec_begin('M');
+        REC_PUT(&r, idx);
+        REC_PUT(&r, m->kind);
+        REC_PUT(&r, m->bias);
+        REC_PUT(&r, m->lo);
+        REC_PUT(&r, m->hi);
+        REC_PUT(&r, m->build_id.len);
+        rec_put(&r, m->build_id.bytes, m->build_id.len);
+        rec_put(&r, m->path, strlen(m->path));
+        rec_end(&r);
+        r = rec_begin('F');
+        REC_PUT(&r, idx);
+        REC_PUT(&r, first);
+        REC_PUT(&r, nk);
+        for (size_t i = 0; i < k; i++) {
+            const func *f = &funcs[nfuncs + i];
+            size_t nl = strlen(f->name);
+            uint16_t l = (uint16_t)(nl > 65535 ? 65535 : nl);
+            REC_PUT(&r, f->addr);
+            REC_PUT(&r, l);
+            rec_put(&r, f->name, l);
+        }
+        rec_end(&r);
+    }
     nfuncs += k;
     free(e);
     munmap(img, (size_t)st.st_size);
@@ -242,6 +400,7 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
                 msg("icpp-train: agent: %s: %s at +%#llx size %llu: %s (%s)\n", path, funcs[af[i].index].name,
                     (unsigned long long)(af[i].addr - info->dlpi_addr), (unsigned long long)af[i].size,
                     icpp_agent_how_name(af[i].how), icpp_agent_reason_name(af[i].reason));
+    syms_totals();
     add_ranges(af, k);
     free(af);
 }
@@ -326,8 +485,13 @@ static int write_part(const icpp_agent_thread *t, int pid)
 {
     icpp_agent_thread_info ti;
     icpp_agent_thread_get_info(t, &ti);
-    if (ti.inherited || ti.entries == 0)
+    if (ti.inherited)
+        return 0;           /* the parent's tree (and live file) */
+    if (ti.entries == 0) {
+        if (ti.live_file[0])
+            unlink(ti.live_file);
         return 0;
+    }
     /* Functions used by this tree get part indices. */
     if (func_mark_cap < nfuncs) {
         if (func_mark)
@@ -442,7 +606,9 @@ static int write_part(const icpp_agent_thread *t, int pid)
         }
     int rc = icpp_pmenc_end(&e);
     if (rc == 0) {
-        char path[4200], *p = path;
+        /* Written as tmp.part.*, renamed when complete: a part file is
+         * whole, and supersedes the thread's live file (its NS is later). */
+        char path[4200], tmp[4200], *p = path;
         size_t dl = strlen(dir);
         memcpy(p, dir, dl);
         p += dl;
@@ -451,11 +617,12 @@ static int write_part(const icpp_agent_thread *t, int pid)
         *p++ = '.';
         p = utoa(p, (uint64_t)ti.tid);
         *p++ = '.';
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        p = utoa(p, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+        p = utoa(p, mono_ns());
         memcpy(p, ".icppmap", 9);
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        memcpy(tmp, dir, dl);
+        memcpy(tmp + dl, "/tmp.", 5);
+        memcpy(tmp + dl + 5, path + dl + 1, strlen(path + dl + 1) + 1);   /* DIR/tmp.part.... */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) {
             rc = -1;
         } else {
@@ -472,14 +639,19 @@ static int write_part(const icpp_agent_thread *t, int pid)
                 q += w;
                 left -= (size_t)w;
             }
-            close(fd);
+            if (close(fd) < 0)
+                rc = -1;
+            if (rc == 0 && rename(tmp, path) < 0)
+                rc = -1;
             if (rc < 0)
-                unlink(path);
+                unlink(tmp);
+            else if (ti.live_file[0])
+                unlink(ti.live_file);
         }
     }
     if (rc < 0)
-        msg("icpp-train: agent: cannot write a part file in %s (disk full?): thread %d's training is lost\n", dir,
-            ti.tid);
+        msg("icpp-train: agent: cannot write a part file in %s (disk full?): thread %d's training %s\n", dir,
+            ti.tid, ti.live_file[0] ? "stays in its live file" : "is lost");
     icpp_wbuf_free(&b);
     return rc;
 }
@@ -516,11 +688,17 @@ static void on_fatal(int sig)
     raise(sig);
 }
 
+/* Runs before the agent gives the forking thread a new tree (agent.h):
+ * the child's live files name the child's own copy of the table. */
 static void on_fork_child(void)
 {
     owner_pid = (int)syscall(SYS_getpid);
     dumped_pid = 0;
-    icpp_agent_thread_reset_counts(icpp_agent_thread_self());
+    if (syms_path[0]) {
+        char from[sizeof syms_path];
+        memcpy(from, syms_path, sizeof from);
+        syms_create(from, syms_len);
+    }
 }
 
 static void on_exit_hook(void)
@@ -563,12 +741,15 @@ __attribute__((constructor(101))) static void agent_start(void)
         cfg.max_depth = (uint32_t)strtoul(m, NULL, 10);
     if ((m = getenv("ICPP_TRAIN_MAX_MB")))
         cfg.max_cct_bytes = strtoull(m, NULL, 10) << 20;
+    cfg.live_dir = dir;
     icpp_err err;
     if (icpp_agent_init(&cfg, &err) < 0) {
         msg("icpp-train: agent: %s: this run is not trained\n", err.msg);
         return;
     }
     read_cmdline();
+    syms_create(NULL, 0);
+    syms_cmdline(cmdline);
     owner_pid = (int)syscall(SYS_getpid);
     icpp_agent_set_fork_child_hook(on_fork_child);
     atexit(on_exit_hook);

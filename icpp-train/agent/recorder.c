@@ -71,15 +71,100 @@ icpp_agent_settings icpp_agent_cfg = {
 static icpp_agent_thread *volatile threads;   /* newest first */
 static void (*fork_hook)(void);
 
-#define barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
-
 /* ---- memory ------------------------------------------------------------- */
+
+#define barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 
 static void *map_anon(uint64_t size, int populate)
 {
     long p = icpp_sys_mmap(0, size, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : MAP_NORESERVE));
     return icpp_sys_failed(p) ? 0 : (void *)p;
+}
+
+static char *utoa(char *p, uint64_t v)
+{
+    char t[24];
+    int n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = t[--n];
+    *p = 0;
+    return p;
+}
+
+static uint64_t now_ns(void)
+{
+    struct { long sec, nsec; } ts = {0, 0};
+    icpp_sys3(ICPP_SYS_clock_gettime, 1 /* CLOCK_MONOTONIC */, &ts, 0);
+    return (uint64_t)ts.sec * 1000000000ull + (uint64_t)ts.nsec;
+}
+
+/* Make fd's file at least off + len bytes with blocks allocated, so that a
+ * full disk fails here and not as SIGBUS at a later store into the
+ * mapping; ftruncate where fallocate is not supported. */
+static long file_reserve(long fd, uint64_t off, uint64_t len)
+{
+    long r = icpp_sys6(ICPP_SYS_fallocate, fd, 0, (long)off, (long)len, 0, 0);
+    if (r == -95 /* EOPNOTSUPP */)
+        r = icpp_sys3(ICPP_SYS_ftruncate, fd, off + len, 0);
+    return r;
+}
+
+/* Would a file of `size` bytes exceed the process's RLIMIT_FSIZE?  (Growing
+ * past it raises SIGXFSZ, which would kill the program.) */
+static int over_fsize_limit(uint64_t size)
+{
+    struct { uint64_t cur, max; } rl = {~0ull, ~0ull};
+    return icpp_sys6(ICPP_SYS_prlimit64, 0, 1 /* RLIMIT_FSIZE */, 0, (long)&rl, 0, 0) == 0 && size > rl.cur;
+}
+
+/* Map sz bytes of the live file at a->fsize, MAP_SHARED, pre-faulted; or 0.
+ * The file is reopened each time (the program may close descriptors it did
+ * not open). */
+static char *live_map(icpp_agent_arena *a, uint64_t sz)
+{
+    if (over_fsize_limit(a->fsize + sz))
+        return 0;
+    long fd = icpp_sys6(ICPP_SYS_openat, -100 /* AT_FDCWD */, (long)a->path, 02000002 /* O_RDWR|O_CLOEXEC */,
+                        0, 0, 0);
+    if (fd < 0)
+        return 0;
+    long r = file_reserve(fd, a->fsize, sz);
+    long p = r < 0 ? r : icpp_sys_mmap_fd(0, sz, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, a->fsize);
+    icpp_sys3(ICPP_SYS_close, fd, 0, 0);
+    if (r < 0 || icpp_sys_failed(p))
+        return 0;
+    icpp_sys3(ICPP_SYS_madvise, p, sz, 23 /* MADV_POPULATE_WRITE */);
+    return (char *)p;
+}
+
+/* The next chunk of a live arena: from the file, or -- when the file
+ * cannot grow (no space, size limit) -- anonymous memory, so training goes
+ * on and only what lands there is lost at a kill.  Its entry is committed
+ * in the header (live.h) before anything can point into it. */
+static char *live_chunk(icpp_agent_arena *a, uint64_t sz)
+{
+    icpp_live_header *h = a->live;
+    uint32_t n = h->nchunks;
+    char *p = n < h->max_chunks ? live_map(a, sz) : 0;
+    uint64_t off = a->fsize;
+    if (p)
+        a->fsize += sz;
+    else if ((p = map_anon(sz, 1)) != 0)
+        off = ICPP_LIVE_ANON;
+    else
+        return 0;
+    if (n < h->max_chunks) {
+        h->chunk[n].vaddr = (uint64_t)(uintptr_t)p;
+        h->chunk[n].len = sz;
+        h->chunk[n].off = off;
+        __atomic_store_n(&h->nchunks, n + 1, __ATOMIC_RELEASE);
+    }
+    return p;
 }
 
 /* n bytes of zeroed memory, 64-byte aligned (chunks are pages and every
@@ -93,7 +178,7 @@ static void *arena_alloc(icpp_agent_arena *a, uint64_t n)
             sz *= 2;
         if (a->used + sz > a->cap)
             return 0;
-        char *p = map_anon(sz, 1);
+        char *p = a->live ? live_chunk(a, sz) : map_anon(sz, 1);
         if (!p)
             return 0;
         a->cur = p;
@@ -105,6 +190,76 @@ static void *arena_alloc(icpp_agent_arena *a, uint64_t n)
     void *r = a->cur;
     a->cur += n;
     return r;
+}
+
+/* Create t's live file (DIR/live.PID.TID.NS) and its header, all but the
+ * root and the magic (live_publish); a's chunks then come from it.
+ * Returns 0, or -1 (no live directory, name too long, file or mapping
+ * refused): the tree then lives in anonymous memory. */
+static int live_open(icpp_agent_thread *t, icpp_agent_arena *a)
+{
+    const char *dir = icpp_agent_cfg.live_dir;
+    t->live_path[0] = 0;
+    if (!dir)
+        return -1;
+    char *p = t->live_path;
+    uint64_t created = now_ns();
+    for (const char *q = dir; *q; q++) {
+        if (p - t->live_path >= ICPP_AGENT_LIVE_PATH_MAX - 80)
+            return t->live_path[0] = 0, -1;
+        *p++ = *q;
+    }
+    const char *pre = "/live.";
+    while (*pre)
+        *p++ = *pre++;
+    p = utoa(p, (uint64_t)t->pid);
+    *p++ = '.';
+    p = utoa(p, (uint64_t)t->tid);
+    *p++ = '.';
+    utoa(p, created);
+    /* Chunks double up to 4 MiB, then stay there. */
+    uint64_t maxc = a->cap / (4u << 20) + 24;
+    uint64_t hs = (sizeof(icpp_live_header) + maxc * sizeof(icpp_live_chunk) + 4095) & ~4095ull;
+    if (over_fsize_limit(hs + icpp_agent_cfg.prefault))
+        return t->live_path[0] = 0, -1;
+    long fd = icpp_sys6(ICPP_SYS_openat, -100, (long)t->live_path, 02000302 /* O_RDWR|O_CREAT|O_EXCL|O_CLOEXEC */,
+                        0600, 0, 0);
+    if (fd < 0)
+        return t->live_path[0] = 0, -1;
+    long r = file_reserve(fd, 0, hs);
+    long hp = r < 0 ? r : icpp_sys_mmap_fd(0, hs, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+    icpp_sys3(ICPP_SYS_close, fd, 0, 0);
+    if (r < 0 || icpp_sys_failed(hp))
+        return t->live_path[0] = 0, -1;   /* an empty file without magic: recovery skips it */
+    icpp_live_header *h = (icpp_live_header *)hp;
+    h->version = ICPP_LIVE_VERSION;
+    h->header_size = (uint32_t)hs;
+    h->max_chunks = (uint32_t)maxc;
+    h->pid = t->pid;
+    h->tid = t->tid;
+    h->created_ns = created;
+    h->syms_ns = icpp_agent_cfg.syms_ns;
+    h->base = t->base;
+    h->base_kind = (uint32_t)t->base_kind;
+    h->node_size = sizeof(icpp_agent_node);
+    h->pairext_size = sizeof(icpp_agent_pairext);
+    a->live = h;
+    a->path = t->live_path;
+    a->fsize = hs;
+    return 0;
+}
+
+/* The root exists: the header is complete; the magic goes last. */
+static void live_publish(icpp_agent_arena *a, icpp_agent_node *root)
+{
+    icpp_live_header *h = a->live;
+    if (!h)
+        return;
+    h->root = (uint64_t)(uintptr_t)root;
+    barrier();
+    for (int i = 0; i < 8; i++)
+        h->magic[i] = ICPP_LIVE_MAGIC[i];
+    barrier();
 }
 
 /* ---- pair sets ------------------------------------------------------------ */
@@ -298,38 +453,36 @@ static __attribute__((noinline)) icpp_agent_node *child_slow(icpp_agent_thread *
 
 /* ---- threads ----------------------------------------------------------------- */
 
-static icpp_agent_thread *thread_setup(uint64_t sp)
+/* A new tree for t: its arena (a live file when a live directory is set,
+ * else anonymous memory) and root node.  Returns 0 or -1 (no memory). */
+static int tree_new(icpp_agent_thread *t)
 {
     icpp_agent_arena a = {
         .chunk = icpp_agent_cfg.prefault,
         .cap = icpp_agent_cfg.max_cct_bytes,
     };
-    icpp_agent_thread *t = arena_alloc(&a, (sizeof *t + 15) & ~15ul);
+    if (live_open(t, &a) < 0)
+        a.live = 0;
+    icpp_agent_node *root = arena_alloc(&a, sizeof *root);
+    if (!root)
+        return -1;
+    root->func = ICPP_AGENT_FUNC_ROOT;
+    live_publish(&a, root);
+    t->arena = a;
+    t->root = root;
+    return 0;
+}
+
+static icpp_agent_thread *thread_setup(uint64_t sp)
+{
+    /* The thread record itself is private memory: only the tree (nodes
+     * and pair blocks) goes to the live file, so that a fork child's
+     * record cannot write into its parent's file (icpp_agent_fork_child). */
+    icpp_agent_thread *t = map_anon((sizeof *t + 4095) & ~4095ul, 1);
     if (!t)
         return 0;
-    uint64_t nframes = icpp_agent_cfg.max_depth + 1;
-    t->frames = map_anon(nframes * sizeof(icpp_agent_frame), 0);
-    t->hash = map_anon(HASH_INIT * sizeof *t->hash, 1);
-    t->hit_mask = (1u << ICPP_AGENT_HIT2_MIN_BITS) - 1;
-    t->hits = map_anon((t->hit_mask + 1) * sizeof *t->hits, 0);
-    if (!t->frames || !t->hash || !t->hits)
-        return 0;   /* leaks a few pages once; the thread is then never recorded */
-    uint64_t pf = icpp_agent_cfg.prefault;
-    if (pf > nframes * sizeof(icpp_agent_frame))
-        pf = nframes * sizeof(icpp_agent_frame);
-    icpp_sys3(ICPP_SYS_madvise, t->frames, (pf + 4095) & ~4095ul, 23 /* MADV_POPULATE_WRITE */);
-    t->hash_mask = HASH_INIT - 1;
-    t->arena = a;
-    t->limit = t->frames + nframes;
-    t->frames[0].sp = ~0ull;
-    t->frames[0].node = &t->root;
-    t->top = t->frames;
-    t->max_top = t->frames;
-    t->root.func = ICPP_AGENT_FUNC_ROOT;
-    t->overflow.func = ICPP_AGENT_FUNC_OVERFLOW;
     t->tid = icpp_sys_gettid();
     t->pid = icpp_sys_getpid();
-
     /* Base: startstack if sp is on the stack that holds it (the main
      * thread, or a forked child of it), else the top of sp's mapping. */
     icpp_agent_maprow row;
@@ -343,6 +496,24 @@ static icpp_agent_thread *thread_setup(uint64_t sp)
             t->base_kind = ICPP_AGENT_BASE_MAPTOP;
         }
     }
+    uint64_t nframes = icpp_agent_cfg.max_depth + 1;
+    t->frames = map_anon(nframes * sizeof(icpp_agent_frame), 0);
+    t->hash = map_anon(HASH_INIT * sizeof *t->hash, 1);
+    t->hit_mask = (1u << ICPP_AGENT_HIT2_MIN_BITS) - 1;
+    t->hits = map_anon((t->hit_mask + 1) * sizeof *t->hits, 0);
+    if (!t->frames || !t->hash || !t->hits || tree_new(t) < 0)
+        return 0;   /* leaks a few pages once; the thread is then never recorded */
+    uint64_t pf = icpp_agent_cfg.prefault;
+    if (pf > nframes * sizeof(icpp_agent_frame))
+        pf = nframes * sizeof(icpp_agent_frame);
+    icpp_sys3(ICPP_SYS_madvise, t->frames, (pf + 4095) & ~4095ul, 23 /* MADV_POPULATE_WRITE */);
+    t->hash_mask = HASH_INIT - 1;
+    t->limit = t->frames + nframes;
+    t->frames[0].sp = ~0ull;
+    t->frames[0].node = t->root;
+    t->top = t->frames;
+    t->max_top = t->frames;
+    t->overflow.func = ICPP_AGENT_FUNC_OVERFLOW;
     icpp_agent_thread *old = threads;
     do
         t->next = old;
@@ -541,7 +712,7 @@ void icpp_agent_thread_reset_counts(const icpp_agent_thread *ct)
     if (!t)
         return;
     /* Preorder walk without a stack: child, else sibling, else climb. */
-    icpp_agent_node *n = &t->root;
+    icpp_agent_node *n = t->root;
     while (n) {
         n->count = 0;
         zero_pairs(&n->heights);
@@ -553,9 +724,9 @@ void icpp_agent_thread_reset_counts(const icpp_agent_thread *ct)
             n = n->first_child;
             continue;
         }
-        while (n && n != &t->root && !n->next_sibling)
+        while (n && n != t->root && !n->next_sibling)
             n = n->parent;
-        n = (n && n != &t->root) ? n->next_sibling : NULL;
+        n = (n && n != t->root) ? n->next_sibling : NULL;
     }
     icpp_sys3(ICPP_SYS_madvise, t->hits, (t->hit_mask + 1) * sizeof *t->hits, 4 /* MADV_DONTNEED */);
     t->overflow.count = 0;
@@ -563,20 +734,77 @@ void icpp_agent_thread_reset_counts(const icpp_agent_thread *ct)
     t->dropped_critical = t->dropped_reentrant = t->dropped_depth = t->node_overflow = 0;
 }
 
-/* pthread_atfork child handler (registered by icpp_agent_init). */
+/* Fork child: t (the forking thread) gets a new tree -- a new live file --
+ * holding only the path on its shadow stack, with zero counts; the old
+ * tree is the parent's (with live files, still shared with it: never
+ * written here again).  Caches pointing into the old tree are emptied.
+ * Returns 0, or -1 if no memory was left for the new tree. */
+static int thread_reroot(icpp_agent_thread *t)
+{
+    t->pid = icpp_sys_getpid();
+    t->tid = icpp_sys_gettid();
+    icpp_agent_node **nh = map_anon(HASH_INIT * sizeof *nh, 1);
+    if (!nh || tree_new(t) < 0)
+        return -1;
+    icpp_sys_munmap(t->hash, (t->hash_mask + 1) * sizeof *t->hash);
+    t->hash = nh;
+    t->hash_mask = HASH_INIT - 1;
+    t->hash_used = 0;
+    t->nodes = 0;
+    icpp_sys3(ICPP_SYS_madvise, t->hits, (t->hit_mask + 1) * sizeof *t->hits, 4 /* MADV_DONTNEED */);
+    t->overflow.count = 0;
+    t->overflow.last_hit = 0;
+    /* Rebuild the live path: frame i's node becomes the new tree's child
+     * of frame i-1's for the same function (a node's function never
+     * changes once published, so the parent's old nodes read safely). */
+    icpp_agent_node *parent = t->root;
+    t->frames[0].node = parent;
+    for (icpp_agent_frame *f = t->frames + 1; f <= t->top; f++) {
+        if (parent == &t->overflow || f->node == &t->overflow)
+            parent = &t->overflow;
+        else
+            parent = child_slow(t, parent, f->node->func);
+        f->node = parent;
+    }
+    t->max_top = t->top;
+    t->slow = t->hit_conflicts = 0;
+    t->dropped_critical = t->dropped_reentrant = t->dropped_depth = t->node_overflow = 0;
+    return 0;
+}
+
+/* pthread_atfork handlers (registered by icpp_agent_init).  From prepare
+ * to the parent/child handler the forking thread records nothing, so the
+ * child's copy of its record is the state at the fork. */
+ICPP_AGENT_HIDDEN void icpp_agent_fork_prepare(void)
+{
+    icpp_agent_enter_critical();
+}
+
+ICPP_AGENT_HIDDEN void icpp_agent_fork_parent(void)
+{
+    icpp_agent_leave_critical();
+}
+
 ICPP_AGENT_HIDDEN void icpp_agent_fork_child(void)
 {
-    icpp_agent_thread *self = icpp_agent_tls_.thr;
-    int pid = icpp_sys_getpid();
+    icpp_agent_tls *tls = &icpp_agent_tls_;
+    icpp_agent_thread *self = tls->thr;
     for (icpp_agent_thread *t = threads; t; t = t->next)
         if (t != self)
             t->inherited = 1;
-    if (self) {
-        self->pid = pid;
-        self->tid = icpp_sys_gettid();
-    }
     if (fork_hook)
         fork_hook();
+    if (self && thread_reroot(self) < 0) {
+        self->inherited = 1;    /* its tree is the parent's: never written */
+        tls->thr = 0;
+        tls->failed = 1;
+    }
+    icpp_agent_leave_critical();
+}
+
+void icpp_agent_set_live_tag(uint64_t syms_ns)
+{
+    icpp_agent_cfg.syms_ns = syms_ns;
 }
 
 /* ---- API: walking -------------------------------------------------------------- */
@@ -614,7 +842,7 @@ void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_in
     /* Sums need a tree walk (the fast path counts only in the nodes); done
      * here, off the hot path. */
     uint64_t po = 0, en = t->overflow.count + t->dropped_depth;
-    const icpp_agent_node *n = t->root.first_child;
+    const icpp_agent_node *n = t->root->first_child;
     while (n) {
         po += n->heights.overflow + n->sites.overflow;
         en += n->count;
@@ -623,17 +851,18 @@ void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_in
             continue;
         }
         while (n && !n->next_sibling)
-            n = n->parent == &t->root ? 0 : n->parent;
+            n = n->parent == t->root ? 0 : n->parent;
         if (n)
             n = n->next_sibling;
     }
     o->pair_overflow = po;
     o->entries = en;
+    o->live_file = t->live_path;
 }
 
 const icpp_agent_node *icpp_agent_thread_root(const icpp_agent_thread *t)
 {
-    return &t->root;
+    return t->root;
 }
 
 uint32_t icpp_agent_node_func(const icpp_agent_node *n) { return n->func; }

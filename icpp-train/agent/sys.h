@@ -20,9 +20,12 @@
 #define ICPP_SYS_getpid      39
 #define ICPP_SYS_gettid     186
 #define ICPP_SYS_clock_gettime 228
+#define ICPP_SYS_ftruncate   77
 #define ICPP_SYS_getdents64 217
 #define ICPP_SYS_tgkill     234
 #define ICPP_SYS_openat     257
+#define ICPP_SYS_fallocate  285
+#define ICPP_SYS_prlimit64  302
 #define ICPP_SYS_membarrier 324
 
 static inline long icpp_sys6(long n, long a, long b, long c, long d, long e, long f)
@@ -44,6 +47,11 @@ static inline long icpp_sys6(long n, long a, long b, long c, long d, long e, lon
 static inline long icpp_sys_mmap(void *addr, size_t len, int prot, int flags)
 {
     return icpp_sys6(ICPP_SYS_mmap, (long)addr, (long)len, prot, flags, -1, 0);
+}
+/* The same on a file (MAP_SHARED chunks of a live file). */
+static inline long icpp_sys_mmap_fd(void *addr, size_t len, int prot, int flags, int fd, uint64_t off)
+{
+    return icpp_sys6(ICPP_SYS_mmap, (long)addr, (long)len, prot, flags, fd, (long)off);
 }
 static inline int icpp_sys_failed(long r) { return (unsigned long)r >= -4095UL; }
 

@@ -1,15 +1,18 @@
 #!/bin/sh
 # bench.sh -- per-call cost of the agent on fib(30): plain vs agent (executable patched), PAIRS
 # alternating process pairs, each timing fib(30) 10 times in-process (median kept), environment
-# size varied per pair (DESIGN-NOTES 7).  usage: bench.sh OUTDIR AGENT_SO [PAIRS]
+# size varied per pair (DESIGN-NOTES 7).  The agent keeps its trees in live files (MAP_SHARED, in
+# OUTDIR/bench/live), as under icpp-train.  usage: bench.sh OUTDIR AGENT_SO [PAIRS]
 set -eu
 O=$1; AGENT=$2; PAIRS=${3:-11}
 B="$O/bench"; mkdir -p "$B"; : > "$B/plain"; : > "$B/agent"
+rm -rf "$B/live"; mkdir -p "$B/live"
 i=0
 while [ $i -lt "$PAIRS" ]; do
     pad=$(head -c $((i * 97 + 1)) /dev/zero | tr '\0' x)
     env ICPP_PAD="$pad" "$O/bench_fib" 30 10 >> "$B/plain"
-    env ICPP_PAD="$pad" ICPP_AGENT_TEST_OUT="$B/dump" LD_PRELOAD="$AGENT" "$O/bench_fib" 30 10 >> "$B/agent"
+    env ICPP_PAD="$pad" ICPP_AGENT_TEST_OUT="$B/dump" ICPP_AGENT_TEST_LIVE_DIR="$B/live" LD_PRELOAD="$AGENT" \
+        "$O/bench_fib" 30 10 >> "$B/agent"
     i=$((i + 1))
 done
 python3 - "$B" <<'PY'

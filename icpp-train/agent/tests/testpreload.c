@@ -22,6 +22,7 @@
  *   ICPP_AGENT_TEST_DLOPEN   if set, dlopen is interposed and each new object
  *                            matching a module pattern is patched (LIVE)
  *   ICPP_AGENT_TEST_MAX_DEPTH, ICPP_AGENT_TEST_MAX_CCT   icpp_agent_config caps
+ *   ICPP_AGENT_TEST_LIVE_DIR trees in live files there (icpp_agent_config.live_dir)
  *   ICPP_AGENT_TEST_NORECORD if set, the constructor ends inside a critical
  *                            section (benchmark of the bare stub cost)
  *
@@ -354,6 +355,7 @@ __attribute__((constructor)) static void test_init(void)
         cfg.max_depth = (uint32_t)atoi(getenv("ICPP_AGENT_TEST_MAX_DEPTH"));
     if (getenv("ICPP_AGENT_TEST_MAX_CCT"))
         cfg.max_cct_bytes = (uint64_t)atoll(getenv("ICPP_AGENT_TEST_MAX_CCT"));
+    cfg.live_dir = getenv("ICPP_AGENT_TEST_LIVE_DIR");   /* trees in live files, as icpp-train runs it */
     if (icpp_agent_init(&cfg, &err) < 0) {
         fprintf(stderr, "icpp agent test: %s\n", err.msg);
         icpp_agent_leave_critical();
