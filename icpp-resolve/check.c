@@ -4,6 +4,7 @@
 #include "escape.h"
 #include "complete.h"
 #include "hmap.h"
+#include "mapset.h"
 #include "output.h"
 #include "replay.h"
 #include "resolve.h"
@@ -145,23 +146,23 @@ static double pc(uint64_t a, uint64_t b)
     return b ? 100.0 * (double)a / (double)b : 0.0;
 }
 
-int check_run(const char *samples, icpp_pathmap *pm, const char *map_path, FILE *out, int json,
-              const icpp_learn_stats *ls, uint32_t votes, const uint8_t *novel, size_t nnovel, int completion)
+int check_run(const char *samples, mapset *ms, FILE *out, int json)
 {
     icpp_err err;
-    icpp_cidx *x = icpp_cidx_build(pm, &err);
-    if (x) {
-        icpp_cidx_set_votes(x, votes);
-        icpp_cidx_set_novel(x, novel, nnovel);
+    char map_path[4096];
+    mapset_names(ms, map_path, sizeof map_path);
+    const icpp_learn_stats *ls = ms->learn ? &ms->ls : NULL;
+    icpp_replay *rp = icpp_replay_open(samples, &err);
+    if (!rp || mapset_apply_stacks(ms, rp) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
+        icpp_replay_close(rp);
+        return 1;
     }
-    icpp_completer *cpl = x && completion ? icpp_completer_new(pm, x, NULL, &err) : NULL;
-    if (cpl)
-        icpp_cidx_set_completer(x, cpl);
-    icpp_replay *rp = x && (cpl || !completion) ? icpp_replay_open(samples, &err) : NULL;
-    if (!rp) {
-        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
-        icpp_completer_free(cpl);
-        icpp_cidx_free(x);
+    uint64_t (*vbin)[V_MAX] = calloc(ms->nbins + 1, sizeof *vbin);     /* verdicts per binary */
+    size_t nvbin = ms->nbins + 1;
+    if (!vbin) {
+        fprintf(stderr, "icpp-resolve: out of memory\n");
+        icpp_replay_close(rp);
         return 1;
     }
     icpp_unwinder *u = icpp_unwinder_new(rp);
@@ -193,9 +194,27 @@ int check_run(const char *samples, icpp_pathmap *pm, const char *map_path, FILE 
             continue;
         }
         t.truncated += !complete;
-        icpp_resolve_sample(x, rp, &s, &r);
-        /* after resolving: completion may have added functions of the truth */
-        int nt = truth_path(x, r.kind == ICPP_RES_INFERRED ? cpl : NULL, rp, fr, nf, tp);
+        icpp_resolution rown;
+        int32_t k = mapset_resolve(ms, rp, &s, &rown, &r);     /* r: the map's own nodes */
+        int32_t b = mapset_bin_of(ms, rp, &s);
+        if (b >= 0 && (size_t)b + 1 >= nvbin) {
+            uint64_t (*nv)[V_MAX] = realloc(vbin, (size_t)(b + 2) * sizeof *nv);
+            if (nv) {
+                memset(nv + nvbin, 0, ((size_t)(b + 2) - nvbin) * sizeof *nv);
+                vbin = nv;
+                nvbin = (size_t)b + 2;
+            }
+        }
+        if (k < 0) {        /* no map for this process's executable */
+            t.fn[V_UNRESOLVED]++;
+            if (b >= 0 && (size_t)b < nvbin)
+                vbin[b][V_UNRESOLVED]++;
+            continue;
+        }
+        const icpp_pathmap *pm = ms->maps[k].pm;
+        icpp_cidx *x = ms->maps[k].x;
+        /* after resolving: completion may have added functions of the truth (to this map) */
+        int nt = truth_path(x, r.kind == ICPP_RES_INFERRED ? ms->maps[k].cpl : NULL, rp, fr, nf, tp);
         int v;
         uint32_t hit = 0, hit_i = 0;
         if (r.kind == ICPP_RES_INFERRED) {
@@ -224,6 +243,8 @@ int check_run(const char *samples, icpp_pathmap *pm, const char *map_path, FILE 
             t.voted[v] += r.voted;
         }
         t.fn[v]++;
+        if (b >= 0 && (size_t)b < nvbin)
+            vbin[b][v]++;
         t.aligned += r.aligned;
         if ((v == V_INCORRECT || v == V_INF_BAD) && nshown < MAX_SHOWN) {
             shown *sh = &shownv[nshown++];
@@ -325,6 +346,22 @@ int check_run(const char *samples, icpp_pathmap *pm, const char *map_path, FILE 
                          ", \"new_contexts\": %" PRIu64 ", \"new_paths\": %" PRIu64 "},\n",
                     ls->samples, ls->learned, ls->anchored, ls->not_rooted, ls->foreign, ls->new_contexts,
                     ls->new_paths);
+        fprintf(out, " \"binaries\": [");
+        for (size_t i = 0; i < ms->nbins && i < nvbin; i++) {
+            fprintf(out, "%s\n  {\"binary\": ", i ? "," : "");
+            json_str(out, ms->bins[i].path);
+            fprintf(out, ", \"map\": ");
+            if (ms->bins[i].map >= 0)
+                json_str(out, ms->maps[ms->bins[i].map].path);
+            else
+                fprintf(out, "null");
+            for (int v = 0; v < V_MAX; v++)
+                fprintf(out, ", \"%s\": %" PRIu64, vname[v], vbin[i][v]);
+            fprintf(out, ", \"no_map_reason\": ");
+            json_str(out, ms->bins[i].map >= 0 ? "" : ms->bins[i].why);
+            fprintf(out, "}");
+        }
+        fprintf(out, "],\n");
         fprintf(out, " \"incorrect_samples\": [");
         for (size_t i = 0; i < nshown; i++) {
             fprintf(out, "%s\n  {\"height\": %" PRId64 ", \"truth\": ", i ? "," : "", shownv[i].height);
@@ -373,6 +410,16 @@ int check_run(const char *samples, icpp_pathmap *pm, const char *map_path, FILE 
                 pc(t.fn[0] + t.fn[1], judged));
         fprintf(out, "call-site level: precise %.2f%%, containing the truth %.2f%% of samples\n",
                 pc(t.site_precise, judged), pc(t.site_contains, judged));
+        for (size_t i = 0; ms->nbins > 1 && i < ms->nbins && i < nvbin; i++) {
+            fputs("binary ", out);
+            icpp_escape_fputs(ms->bins[i].path, out);
+            fputs(" (map ", out);
+            icpp_escape_fputs(ms->bins[i].map >= 0 ? ms->maps[ms->bins[i].map].path : "none", out);
+            fputs("):", out);
+            for (int v = 0; v < V_MAX; v++)
+                fprintf(out, " %s %" PRIu64, vname[v], vbin[i][v]);
+            fputc('\n', out);
+        }
         if (t.aligned)
             fprintf(out, "%" PRIu64 " samples under a signal frame matched their context modulo the frame's "
                          "64-byte alignment\n", t.aligned);
@@ -387,10 +434,9 @@ int check_run(const char *samples, icpp_pathmap *pm, const char *map_path, FILE 
                     t.voted[V_PRECISE], t.voted[V_INCORRECT]);
     }
     free(dps);
+    free(vbin);
     icpp_hmap_free(&paths);
     icpp_unwinder_free(u);
     icpp_replay_close(rp);
-    icpp_completer_free(cpl);
-    icpp_cidx_free(x);
     return 0;
 }

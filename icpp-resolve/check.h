@@ -4,17 +4,16 @@
 
 #include <stdio.h>
 
-#include "learn.h"
-#include "pathmap.h"
+#include "mapset.h"
 
-/* Replay `samples` against the map and print the accuracy report (text, or
- * JSON if json).  Only profile samples are judged: learn samples are never
- * judged, and a --validate sample's stack copy is truth, never learning
- * input.  ls: what learning added to the map (NULL if it was off).
- * complete: complete missing CIDs (lib/complete.h), judging the inferred
- * paths on their own (completion adds nodes to pm).
- * Returns 0, or 1 with a message on stderr. */
-int check_run(const char *samples, icpp_pathmap *pm, const char *map_path, FILE *out, int json,
-              const icpp_learn_stats *ls, uint32_t votes, const uint8_t *novel, size_t nnovel, int complete);
+/* Replay `samples` against each process's map (ms, prepared) and print the
+ * accuracy report (text, or JSON if json), overall and per binary.  Only
+ * profile samples are judged: learn samples are never judged, and a
+ * --validate sample's stack copy is truth, never learning input.  What
+ * learning added (and the votes) come from ms (mapset.h); with completion
+ * (ms->complete) the inferred paths are judged on their own, against the
+ * map completion added them to.  Returns 0, or 1
+ * with a message on stderr. */
+int check_run(const char *samples, mapset *ms, FILE *out, int json);
 
 #endif

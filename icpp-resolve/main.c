@@ -7,6 +7,7 @@
 #include "module.h"
 #include "check.h"
 #include "complete.h"
+#include "mapset.h"
 #include "output.h"
 #include "pathmap.h"
 #include "profile.h"
@@ -22,17 +23,22 @@
 #include <unistd.h>
 
 static const char *usage_text =
-    "usage: icpp-resolve [-m MAP] [--format FORMAT] [-n N] [-o OUT] [--check]\n"
-    "                    [--no-learn] [--save-map OUT] SAMPLES\n"
-    "       icpp-resolve --script SAMPLES\n"
+    "usage: icpp-resolve [-m MAP...] [--map-dir DIR] [--format FORMAT] [-n N] [-o OUT]\n"
+    "                    [--check] [--no-learn] [--save-map OUT] SAMPLES\n"
+    "       icpp-resolve --script [-m MAP...] SAMPLES\n"
     "\n"
     "Turn an icpp-sample recording into call-path profiles using the path map\n"
     "icpp-train made for the same binary. Every report starts with how many\n"
     "samples resolved precisely, ambiguously, not at all (missing from the map),\n"
     "or could not be resolved (no CFI, vdso, ...).\n"
     "\n"
-    "  -m, --map MAP     the path map (default: NAME.icppmap in the current\n"
-    "                    directory, NAME being the recorded program's name).\n"
+    "  -m, --map MAP     a path map; give several for a recording of several\n"
+    "                    programs (a wrapper, a script, fork+exec): each process\n"
+    "                    is resolved with the map of its executable's build-id.\n"
+    "  --map-dir DIR     maps found by build-id among DIR/*.icppmap (repeatable).\n"
+    "                    Without -m and --map-dir: BINARY.icppmap next to each\n"
+    "                    recorded executable, then NAME.icppmap in the current\n"
+    "                    directory (a map whose build-id differs is never used).\n"
     "  --format FORMAT   text (default): hot call paths, ranked;\n"
     "                    tree: inclusive and self shares down the call tree;\n"
     "                    folded: 'a;b;c weight' lines for flamegraph.pl/speedscope;\n"
@@ -81,6 +87,8 @@ static const char *usage_text =
     "  --complete-stats  print the completion search's figures to stderr.\n"
     "  --script          one line per sample: pid/tid, time, event, ip, sp, bp,\n"
     "                    thread base, height, module and function, and\n"
+    "                    (with -m/--map-dir, threads' own stacks are chosen with\n"
+    "                    the maps, as for a profile; else by their first sample)\n"
     "                    'inlined=G;H' when the address is in functions inlined\n"
     "                    into it (outermost first; not with --no-inline).\n"
     "  -h, --help        this text.\n"
@@ -89,12 +97,20 @@ static const char *usage_text =
     "shared among the candidate paths in proportion to their training counts;\n"
     "the amb% column says how much of a path's weight came from such sharing.\n";
 
-static int script(const char *path, int inlines)
+/* ms: with maps given (-m, --map-dir), threads' own stacks are voted with
+ * them (mapset.h), as the profile does; else each thread's first sample
+ * decides. */
+static int script(const char *path, int inlines, mapset *ms)
 {
     icpp_err err;
-    icpp_replay *rp = icpp_replay_open(path, &err);
-    if (!rp) {
+    if ((ms->nmaps || ms->ndirs) && mapset_prepare(ms, path, &err) < 0) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        return 1;
+    }
+    icpp_replay *rp = icpp_replay_open(path, &err);
+    if (!rp || mapset_apply_stacks(ms, rp) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
+        icpp_replay_close(rp);
         return 1;
     }
     icpp_rsample s;
@@ -128,24 +144,6 @@ static int script(const char *path, int inlines)
     return rc < 0 ? 1 : 0;
 }
 
-static char *default_map(const char *samples)
-{
-    icpp_err err;
-    icpp_replay *rp = icpp_replay_open(samples, &err);
-    if (!rp)
-        return NULL;
-    icpp_rsample s;
-    /* the first PROC record comes before any sample */
-    icpp_replay_next(rp, &s, &err);
-    const char *exe = icpp_replay_info_get(rp)->exe;
-    const char *b = strrchr(exe, '/');
-    char *m = NULL;
-    if (exe[0] && asprintf(&m, "%s.icppmap", b ? b + 1 : exe) < 0)
-        m = NULL;
-    icpp_replay_close(rp);
-    return m;
-}
-
 /* -o OUT under the output rule (lib/fsafe.h): a new file beside OUT,
  * renamed over it once complete; NULL after saying why. */
 static FILE *open_output(icpp_fs_out *o, const char *path)
@@ -169,9 +167,10 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 int main(int argc, char **argv)
 {
     enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
-           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS };
+           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
+                                       {"map-dir", required_argument, 0, OPT_MAPDIR},
                                        {"format", required_argument, 0, OPT_FORMAT},
                                        {"output", required_argument, 0, 'o'},
                                        {"full-paths", no_argument, 0, OPT_FULL},
@@ -190,13 +189,22 @@ int main(int argc, char **argv)
                                        {0, 0, 0, 0}};
     int c, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0;
     uint32_t votes = ICPP_LEARN_VOTES;
-    const char *map_path = NULL, *out_path = NULL, *sort_name = NULL, *save_map = NULL;
+    const char *out_path = NULL, *sort_name = NULL, *save_map = NULL;
+    mapset ms;
+    mapset_init(&ms);
+    icpp_err err;
     fmt_t fmt = F_TEXT;
     out_opts oo = {20, 0, 0, 0.5, 0};
     while ((c = getopt_long(argc, argv, "m:o:n:h", lo, NULL)) != -1) {
         switch (c) {
         case OPT_SCRIPT: do_script = 1; break;
-        case 'm': map_path = optarg; break;
+        case 'm':
+            if (mapset_add_map(&ms, optarg, &err) < 0) {
+                fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+                return 1;
+            }
+            break;
+        case OPT_MAPDIR: mapset_add_dir(&ms, optarg, &err); break;
         case 'o': out_path = optarg; break;
         case 'n': {
             char *e;
@@ -261,65 +269,32 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *samples = argv[optind];
-    icpp_err err;
     /* The output rule (lib/fsafe.h) before any work. */
     if ((out_path && icpp_fs_output_check(out_path, &err) < 0) ||
         (save_map && icpp_fs_output_check(save_map, &err) < 0)) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
-    if (do_script)
-        return script(samples, inlines);
-    char *dflt = NULL;
-    if (!map_path) {
-        dflt = default_map(samples);
-        map_path = dflt;
-        if (!map_path) {
-            icpp_replay *t = icpp_replay_open(samples, &err);
-            fprintf(stderr, "icpp-resolve: %s\n", t ? "no path map given (-m MAP)" : err.msg);
-            icpp_replay_close(t);
-            return 1;
-        }
+    if (do_script) {
+        int r = script(samples, inlines, &ms);
+        mapset_free(&ms);
+        return r;
     }
-    int given = map_path == dflt ? 0 : 1, learned_only = 0;
-    icpp_pathmap *pm = icpp_pathmap_read(map_path, &err);
-    if (!pm && !given && err.code == ENOENT && learn) {
-        learned_only = 1;
-        /* No map: a recording with learn samples resolves against them alone. */
-        pm = icpp_pathmap_new();
-        if (pm)
-            fprintf(stderr, "icpp-resolve: no path map %s: resolving with the contexts this recording learned "
-                            "(train the program with icpp-train for more)\n", map_path);
-        map_path = "(learned)";
-        if (!pm) {
-            fprintf(stderr, "icpp-resolve: out of memory\n");
-            return 1;
-        }
-    }
-    if (!pm) {
-        fprintf(stderr, "icpp-resolve: %s%s\n", err.msg,
-                dflt && err.code == ENOENT ? " (the default map name; train with icpp-train or give -m MAP)" : "");
-        free(dflt);
-        return 1;
-    }
-    icpp_learn_stats ls;
-    memset(&ls, 0, sizeof ls);
-    uint8_t *novel = NULL;
-    size_t nnovel = 0;
-    if (learn) {
-        if (icpp_learn_file_novel(samples, pm, &ls, &novel, &nnovel, &err) < 0) {
-            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
-            return 1;
-        }
-
-    }
-    if (learned_only && !ls.learned) {
-        fprintf(stderr, "icpp-resolve: no path map %s, and %s has no learn samples to resolve with: train the "
-                        "program with icpp-train, or record with icpp-sample --learn\n", dflt, samples);
-        return 1;
-    }
-    if (save_map && icpp_pathmap_write(pm, save_map, &err) < 0) {
+    ms.learn = learn;
+    ms.votes = votes;
+    ms.allow_unmapped = check;
+    ms.complete = complete;     /* a completer per map, on its own index (mapset_prepare) */
+    if (mapset_prepare(&ms, samples, &err) < 0) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        mapset_free(&ms);
+        return 1;
+    }
+    const icpp_pathmap *pm = ms.all;
+    char map_path[4096];
+    mapset_names(&ms, map_path, sizeof map_path);
+    if (save_map && mapset_save_learned(&ms, save_map, &err) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        mapset_free(&ms);
         return 1;
     }
     if (check) {
@@ -327,29 +302,19 @@ int main(int argc, char **argv)
         icpp_fs_out cof;
         if (out_path && !(co = open_output(&cof, out_path)))
             return 1;
-        int r = check_run(samples, pm, map_path, co, fmt == F_JSON, learn ? &ls : NULL, votes, novel, nnovel,
-                          complete);
+        int r = check_run(samples, &ms, co, fmt == F_JSON);
         if (co != stdout && (r == 0 ? icpp_fs_out_commit(&cof, &err) : (icpp_fs_out_abort(&cof), 0)) < 0) {
             fprintf(stderr, "icpp-resolve: %s\n", err.msg);
             r = 1;
         }
-        icpp_pathmap_free(pm);
-        free(dflt);
+        mapset_free(&ms);
         return r;
     }
-    icpp_cidx *x = icpp_cidx_build(pm, &err);
-    if (x) {
-        icpp_cidx_set_votes(x, votes);
-        icpp_cidx_set_novel(x, novel, nnovel);
-    }
-    icpp_completer *cpl = x && complete ? icpp_completer_new(pm, x, NULL, &err) : NULL;
-    icpp_replay *rp = x && (cpl || !complete) ? icpp_replay_open(samples, &err) : NULL;
-    if (!rp) {
-        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+    icpp_replay *rp = icpp_replay_open(samples, &err);
+    if (!rp || mapset_apply_stacks(&ms, rp) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
         return 1;
     }
-    if (cpl)
-        icpp_cidx_set_completer(x, cpl);
     /* A perf.data has no thread bases: infer them from the map's heights (lib/basevote.h). */
     icpp_basevote *bv = icpp_basevote_infer(samples, pm, 0, 0, &err);
     if (!bv) {
@@ -366,13 +331,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: out of memory\n");
         return 1;
     }
-    prof.learn = learn ? &ls : NULL;
+    prof.learn = learn ? &ms.ls : NULL;
     icpp_rsample s;
     icpp_resolution r;
     int rc;
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
         icpp_basevote_apply(bv, &s);
-        icpp_resolve_sample(x, rp, &s, &r);
+        mapset_resolve(&ms, rp, &s, &r, NULL);
         if (prof_add(&prof, rp, &s, &r) < 0) {
             fprintf(stderr, "icpp-resolve: out of memory\n");
             return 1;
@@ -382,9 +347,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
         return 1;
     }
-    if (cpl && cstats) {
-        icpp_cpl_stats cs;
-        icpp_completer_get_stats(cpl, &cs);
+    icpp_cpl_stats cs;
+    if (cstats && mapset_cpl_stats(&ms, &cs)) {     /* summed over the maps */
         fprintf(stderr, "icpp-resolve: completion: %" PRIu64 " missing (function, height) searched, %" PRIu64
                         " completed (%" PRIu64 " unique), %" PRIu64 " bounded by work, %" PRIu64 " cut at the frame bound, %" PRIu64
                         " open at an address-taken function; "
@@ -397,19 +361,7 @@ int main(int argc, char **argv)
         return 1;
     }
     prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
-    /* A map belongs to one binary: refuse another's samples. */
-    const icpp_rmodule *em = icpp_replay_exe_module(rp);
-    const icpp_pm_module *mm = icpp_pathmap_module(pm, icpp_pathmap_main(pm));
-    if (em && mm && em->build_id.len &&
-        (em->build_id.len != mm->build_id.len || memcmp(em->build_id.bytes, mm->build_id.bytes, em->build_id.len))) {
-        char a[2 * ICPP_BUILD_ID_MAX + 1], b[2 * ICPP_BUILD_ID_MAX + 1], mpe[1024], epe[1024];
-        icpp_build_id_hex(&mm->build_id, a, sizeof a);
-        icpp_build_id_hex(&em->build_id, b, sizeof b);
-        fprintf(stderr, "icpp-resolve: %s is the map of %s (build-id %s) but the samples are of %s (build-id %s): "
-                        "train this binary, or give its map with -m\n", map_path,
-                icpp_escape(mm->path, mpe, sizeof mpe), a, icpp_escape(em->path, epe, sizeof epe), b);
-        return 1;
-    }
+    prof.ms = &ms;
     if (sort_name) {
         oo.sort_ev = UINT32_MAX;
         for (uint32_t e = 0; e < prof.nev; e++)
@@ -456,10 +408,6 @@ int main(int argc, char **argv)
     prof_free(&prof);
     icpp_replay_close(rp);
     icpp_basevote_free(bv);
-    icpp_completer_free(cpl);
-    icpp_cidx_free(x);
-    icpp_pathmap_free(pm);
-    free(novel);
-    free(dflt);
+    mapset_free(&ms);
     return 0;
 }

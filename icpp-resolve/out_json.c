@@ -1,4 +1,5 @@
 /* out_json.c -- JSON formats: icpp-resolve's own (everything, for scripts) and speedscope's file format. */
+#include "mapset.h"
 #include "output.h"
 
 #include <inttypes.h>
@@ -84,7 +85,12 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
             fprintf(f, ": %" PRIu64, p->by_status[s]);
             first = 0;
         }
-    fprintf(f, "},\n  \"paths\": [");
+    fprintf(f, "},\n  \"binaries\": ");
+    if (p->ms)
+        mapset_json(p->ms, f);
+    else
+        fprintf(f, "[]");
+    fprintf(f, ",\n  \"paths\": [");
     first = 1;
     for (uint32_t i = 1; i < p->nframes; i++) {
         const double *w = &p->self[(size_t)i * PROF_MAX_EVENTS];

@@ -2,6 +2,7 @@
 #include "profile.h"
 
 #include "escape.h"
+#include "mapset.h"
 #include "module.h"
 
 #include <errno.h>
@@ -568,6 +569,8 @@ void prof_header(const profile *p, FILE *out, const char *lead)
     if (p->learn && p->learn->samples)
         fprintf(out, "%slearned: %" PRIu64 " of %" PRIu64 " learn samples (%" PRIu64 " contexts new to the map)\n", lead,
                 p->learn->learned, p->learn->samples, p->learn->new_contexts);
+    if (p->ms)
+        mapset_report(p->ms, out, lead);
     if (p->command[0]) {
         fprintf(out, "%srecorded: ", lead);
         icpp_escape_fputs(p->command, out);

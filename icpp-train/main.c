@@ -109,7 +109,7 @@ static int print_stats(const char *path)
         printf("  %-8s %12zu %7.1f%% %16" PRIu64 " %7.1f%%\n", icpp_pathmap_bucket_name(b), st.hist_paths[b],
                st.contexts ? 100.0 * (double)st.hist_paths[b] / (double)st.contexts : 0.0, st.hist_calls[b],
                st.calls ? 100.0 * (double)st.hist_calls[b] / (double)st.calls : 0.0);
-    static const char *keys[] = {"entries", "entries-slow", "patched-jmp", "patched-short-jmp", "patched-int3", "patched-none", "dropped-depth", "node-overflow",
+    static const char *keys[] = {"entries", "entries-slow", "patched-jmp", "patched-short-jmp", "patched-int3", "patched-none", "dropped-depth", "dropped-foreign", "node-overflow",
                                  "pair-overflow", "threads", "processes"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const char *v = icpp_pathmap_meta(pm, keys[i]);

@@ -57,6 +57,19 @@ typedef enum icpp_base_kind {
     ICPP_BASE_INFERRED = 3,   /* voted from samples and training heights */
 } icpp_base_kind;
 
+/* Which stack a sample is on (docs/definitions.md, "foreign stack").  The
+ * main thread's stack is the SPAN bytes below startstack (the kernel keeps
+ * every mmap at least RLIMIT_STACK plus a guard gap below it); an SP above
+ * startstack, farther below it, or inside another mapping is on a foreign
+ * stack (a sigaltstack, a makecontext stack on the heap), whose heights
+ * against startstack mean nothing. */
+#define ICPP_MAIN_STACK_SPAN (1ull << 30)
+
+static inline int icpp_main_stack_holds(uint64_t startstack, uint64_t sp)
+{
+    return startstack - sp < ICPP_MAIN_STACK_SPAN;   /* unsigned: sp above startstack is outside */
+}
+
 static inline uint64_t icpp_entry_sp_from_cfa(uint64_t cfa)
 {
     return cfa - ICPP_RA_SIZE;

@@ -1,6 +1,7 @@
 /* replay.c -- replays a sample file: per-process mappings, modules, CFI tables and thread bases for each sample. */
 #include "replay.h"
 
+#include "hmap.h"
 #include "perfdata.h"
 #include "procmaps.h"
 
@@ -16,6 +17,8 @@ typedef struct rproc {
     uint32_t  gen;              /* execs seen */
     icpp_maps maps;
     int32_t  *modix;            /* per mapping index: module (-2 = not looked up) -- rebuilt lazily */
+    char     *exe;              /* executable of the current image (PROC record) */
+    int32_t   exe_mod;          /* its module; -2 = not looked up since the last PROC/MMAP */
 } rproc;
 
 struct icpp_replay {
@@ -28,6 +31,7 @@ struct icpp_replay {
     size_t           nmods, capmods;
     uint32_t         learn_of[16];  /* learn event id -> profile event id + 1 (0: not a learn event) */
     int              learn_only;    /* skip profile samples (icpp_replay_learn_only) */
+    icpp_hmap        tstack;    /* (pid, tid) -> top of the thread's own stack mapping (0: exited) */
 };
 
 void icpp_replay_learn_only(icpp_replay *rp, int on)
@@ -38,7 +42,8 @@ void icpp_replay_learn_only(icpp_replay *rp, int on)
 const char *icpp_rs_status_name(int s)
 {
     static const char *n[ICPP_RS_MAX] = {"ok", "no mapping", "file unreadable", "file changed since recording",
-                                         "vdso", "no function", "no CFI", "CFI not passive", "no thread base"};
+                                         "vdso", "no function", "no CFI", "CFI not passive", "no thread base", "foreign stack",
+                                         "no path map for this binary"};
     return s >= 0 && s < ICPP_RS_MAX ? n[s] : "?";
 }
 
@@ -69,8 +74,11 @@ void icpp_replay_close(icpp_replay *rp)
 {
     if (!rp)
         return;
-    for (size_t i = 0; i < rp->nprocs; i++)
+    for (size_t i = 0; i < rp->nprocs; i++) {
         icpp_maps_free(&rp->procs[i].maps);
+        free(rp->procs[i].exe);
+    }
+    icpp_hmap_free(&rp->tstack);
     for (size_t i = 0; i < rp->nmods; i++) {
         free(rp->mods[i].path);
         icpp_cfi_free(rp->mods[i].cfi);
@@ -86,6 +94,11 @@ void icpp_replay_close(icpp_replay *rp)
 const icpp_replay_info *icpp_replay_info_get(const icpp_replay *rp) { return &rp->info; }
 size_t icpp_replay_nmodules(const icpp_replay *rp) { return rp->nmods; }
 const icpp_rmodule *icpp_replay_module(const icpp_replay *rp, uint32_t i) { return i < rp->nmods ? &rp->mods[i] : NULL; }
+
+int icpp_replay_set_own_stack(icpp_replay *rp, uint32_t pid, uint32_t tid, uint64_t top)
+{
+    return icpp_hmap_put(&rp->tstack, pid, tid, top);
+}
 
 static rproc *get_proc(icpp_replay *rp, uint32_t pid, int create)
 {
@@ -105,6 +118,7 @@ static rproc *get_proc(icpp_replay *rp, uint32_t pid, int create)
     rproc *p = &rp->procs[rp->nprocs++];
     memset(p, 0, sizeof *p);
     p->pid = pid;
+    p->exe_mod = -2;
     icpp_maps_init(&p->maps);
     return p;
 }
@@ -160,6 +174,7 @@ static int on_mmap(icpp_replay *rp, const icpp_srec *r)
         return 0;
     if (icpp_maps_insert(&p->maps, &m, NULL) < 0)
         return -ENOMEM;
+    p->exe_mod = -2;
     /* Register the module now so the recorded build-id is the one checked. */
     if (m.path && m.path[0] == '/' && (m.prot & PROT_EXEC))
         get_module(rp, m.path, &r->u.mmap.build_id);
@@ -174,6 +189,16 @@ static void on_proc(icpp_replay *rp, const icpp_srec *r)
     if (!rp->info.exe[0] && r->u.proc.path)
         snprintf(rp->info.exe, sizeof rp->info.exe, "%s", r->u.proc.path);
     p->startstack = r->u.proc.startstack;
+    p->exe_mod = -2;
+    if (r->u.proc.path && r->u.proc.path[0]) {
+        free(p->exe);
+        p->exe = strdup(r->u.proc.path);
+    } else if (r->u.proc.ppid) {
+        rproc *pp = get_proc(rp, r->u.proc.ppid, 0);
+        p = get_proc(rp, r->u.proc.pid, 0);
+        if (pp && pp->exe && !p->exe)
+            p->exe = strdup(pp->exe);
+    }
     if (r->u.proc.flags & ICPP_PROC_EXEC) {
         p->gen++;
         icpp_maps_free(&p->maps);
@@ -234,9 +259,52 @@ const icpp_cfi *icpp_replay_sw_lookup(void *ctx, uint64_t addr, uint64_t *link_a
     return icpp_replay_cfi(at->rp, (uint32_t)mi);
 }
 
+/* The module of process p's executable: the module of an executable
+ * mapping of the PROC record's path (so its recorded build-id), cached. */
+static int32_t exe_module(icpp_replay *rp, rproc *p)
+{
+    if (p->exe_mod != -2)
+        return p->exe_mod;
+    p->exe_mod = -1;
+    for (size_t i = 0; p->exe && i < p->maps.n; i++) {
+        const icpp_mapping *m = &p->maps.v[i];
+        if (m->path && (m->prot & PROT_EXEC) && !strcmp(m->path, p->exe)) {
+            icpp_build_id none = {0, {0}};
+            p->exe_mod = get_module(rp, m->path, &none);
+            break;
+        }
+    }
+    return p->exe_mod;
+}
+
+/* Is the sample's SP on a stack other than its thread's own
+ * (docs/definitions.md)?  Main thread: outside the span below startstack,
+ * or inside a recorded mapping that does not hold startstack.  Other
+ * threads: their own stack is the mapping given by
+ * icpp_replay_set_own_stack, else the one their first sample with a
+ * mapping was on; an SP in another mapping, or in none, is foreign. */
+static int foreign_stack(icpp_replay *rp, rproc *p, const icpp_rsample *s)
+{
+    if (s->tid == s->pid) {
+        if (!p->startstack)
+            return 0;
+        if (!icpp_main_stack_holds(p->startstack, s->sp))
+            return 1;
+        const icpp_mapping *m = icpp_maps_find(&p->maps, s->sp);
+        return m && !(p->startstack >= m->start && p->startstack < m->end);
+    }
+    uint64_t *own = icpp_hmap_get(&rp->tstack, s->pid, s->tid);
+    if (own && *own)
+        return *own != s->base;     /* also an SP in no recorded mapping (a brk heap) */
+    if (s->base)
+        icpp_hmap_put(&rp->tstack, s->pid, s->tid, s->base);    /* on failure: no foreign test */
+    return 0;
+}
+
 static void resolve(icpp_replay *rp, icpp_rsample *s)
 {
     s->module = -1;
+    s->exe_module = -1;
     rproc *p = get_proc(rp, s->pid, 0);
     s->exec_gen = p ? p->gen : 0;
     /* The thread base depends only on the thread and its SP. */
@@ -247,6 +315,9 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
         s->base = icpp_maps_stack_top(&p->maps, s->sp);
         s->base_kind = s->base ? ICPP_BASE_MAPTOP : ICPP_BASE_NONE;
     }
+    int foreign = p && foreign_stack(rp, p, s);
+    if (p)
+        s->exe_module = exe_module(rp, p);
     const icpp_mapping *m = p ? icpp_maps_find(&p->maps, s->ip) : NULL;
     if (!m || !m->path) {
         s->status = ICPP_RS_NOMAP;
@@ -287,6 +358,10 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
         s->status = r < 0 ? ICPP_RS_NOFDE : ICPP_RS_NOTPASSIVE;
         return;
     }
+    if (foreign) {
+        s->status = ICPP_RS_FOREIGN;
+        return;
+    }
     if (!s->base) {
         s->status = ICPP_RS_NOBASE;
         return;
@@ -318,6 +393,12 @@ int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err)
         if (on_mmap(rp, r) < 0)
             return icpp_err_set(err, ENOMEM, "out of memory");
         break;
+    case ICPP_SREC_EXIT: {
+        uint64_t *own = icpp_hmap_get(&rp->tstack, r->u.exit.pid, r->u.exit.tid);
+        if (own)
+            *own = 0;       /* the tid may be reused by a new thread */
+        break;
+    }
     case ICPP_SREC_LOST:
         rp->info.lost += r->u.lost.count;
         break;

@@ -21,6 +21,8 @@ typedef enum icpp_rs_status {
     ICPP_RS_NOFDE,          /* no CFI for the PC */
     ICPP_RS_NOTPASSIVE,     /* CFI needs memory or a register not sampled */
     ICPP_RS_NOBASE,         /* thread base unknown */
+    ICPP_RS_FOREIGN,        /* SP not on the thread's own stack (sigaltstack, coroutine): no height */
+    ICPP_RS_NOPATHMAP,      /* set by icpp-resolve: no path map for the process's executable */
     ICPP_RS_MAX
 } icpp_rs_status;
 
@@ -38,6 +40,7 @@ typedef struct icpp_rmodule {
 typedef struct icpp_rsample {
     uint32_t pid, tid, event;
     uint32_t exec_gen;          /* execs of the process before the sample: another value, another image */
+    int32_t  exe_module;        /* the process's main executable (index into modules), -1 if unknown */
     uint64_t time, ip, sp, bp;
     int      status;            /* icpp_rs_status */
     int32_t  module;            /* index into the replay's modules, -1 if none */
@@ -102,5 +105,11 @@ size_t              icpp_replay_nmodules(const icpp_replay *rp);
  * as the mappings stand now; -1 if no readable module holds it. */
 int icpp_replay_locate(const icpp_replay *rp, uint32_t pid, uint64_t addr, int32_t *module, uint64_t *link_addr);
 const icpp_rmodule *icpp_replay_module(const icpp_replay *rp, uint32_t i);
+/* Which stack is thread (pid, tid)'s own (docs/definitions.md): the one
+ * whose mapping ends at `top`.  Without this, a thread other than the main
+ * one takes the mapping of its first sample -- wrong when that sample was on
+ * a coroutine's stack.  Call before replaying; applies until the thread's
+ * EXIT record.  0, or -ENOMEM. */
+int icpp_replay_set_own_stack(icpp_replay *rp, uint32_t pid, uint32_t tid, uint64_t top);
 
 #endif

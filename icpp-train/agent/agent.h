@@ -188,6 +188,7 @@ typedef struct icpp_agent_thread_info {
     uint64_t dropped_critical;  /* entries inside icpp_agent_enter/leave_critical */
     uint64_t dropped_reentrant; /* entries while the recorder ran (signal handler) */
     uint64_t dropped_depth;   /* entries past max_depth (not recorded) */
+    uint64_t dropped_foreign; /* entries on another stack than the thread's own (not recorded) */
     uint64_t node_overflow;   /* entries folded into the OVERFLOW node */
     uint64_t pair_overflow;   /* height/site pairs that found no memory */
     const char *live_file;    /* the tree's live file; "" if in anonymous memory */

@@ -117,6 +117,8 @@ struct icpp_agent_thread {
     uint64_t           hit_conflicts;  /* slow entries of known calls since hit2_maybe_grow */
     uint64_t           dropped_critical, dropped_reentrant, dropped_depth, node_overflow;
     char               live_path[ICPP_AGENT_LIVE_PATH_MAX];   /* "" if anonymous */
+    uint64_t           span;          /* own stack: base - entry SP < span (else a foreign stack) */
+    uint64_t           dropped_foreign; /* entries on a foreign stack (sigaltstack, coroutine): no height */
 };
 
 /* Per-thread state, initial-exec TLS (a %fs-relative load, no call). */

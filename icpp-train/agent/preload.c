@@ -590,6 +590,7 @@ static int write_part(const icpp_agent_thread *t, int pid)
     meta_u(&e, "entries", ti.entries);
     meta_u(&e, "entries-slow", ti.entries_slow);
     meta_u(&e, "dropped-depth", ti.dropped_depth);
+    meta_u(&e, "dropped-foreign", ti.dropped_foreign);
     meta_u(&e, "dropped-reentrant", ti.dropped_reentrant);
     meta_u(&e, "node-overflow", ti.node_overflow + skipped);
     meta_u(&e, "pair-overflow", ti.pair_overflow);

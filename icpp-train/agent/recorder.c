@@ -1,6 +1,7 @@
 /* recorder.c -- per-thread calling-context trees fed by function entries (signal-safe, no libc). */
 #include "internal.h"
 #include "sys.h"
+#include "defs.h"           /* lib/defs.h: ICPP_MAIN_STACK_SPAN */
 
 #include <sys/mman.h>
 
@@ -484,16 +485,25 @@ static icpp_agent_thread *thread_setup(uint64_t sp)
     t->tid = icpp_sys_gettid();
     t->pid = icpp_sys_getpid();
     /* Base: startstack if sp is on the stack that holds it (the main
-     * thread, or a forked child of it), else the top of sp's mapping. */
+     * thread, or a forked child of it), else the top of sp's mapping.
+     * Span: how far below the base the thread's own stack reaches; an entry
+     * outside it runs on a foreign stack (docs/definitions.md) -- the main
+     * stack cannot outgrow RLIMIT_STACK, a thread's stack its mapping. */
     icpp_agent_maprow row;
+    t->span = ~0ull;
     if (icpp_agent_maps_find(sp, &row) == 0) {
         uint64_t ss = icpp_agent_cfg.startstack;
         if (ss && ss >= row.start && ss < row.end) {
+            uint64_t rl[2] = {0, 0};
             t->base = ss;
             t->base_kind = ICPP_AGENT_BASE_STARTSTACK;
+            t->span = ICPP_MAIN_STACK_SPAN;
+            if (icpp_sys3(97 /* getrlimit */, 3 /* RLIMIT_STACK */, rl, 0) == 0 && rl[0] && rl[0] < t->span)
+                t->span = rl[0];
         } else {
             t->base = row.end;
             t->base_kind = ICPP_AGENT_BASE_MAPTOP;
+            t->span = row.end - row.start;
         }
     }
     uint64_t nframes = icpp_agent_cfg.max_depth + 1;
@@ -586,6 +596,13 @@ static inline int64_t hooked_at(uint64_t a)
 
 static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
 {
+    /* On a foreign stack the height means nothing: record nothing, keep the
+     * shadow stack of the thread's own stack for when it switches back.
+     * (The trampoline's cache holds only heights recorded here.) */
+    if (__builtin_expect(t->base - s >= t->span, 0)) {
+        t->dropped_foreign++;
+        return;
+    }
     uint64_t ra = *(const uint64_t *)s;
     uint64_t isp = interrupted_sp(ra, s);       /* 0 unless a signal handler */
     icpp_agent_frame *f = t->top;
@@ -831,6 +848,7 @@ void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_in
     o->inherited = t->inherited;
     o->base_kind = t->base_kind;
     o->base = t->base;
+    o->dropped_foreign = t->dropped_foreign;
     o->entries_slow = t->slow;
     o->nodes = t->nodes;
     o->cct_bytes = t->arena.used;
