@@ -117,6 +117,33 @@ check_binaries("next to the binary", s, [], ["recurse", "fnptr"], cwd=elsewhere)
 s = sample("forkexec", [P["forkexec"], "8"])
 check_binaries("forkexec", s, ["-m", maps["forkexec"]], ["forkexec"])
 
+# 5. completion in the second map: newpaths trained on one input, run on another after
+# recurse, recurse's map given first -- completion grows newpaths' map (not the first one)
+# while samples are resolved, and the union must grow with it (tests/e2e/test_complete.py).
+newpaths = built("tests/e2e/newpaths")
+maps["newpaths"] = os.path.join(tmp, "newpaths.icppmap")
+r = run([tool("icpp-train"), "-q", "--fresh", "-o", maps["newpaths"], "--", newpaths, "a", "1"])
+c.check(r.returncode == 0, f"train newpaths: {r.stderr}")
+with open(script, "w") as f:
+    f.write(f"#!/bin/sh\n{P['recurse']} 4\n{newpaths} bcd 2\n")
+s = sample("complete", [script])
+args = ["-m", maps["recurse"], "-m", maps["newpaths"]]
+r = resolve(args + ["--format", "json", s])
+if r.returncode == 0:
+    d = json.loads(r.stdout)
+    b = bins_of(d).get("newpaths", {})
+    c.check(b.get("inferred", 0) > 0.5 * b.get("samples", 0) > 0, f"completion: newpaths not inferred: {b}")
+    inf = [p for p in d["paths"] if "beta" in p["path"]]
+    c.check(inf and all(p["inferred_frames"][p["path"].index("beta")] for p in inf),
+            f"completion: beta's frame is not marked inferred: {inf[:2]}")
+    c.check(bins_of(d).get(os.path.basename(P["recurse"]), {}).get("inferred", 1) == 0,
+            f"completion: recurse's samples (all trained) inferred: {bins_of(d)}")
+r = resolve(args + ["--check", "--format", "json", s])
+if r.returncode == 0:
+    b = bins_of(json.loads(r.stdout)).get("newpaths", {})
+    c.check(b.get("inferred-correct", 0) > 0 and b.get("inferred-incorrect", 1) == 0,
+            f"completion --check: newpaths {b}")
+
 # A map of another build under the binary's own name is never used: refused by build-id.
 for n in ("recurse",):
     shutil.copy(maps["fnptr"], copies[n] + ".icppmap")
