@@ -104,11 +104,15 @@ for e in entries:
     # learning sees dlopen's contexts at their true heights, as new ones.
     if e.prog == "dlopen":
         continue
-    c.check(lr["new_contexts"] <= max(3, lr["learned"] // 20),
+    # a few contexts training cannot see (the tail of a process after the agent
+    # wrote its trees, a forked child's last moments) may be learned as new
+    c.check(lr["new_contexts"] <= max(8, lr["learned"] // 10),
             f"{label}: learning added {lr['new_contexts']} contexts to a map trained on the same input: {lr}")
     for f in (mapfile, rec):
         os.unlink(f)
 print(f"offline: {learned} learn samples learned, {new_ctx} contexts new to the trained map")
+c.check(new_ctx <= 0.02 * learned, f"learning added {new_ctx} contexts for {learned} learn samples to maps trained "
+        "on the same inputs: learned paths are not in the map's representation")
 
 # ---------------------------------------------------------------- 3. online
 for e in entries:
