@@ -1,6 +1,7 @@
 /* preload.c -- icpp-train's in-process front end: pick modules, patch them, write path-map parts at exit, fork, exec, dlopen and fatal signals. */
 #include "agent.h"
 #include "live.h"
+#include "sys.h"
 
 #include <Zydis/Zydis.h>
 
@@ -91,7 +92,6 @@ static void msg(const char *fmt, ...)
 
 /* ---- the function table for recovery (live.h) ---- */
 
-static char *utoa(char *p, uint64_t v);
 
 static uint64_t mono_ns(void)
 {
@@ -111,9 +111,9 @@ static void syms_create(const char *from, size_t copy)
     size_t dl = strlen(dir);            /* < sizeof dir - 64 (agent_start) */
     memcpy(p, dir, dl);
     memcpy(p + dl, "/syms.", 6);
-    p = utoa(p + dl + 6, (uint64_t)syscall(SYS_getpid));   /* no snprintf: a fork child handler */
+    p = icpp_agent_utoa(p + dl + 6, (uint64_t)syscall(SYS_getpid));   /* no snprintf: a fork child handler */
     *p++ = '.';
-    p = utoa(p, ns);
+    p = icpp_agent_utoa(p, ns);
     size_t n = (size_t)(p - path);
     syms_path[0] = 0;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -454,24 +454,10 @@ static int find_module(uint64_t rt)
     return -1;
 }
 
-static char *utoa(char *p, uint64_t v)
-{
-    char t[24];
-    int n = 0;
-    do {
-        t[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = t[--n];
-    *p = 0;
-    return p;
-}
-
 static void meta_u(icpp_pmenc *e, const char *k, uint64_t v)
 {
     char b[24];
-    utoa(b, v);
+    icpp_agent_utoa(b, v);
     icpp_pmenc_meta(e, k, b);
 }
 
@@ -614,11 +600,11 @@ static int write_part(const icpp_agent_thread *t, int pid)
         memcpy(p, dir, dl);
         p += dl;
         memcpy(p, "/part.", 6);
-        p = utoa(p + 6, (uint64_t)pid);
+        p = icpp_agent_utoa(p + 6, (uint64_t)pid);
         *p++ = '.';
-        p = utoa(p, (uint64_t)ti.tid);
+        p = icpp_agent_utoa(p, (uint64_t)ti.tid);
         *p++ = '.';
-        p = utoa(p, mono_ns());
+        p = icpp_agent_utoa(p, mono_ns());
         memcpy(p, ".icppmap", 9);
         memcpy(tmp, dir, dl);
         memcpy(tmp + dl, "/tmp.", 5);

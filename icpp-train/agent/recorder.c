@@ -83,20 +83,6 @@ static void *map_anon(uint64_t size, int populate)
     return icpp_sys_failed(p) ? 0 : (void *)p;
 }
 
-static char *utoa(char *p, uint64_t v)
-{
-    char t[24];
-    int n = 0;
-    do {
-        t[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = t[--n];
-    *p = 0;
-    return p;
-}
-
 static uint64_t now_ns(void)
 {
     struct { long sec, nsec; } ts = {0, 0};
@@ -213,11 +199,11 @@ static int live_open(icpp_agent_thread *t, icpp_agent_arena *a)
     const char *pre = "/live.";
     while (*pre)
         *p++ = *pre++;
-    p = utoa(p, (uint64_t)t->pid);
+    p = icpp_agent_utoa(p, (uint64_t)t->pid);
     *p++ = '.';
-    p = utoa(p, (uint64_t)t->tid);
+    p = icpp_agent_utoa(p, (uint64_t)t->tid);
     *p++ = '.';
-    utoa(p, created);
+    icpp_agent_utoa(p, created);
     /* Chunks double up to 4 MiB, then stay there. */
     uint64_t maxc = a->cap / (4u << 20) + 24;
     uint64_t hs = (sizeof(icpp_live_header) + maxc * sizeof(icpp_live_chunk) + 4095) & ~4095ull;

@@ -75,6 +75,20 @@ static int rd_skip_line(rd *r, int c)
     return c;
 }
 
+char *icpp_agent_utoa(char *p, uint64_t v)
+{
+    char t[24];
+    int n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = t[--n];
+    *p = 0;
+    return p;
+}
+
 int icpp_agent_maps_each(icpp_agent_maps_cb cb, void *ctx)
 {
     rd r;

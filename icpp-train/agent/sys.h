@@ -66,6 +66,10 @@ static inline long icpp_sys_munmap(void *addr, size_t len)
 static inline int icpp_sys_getpid(void) { return (int)icpp_sys3(ICPP_SYS_getpid, 0, 0, 0); }
 static inline int icpp_sys_gettid(void) { return (int)icpp_sys3(ICPP_SYS_gettid, 0, 0, 0); }
 
+/* Decimal digits of v at p, NUL-terminated; returns the end.  No stdio:
+ * safe in a fork child and a signal handler. */
+char *icpp_agent_utoa(char *p, uint64_t v);
+
 /* One mapping line of /proc/self/maps (no path). */
 typedef struct icpp_agent_maprow {
     uint64_t start, end;    /* [start, end) */

@@ -66,6 +66,22 @@ def script(samples):
     return out
 
 
+def map_paths(mapfile):
+    """`icpp-train --paths MAP`: one (count, {height: count}, names, ids) per call path,
+    names and ids (module@address) as tuples, root first."""
+    r = run([tool("icpp-train"), "--paths", mapfile])
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    out = []
+    for line in r.stdout.splitlines():
+        if line.startswith("#"):
+            continue
+        cnt, hs, names, ids = line.split("\t")
+        h = {int(a): int(b) for a, b in (x.split(":") for x in hs.split(",") if x)}
+        out.append((int(cnt), h, tuple(names.split(";")), tuple(ids.split(";"))))
+    return out
+
+
 def textproto(text):
     """`protoc --decode` output -> nested dicts of lists (strings, ints, bools)."""
     root, stack = {}, []

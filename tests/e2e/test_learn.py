@@ -21,7 +21,7 @@ import re
 import sys
 import tempfile
 
-from e2e import SOURCE, Checker, built, run, tool
+from e2e import SOURCE, Checker, built, map_paths, run, tool
 
 sys.path.insert(0, os.path.join(SOURCE, "tests"))
 import corpus  # noqa: E402
@@ -152,9 +152,8 @@ for e in entries:
     saved = os.path.join(tmp, label + ".ab.icppmap")
     r = run([tool("icpp-resolve"), "-m", mapfile, "--save-map", saved, "-o", os.devnull, rec])
     c.check(r.returncode == 0 and os.path.exists(saved), f"{label}: --save-map: {r.stderr}")
-    r = run([tool("icpp-train"), "--paths", saved])
-    paths = {line.split("\t")[2] for line in r.stdout.splitlines() if not line.startswith("#")}
-    own = {";".join(n for n in p.split(";") if n in corpus.functions(e)) for p in paths}
+    own = {";".join(n for n in names if n in corpus.functions(e))
+           for _, _, names, _ in (map_paths(saved) if os.path.exists(saved) else [])}
     for want in ("main;run;op_mul;leaf", "main;run;op_pow;pow_step;leaf"):
         c.check(want in own, f"{label}: the saved map lacks {want}")
     again = check(saved, rec, ["--no-learn"])

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from e2e import BUILD, SOURCE, Checker, built, run, tool
+from e2e import BUILD, SOURCE, Checker, built, map_paths, run, tool
 
 sys.path.insert(0, os.path.join(SOURCE, "tests"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "gt"))
@@ -26,19 +26,7 @@ tmp = tempfile.mkdtemp(prefix="icpp-train-")
 only = sys.argv[1:]   # optional program names to restrict to
 
 
-def paths_of(mapfile):
-    """node list of (count, {height: count}, names tuple, ids tuple)"""
-    r = run([TRAIN, "--paths", mapfile])
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr)
-    out = []
-    for line in r.stdout.splitlines():
-        if line.startswith("#"):
-            continue
-        cnt, hs, names, ids = line.split("\t")
-        h = {int(a): int(b) for a, b in (x.split(":") for x in hs.split(",") if x)}
-        out.append((int(cnt), h, tuple(names.split(";")), tuple(ids.split(";"))))
-    return out
+paths_of = map_paths     # node list of (count, {height: count}, names tuple, ids tuple)
 
 
 def train(binary, mapfile, args=(), modules="main", **kw):

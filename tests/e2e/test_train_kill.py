@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from e2e import BUILD, SOURCE, Checker, built, run, tool
+from e2e import BUILD, SOURCE, Checker, built, map_paths, run, tool
 
 sys.path.insert(0, os.path.join(SOURCE, "tests", "gt"))
 import gt  # noqa: E402
@@ -52,17 +52,7 @@ c.check(len(documented) == 6 and len(own) >= 17, f"KILL-PATHS block not found in
 
 def paths_of(mapfile):
     """[(count, {height: count}, names)]"""
-    r = run([TRAIN, "--paths", mapfile])
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr)
-    out = []
-    for line in r.stdout.splitlines():
-        if line.startswith("#"):
-            continue
-        cnt, hs, names, _ = line.split("\t")
-        h = {int(a): int(b) for a, b in (x.split(":") for x in hs.split(",") if x)}
-        out.append((int(cnt), h, tuple(names.split(";"))))
-    return out
+    return [(cnt, h, names) for cnt, h, names, _ in map_paths(mapfile)]
 
 
 def wait_line(p, prefix, timeout=60):
