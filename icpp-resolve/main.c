@@ -73,6 +73,13 @@ static const char *usage_text =
     "                    height) and this recording's learn samples there all\n"
     "                    took one of them, at least K times, resolve to that one\n"
     "                    as precise (default 0: off; see docs/resolve.md).\n"
+    "  --evidence WHEN   weigh a sample's candidate paths by this recording's learn\n"
+    "                    samples: 'auto' (default) where they show the run does\n"
+    "                    what training did not (new contexts), 'on', 'off'.  A\n"
+    "                    candidate in a region no learn sample was seen in gives\n"
+    "                    way to others; an unconfirmed one that an untrained path\n"
+    "                    through a seen context also explains is 'uncertain'\n"
+    "                    (docs/resolve.md).\n"
     "  --check           accuracy against the true stacks of an `icpp-sample\n"
     "                    --validate` recording: precise, ambiguous-containing-\n"
     "                    truth, incorrect, missing, unresolved; by samples and\n"
@@ -167,7 +174,7 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 int main(int argc, char **argv)
 {
     enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
-           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR };
+           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"map-dir", required_argument, 0, OPT_MAPDIR},
@@ -182,6 +189,7 @@ int main(int argc, char **argv)
                                        {"no-learn", no_argument, 0, OPT_NOLEARN},
                                        {"save-map", required_argument, 0, OPT_SAVEMAP},
                                        {"learn-votes", required_argument, 0, OPT_VOTES},
+                                       {"evidence", required_argument, 0, OPT_EVIDENCE},
                                        {"complete", no_argument, 0, OPT_COMPLETE},
                                        {"no-complete", no_argument, 0, OPT_NOCOMPLETE},
                                        {"complete-stats", no_argument, 0, OPT_CSTATS},
@@ -189,6 +197,7 @@ int main(int argc, char **argv)
                                        {0, 0, 0, 0}};
     int c, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0;
     uint32_t votes = ICPP_LEARN_VOTES;
+    int evidence = -1;
     const char *out_path = NULL, *sort_name = NULL, *save_map = NULL;
     mapset ms;
     mapset_init(&ms);
@@ -257,6 +266,18 @@ int main(int argc, char **argv)
             votes = (uint32_t)v;
             break;
         }
+        case OPT_EVIDENCE:
+            if (!strcmp(optarg, "auto"))
+                evidence = -1;
+            else if (!strcmp(optarg, "on"))
+                evidence = 1;
+            else if (!strcmp(optarg, "off"))
+                evidence = 0;
+            else {
+                fprintf(stderr, "icpp-resolve: --evidence wants auto, on or off, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case OPT_COMPLETE: complete = 1; break;
         case OPT_NOCOMPLETE: complete = 0; break;
         case OPT_CSTATS: cstats = 1; break;
@@ -282,6 +303,7 @@ int main(int argc, char **argv)
     }
     ms.learn = learn;
     ms.votes = votes;
+    ms.evidence = evidence;
     ms.allow_unmapped = check;
     ms.complete = complete;     /* a completer per map, on its own index (mapset_prepare) */
     if (mapset_prepare(&ms, samples, &err) < 0) {

@@ -17,6 +17,7 @@ void mapset_init(mapset *ms)
 {
     memset(ms, 0, sizeof *ms);
     ms->learn_map = -1;
+    ms->evidence = -1;
 }
 
 void mapset_free(mapset *ms)
@@ -515,8 +516,10 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
     for (size_t i = 0; i < ms->nmaps; i++)
         if (ms->maps[i].x) {
             icpp_cidx_set_votes(ms->maps[i].x, ms->votes);
-            if ((int32_t)i == ms->learn_map)
+            if ((int32_t)i == ms->learn_map) {
                 icpp_cidx_set_novel(ms->maps[i].x, ms->novel, ms->nnovel);
+                icpp_cidx_set_evidence(ms->maps[i].x, ms->evidence > 0 || (ms->evidence < 0 && icpp_learn_run_is_new(&ms->ls)));
+            }
         }
     if (vote_stacks(ms, samples, err) < 0)
         return -1;

@@ -39,6 +39,7 @@ typedef struct frame {
 
 typedef struct result {
     uint32_t anchor;            /* known node */
+    uint64_t act;               /* the anchor's learn count at the height it was reached (this recording) */
     uint32_t n;                 /* new frames, root-first in f */
     frame    f[MAXFRAMES];
 } result;
@@ -306,7 +307,17 @@ static uint32_t anchors(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t 
     return icpp_cidx_lookup(c->x, (uint32_t)*f, h, out);
 }
 
-static void add_result(icpp_completer *c, uint32_t anchor)
+/* Learn samples of this recording through node, at any of its heights. */
+static uint64_t node_learned(const icpp_completer *c, uint32_t node)
+{
+    const icpp_pm_node *n = icpp_pathmap_node(c->pm, node);
+    uint64_t l = 0;
+    for (uint32_t k = 0; k < n->nheights; k++)
+        l += n->heights[k].learned;
+    return l;
+}
+
+static void add_result(icpp_completer *c, uint32_t anchor, uint64_t act)
 {
     c->hits++;
     if (c->nres >= c->o.max_results) {
@@ -323,6 +334,7 @@ static void add_result(icpp_completer *c, uint32_t anchor)
     }
     result *r = &c->res[c->nres];
     r->anchor = anchor;
+    r->act = act;
     r->n = c->depth;
     for (uint32_t i = 0; i < c->depth; i++)
         r->f[i] = c->stack[c->depth - 1 - i];   /* root-first */
@@ -345,7 +357,7 @@ static void pred(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
     uint32_t na = anchors(c, mod, addr, h, &a);
     if (na) {
         for (uint32_t i = 0; i < na; i++)
-            add_result(c, a[i].node);
+            add_result(c, a[i].node, a[i].learned);
         return;
     }
     if (c->depth >= c->lim) {
@@ -409,7 +421,7 @@ static void gather(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h, in
             }
             uint64_t *cnt = icpp_hmap_get(&c->ind_at, (uint64_t)h, UINT64_MAX);
             for (uint64_t k = 0; cnt && k < *cnt && !c->truncated; k++)
-                add_result(c, (uint32_t)*icpp_hmap_get(&c->ind_at, (uint64_t)h, k));
+                add_result(c, (uint32_t)*icpp_hmap_get(&c->ind_at, (uint64_t)h, k), node_learned(c, (uint32_t)*icpp_hmap_get(&c->ind_at, (uint64_t)h, k)));
         }
     }
     /* edges the map saw: indirect calls, and what the static graph missed */
@@ -600,13 +612,16 @@ int icpp_complete(icpp_completer *c, uint32_t module, uint64_t addr, int64_t hei
     return (int)cnt;
 }
 
-int icpp_complete_alternatives(icpp_completer *c, uint32_t module, uint64_t addr, int64_t height, int *truncated)
+int icpp_complete_alternatives(icpp_completer *c, uint32_t module, uint64_t addr, int64_t height, int active,
+                               int *truncated)
 {
     search(c, module, addr, height);
     int n = 0;
     for (uint32_t i = 0; i < c->nres; i++) {
         /* a path the map has, at this height, is not an alternative */
         const result *r = &c->res[i];
+        if (active && !r->act)
+            continue;
         uint32_t node = r->anchor;
         int known = 1;
         for (uint32_t k = 0; k < r->n && known; k++) {

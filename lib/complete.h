@@ -66,9 +66,12 @@ int icpp_complete(icpp_completer *c, uint32_t module, uint64_t addr, int64_t hei
 
 /* For part 3's uncertainty: how many call paths NOT in the map explain the
  * known CID (module, addr, height) too -- an anchor at a lower height plus
- * >= 1 new frames, within the same bounds (not added to the map).
+ * >= 1 new frames, within the same bounds (not added to the map).  active:
+ * count only those whose anchor this recording's learn samples passed
+ * through at the height it was reached (the run was seen in that context).
  * Returns the count (capped at max_results), or -ENOMEM. */
-int icpp_complete_alternatives(icpp_completer *c, uint32_t module, uint64_t addr, int64_t height, int *truncated);
+int icpp_complete_alternatives(icpp_completer *c, uint32_t module, uint64_t addr, int64_t height, int active,
+                               int *truncated);
 
 /* The path-map function of (module, addr), those completion added
  * included, or -1. */

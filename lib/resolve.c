@@ -40,7 +40,18 @@ struct icpp_cidx {
     const uint8_t *novel;   /* per map function: learning found contexts training lacked */
     size_t     nnovel;
     icpp_completer *cpl;    /* completion of missing CIDs, or NULL */
+    int        evidence;    /* weigh candidates by this recording's learn samples (icpp_cidx_set_evidence) */
+    uint64_t  *act;         /* per node: learn samples through it, at any height */
+    size_t     nact;
+    icpp_cand *pz;          /* scratch: the candidates left after pruning */
+    size_t     pzcap;
+    icpp_hmap  alt;         /* (func, height) -> 1 + active alternatives found by completion */
 };
+
+void icpp_cidx_set_evidence(icpp_cidx *x, int on)
+{
+    x->evidence = on;
+}
 
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n)
 {
@@ -220,6 +231,15 @@ icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err)
     }
     if (index_signal_contexts(x) < 0)
         goto oom;
+    x->act = calloc(nn ? nn : 1, sizeof *x->act);
+    if (!x->act)
+        goto oom;
+    for (uint32_t i = 1; i < nn; i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(pm, i);
+        for (uint32_t k = 0; k < n->nheights; k++)
+            x->act[i] += n->heights[k].learned;
+    }
+    x->nact = nn;
     return x;
 oom:
     icpp_cidx_free(x);
@@ -234,6 +254,9 @@ void icpp_cidx_free(icpp_cidx *x)
     icpp_hmap_free(&x->cid);
     icpp_hmap_free(&x->funcs);
     icpp_hmap_free(&x->sigfunc);
+    icpp_hmap_free(&x->alt);
+    free(x->act);
+    free(x->pz);
     free(x->sig);
     free(x->fz);
     free(x->cands);
@@ -277,6 +300,66 @@ int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, ui
         return -1;
     uint64_t *v = icpp_hmap_get(&x->funcs, (uint64_t)m, addr);
     return v ? (int64_t)*v : -1;
+}
+
+/* Evidence from this recording's learn samples (docs/resolve.md, "Never
+ * precise and wrong").  A candidate no learn sample confirmed at this CID,
+ * whose parent context no learn sample passed through at all, is a path of
+ * a region this run was never seen in: where other candidates remain, it
+ * is dropped (out->pruned counts them). */
+static int cand_active(const icpp_cidx *x, const icpp_cand *c)
+{
+    if (c->learned)
+        return 1;
+    uint32_t p = icpp_pathmap_node(x->pm, c->node)->parent;
+    return p && p < x->nact && x->act[p];
+}
+
+static int any_active(const icpp_cidx *x, const icpp_resolution *out)
+{
+    for (uint32_t i = 0; i < out->ncand; i++)
+        if (cand_active(x, &out->cand[i]))
+            return 1;
+    return 0;
+}
+
+static void prune_inactive(icpp_cidx *x, icpp_resolution *out)
+{
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < out->ncand; i++)
+        keep += cand_active(x, &out->cand[i]);
+    if (!keep || keep == out->ncand)
+        return;
+    if (keep > x->pzcap) {
+        size_t nc = keep < 16 ? 16 : 2 * (size_t)keep;
+        icpp_cand *n = realloc(x->pz, nc * sizeof *n);
+        if (!n)
+            return;     /* out of memory: not pruned, only less precise */
+        x->pz = n;
+        x->pzcap = nc;
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < out->ncand; i++)
+        if (cand_active(x, &out->cand[i]))
+            x->pz[k++] = out->cand[i];
+    out->pruned = out->ncand - k;
+    out->cand = x->pz;
+    out->ncand = k;
+}
+
+/* A call path the map lacks explains (func, height) too, joining the known
+ * tree at a context this recording's learn samples passed through there. */
+static int active_alternative(icpp_cidx *x, const icpp_rmodule *rm, const icpp_rsample *s, uint32_t func)
+{
+    uint64_t *v = icpp_hmap_get(&x->alt, func, (uint64_t)s->height);
+    if (v)
+        return *v > 1;
+    int32_t m = icpp_cidx_module(x, (uint32_t)s->module, &rm->build_id);
+    int n = m < 0 ? 0 : icpp_complete_alternatives(x->cpl, (uint32_t)m, s->func->owner, s->height, 1, NULL);
+    if (n < 0)
+        return 0;
+    icpp_hmap_put(&x->alt, func, (uint64_t)s->height, 1 + (uint64_t)n);     /* out of memory: searched again */
+    return n > 0;
 }
 
 /* A missing CID: inferred if the completer finds paths, else missing. */
@@ -325,6 +408,8 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         complete_missing(x, rm, s, out);
         return;
     }
+    if (x->evidence && out->ncand > 1)
+        prune_inactive(x, out);
     uint32_t seen = 0, only = 0;
     for (uint32_t i = 0; i < out->ncand; i++)
         if (out->cand[i].learned) {
@@ -351,4 +436,8 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
      * the static graph lets an interpreter reach almost anything.) */
     if (!seen && (uint64_t)out->func < x->nnovel && x->novel[out->func])
         out->kind = ICPP_RES_UNCERTAIN;
+    else if (!seen && x->evidence && x->cpl && !any_active(x, out) && active_alternative(x, rm, s, (uint32_t)out->func)) {
+        out->kind = ICPP_RES_UNCERTAIN;
+        out->alternative = 1;
+    }
 }

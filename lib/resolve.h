@@ -41,6 +41,16 @@ void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
  * weight still goes to the candidates).  The array must outlive x. */
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
 
+/* Weigh candidates by this recording's learn samples (docs/resolve.md,
+ * "Never precise and wrong"): of several candidates, drop those no learn
+ * sample confirmed at the CID whose parent context no learn sample passed
+ * through (a region of training this run was never seen in), when others
+ * remain; and report a sample UNCERTAIN when none of its candidates was
+ * confirmed at the CID and completion (icpp_cidx_set_completer) finds a
+ * path the map lacks joining a context learn samples passed through.  Off
+ * by default; icpp-resolve turns it on for recordings with learn samples. */
+void icpp_cidx_set_evidence(icpp_cidx *x, int on);
+
 /* Path-map function index of (module build-id, link-time start address), or
  * -1.  Module build-ids are matched once per module and cached by `mkey`
  * (any small integer the caller uses for the module, e.g. the replay's). */
@@ -76,6 +86,9 @@ typedef struct icpp_resolution {
     int              voted;       /* precise because this recording's learn samples at the CID all
                                      took one of several known candidates (icpp_cidx_set_votes) */
     int              bounded;   /* INFERRED: the search hit a bound, so the candidates may not be all */
+    uint32_t         pruned;    /* candidates dropped: never seen in this run's region (icpp_cidx_set_evidence) */
+    int              alternative; /* UNCERTAIN because completion found an untrained path through an
+                                     active context (icpp_cidx_set_evidence) */
 } icpp_resolution;
 
 /* Candidate i's share of a sample shared among its candidates.  Where any

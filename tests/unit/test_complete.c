@@ -120,7 +120,7 @@ static void run(const char *label, const icpp_pathmap *pm, unsigned seed)
                 /* another path still has the CID: the path taken out is an
                  * alternative part 3 must hear of (unless a bound hid it) */
                 int trunc = 0;
-                int a = icpp_complete_alternatives(c, f->module, f->addr, n->heights[k].height, &trunc);
+                int a = icpp_complete_alternatives(c, f->module, f->addr, n->heights[k].height, 0, &trunc);
                 T_shared++;
                 T_shared_found += a > 0;
                 T_shared_missed += a == 0 && !trunc;
@@ -168,7 +168,7 @@ static void run(const char *label, const icpp_pathmap *pm, unsigned seed)
             continue;
         const icpp_pm_func *f = icpp_pathmap_func(q, n->func);
         int trunc;
-        int a = icpp_complete_alternatives(c, f->module, f->addr, n->heights[0].height, &trunc);
+        int a = icpp_complete_alternatives(c, f->module, f->addr, n->heights[0].height, 0, &trunc);
         CHECK(a >= 0, "%s: alternatives failed", label);
         altq++;
         alt += a > 0;
