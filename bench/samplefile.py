@@ -3,7 +3,7 @@
 Used by the resolve-throughput figure: a real recording's samples repeated
 until the file holds N samples, so icpp-resolve's per-sample cost can be
 timed on millions of samples of a real program's mix of contexts.
-Format: docs/samples-format.md (version 1).  Python stdlib only.
+Format: docs/samples-format.md (reads versions 1 to 3, writes version 2).  Python stdlib only.
 """
 import struct
 import zlib
@@ -59,9 +59,12 @@ def records(data):
     if data[:8] != MAGIC:
         raise FormatError("not an ICPP sample file")
     ver, = struct.unpack_from("<I", data, 8)
-    if ver not in (1, 2):
-        raise FormatError("sample file version %d, this script reads 1 and 2" % ver)
-    last = {}                               # thread -> its last learn chain [(pc, esp)], leaf first
+    if ver not in (1, 2, 3):
+        raise FormatError("sample file version %d, this script reads 1 to 3" % ver)
+    M = 2**64 - 1
+    last = {}                               # thread -> its last learn chain [(pc, esp)] (absolute), leaf first
+    regs = {}                               # thread -> absolute (ip, sp)
+    fdict = []                              # version 3: LSAMPLE caller frames (pc, entry-SP delta)
     pos = 16
     nth = 0
     while pos + 8 <= len(data):
@@ -118,22 +121,36 @@ def records(data):
                     n, p = _uv(blk, p)
                     p += n
                 smp = (th, ev, dt, di, ds, db)
+                ip, sp = regs.get(th, (0, 0))
+                ip, sp = (ip + di) & M, (sp + ds) & M
+                regs[th] = (ip, sp)
                 if t == LSAMPLE:
-                    # frames: decoded relative to the sample (its ip and sp are
-                    # deltas too, so keep them relative: pc - ip, esp - sp)
+                    # frames, absolute, leaf first (docs/samples-format.md)
                     st, p = _uv(blk, p)
                     n, p = _uv(blk, p)
                     k, p = _uv(blk, p)
                     fr = []
                     for i in range(n - k):
-                        dpc = 0
-                        if i:
-                            dpc, p = _sv(blk, p)
+                        if i == 0:
+                            desp, p = _uv(blk, p)
+                            fr.append((ip, (sp + desp) & M))
+                            continue
+                        if ver >= 3:
+                            v, p = _uv(blk, p)
+                            if v:
+                                pc, desp = fdict[v - 1]
+                                fr.append((pc, (fr[-1][1] + desp) & M))
+                                continue
+                        dpc, p = _sv(blk, p)
                         desp, p = _uv(blk, p)
-                        fr.append((dpc, desp))
+                        pc = (fr[-1][0] + dpc) & M
+                        if ver >= 3 and len(fdict) < (1 << 20):
+                            fdict.append((pc, desp))
+                        fr.append((pc, (fr[-1][1] + desp) & M))
                     prev = last.get(th, [])
-                    smp = (th, ev, dt, di, ds, db, st, n, fr, prev[len(prev) - k:] if k else [])
-                    last[th] = smp      # resolved to absolute frames by repeat()
+                    fr += prev[len(prev) - k:] if k else []
+                    last[th] = fr
+                    smp = (th, ev, dt, di, ds, db, st, fr)
             elif t == LOST:
                 _, p = _uv(blk, p)
             elif t == EXIT:
@@ -190,19 +207,7 @@ def repeat(src, dst, n_samples, n_bytes=0):
         ip, sp, bp = regs.get(th, (0, 0, 0))
         ip, sp, bp = (ip + di) & M, (sp + ds) & M, (bp + db) & M
         regs[th] = (ip, sp, bp)
-        lrn = None
-        if i in chains:
-            st, n, fr, _ = chains[i]
-            k = n - len(fr)
-            frames = []
-            for j, (dpc, desp) in enumerate(fr):
-                pc = ip if j == 0 else (frames[-1][0] + dpc) & M
-                esp = ((sp if j == 0 else frames[-1][1]) + desp) & M
-                frames.append((pc, esp))
-            prev = lastabs.get(th, [])
-            frames += prev[len(prev) - k:] if k else []
-            lastabs[th] = frames
-            lrn = (st, frames)
+        lrn = chains.get(i)                 # (status, absolute frames)
         absval.append((th, ev, tm, ip, sp, bp, lrn))
     span = absval[-1][2] - absval[0][2] + 1
 

@@ -44,6 +44,8 @@ typedef struct tally {
     uint64_t aligned;           /* matched modulo a signal frame's alignment (lib/resolve.c) */
     uint64_t by_learned[V_MAX]; /* samples whose true (or only) candidate was a learned-only context */
     uint64_t voted[V_MAX];      /* samples made precise by the recording's learn votes */
+    uint64_t pruned[V_MAX];     /* samples that lost candidates to the recording's evidence */
+    uint64_t by_alt[V_MAX];     /* samples made uncertain by an untrained path through an active context */
     uint64_t no_truth_by[ICPP_UW_MAX];
 } tally;
 
@@ -241,6 +243,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             if (icpp_cand_learned_only(&r.cand[found ? hit_i : 0]))
                 t.by_learned[v]++;
             t.voted[v] += r.voted;
+            t.pruned[v] += r.pruned > 0;
+            t.by_alt[v] += r.alternative;
         }
         t.fn[v]++;
         if (b >= 0 && (size_t)b < nvbin)
@@ -339,7 +343,13 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         fprintf(out, "},\n \"by_learn_votes\": {");
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.voted[v]);
-        fprintf(out, "},\n");
+        fprintf(out, "},\n \"by_evidence\": {\"on\": %d, \"pruned\": {", ms->evidence_on);
+        for (int v = 0; v < V_MAX; v++)
+            fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.pruned[v]);
+        fprintf(out, "}, \"uncertain_by_alternative\": {");
+        for (int v = 0; v < V_MAX; v++)
+            fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.by_alt[v]);
+        fprintf(out, "}},\n");
         if (ls)
             fprintf(out, " \"learning\": {\"learn_samples\": %" PRIu64 ", \"learned\": %" PRIu64
                          ", \"anchored\": %" PRIu64 ", \"not_rooted\": %" PRIu64 ", \"foreign\": %" PRIu64
@@ -428,6 +438,16 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                          "samples resolved through learned-only contexts: precise %" PRIu64 ", ambiguous %" PRIu64
                          ", incorrect %" PRIu64 "\n", ls->samples, ls->learned, ls->new_contexts,
                     t.by_learned[V_PRECISE], t.by_learned[V_AMBIG_OK], t.by_learned[V_INCORRECT]);
+        if (ms->evidence_on) {
+            uint64_t np = 0;
+            for (int v = 0; v < V_MAX; v++)
+                np += t.pruned[v];
+            fprintf(out, "evidence (the run does what training did not): %" PRIu64 " samples lost candidates no learn "
+                         "sample saw the region of (then precise %" PRIu64 ", ambiguous %" PRIu64 ", incorrect %" PRIu64
+                         "); %" PRIu64 " uncertain for an untrained path through a context learn samples saw (%" PRIu64
+                         " of them indeed wrong)\n", np, t.pruned[V_PRECISE], t.pruned[V_AMBIG_OK], t.pruned[V_INCORRECT],
+                    t.by_alt[V_UNCERTAIN_OK] + t.by_alt[V_UNCERTAIN_BAD], t.by_alt[V_UNCERTAIN_BAD]);
+        }
         if (t.voted[V_PRECISE] || t.voted[V_INCORRECT])
             fprintf(out, "learn votes singled out one of several known paths for %" PRIu64 " samples: %" PRIu64
                          " precise, %" PRIu64 " incorrect\n", t.voted[V_PRECISE] + t.voted[V_INCORRECT],

@@ -518,7 +518,8 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
             icpp_cidx_set_votes(ms->maps[i].x, ms->votes);
             if ((int32_t)i == ms->learn_map) {
                 icpp_cidx_set_novel(ms->maps[i].x, ms->novel, ms->nnovel);
-                icpp_cidx_set_evidence(ms->maps[i].x, ms->evidence > 0 || (ms->evidence < 0 && icpp_learn_run_is_new(&ms->ls)));
+                ms->evidence_on = ms->ls.learned > 0 && (ms->evidence > 0 || (ms->evidence < 0 && icpp_learn_run_is_new(&ms->ls)));
+                icpp_cidx_set_evidence(ms->maps[i].x, ms->evidence_on);
             }
         }
     if (vote_stacks(ms, samples, err) < 0)

@@ -82,6 +82,7 @@ typedef struct mapset {
     uint32_t      votes;        /* icpp_cidx_set_votes for every map */
     int           evidence;     /* icpp_cidx_set_evidence for the learned map: 1 on, 0 off,
                                    -1 where the run is new (icpp_learn_run_is_new) */
+    int           evidence_on;  /* what was decided for this recording */
     icpp_learn_stats ls;        /* what learning did */
     int32_t       learn_map;    /* the map learned into, -1 none */
     uint8_t      *novel;        /* icpp_cidx_set_novel of that map */

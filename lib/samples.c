@@ -19,6 +19,7 @@ static const char MAGIC[8] = {'I', 'C', 'P', 'P', 'S', 'M', 'P', '\n'};
 #define BLOCK_SOFT  (64 * 1024)         /* flush when a block reaches this */
 #define BLOCK_MAX   (1024 * 1024)       /* no block may be larger */
 #define MAX_STR     4096
+#define FDICT_MAX   (1u << 20)          /* LSAMPLE frame dictionary entries (version 3) */
 
 /* The frames of a thread's last learn sample: the next one of the thread
  * usually shares its outer frames (main ... the interpreter loop), which
@@ -75,6 +76,7 @@ struct icpp_swriter {
     uint64_t   bytes, dropped;  /* bytes: in the file (whole blocks) */
     uint64_t   blk_samples;     /* samples in the unflushed block */
     uint64_t   file_samples;    /* samples in the file */
+    icpp_hmap  fdict;           /* LSAMPLE caller frames: (pc, entry-SP delta) -> dictionary index */
     int        finished;        /* END written (or tried) and synced */
     icpp_err   err;             /* first error, latched */
 };
@@ -315,9 +317,24 @@ void icpp_swriter_learn(icpp_swriter *w, uint32_t pid, uint32_t tid, uint32_t ev
      * the frame below (return addresses signed, entry SPs grow upwards).
      * The outer k frames are those of the thread's previous learn sample. */
     for (uint32_t i = 0; i < l->n - k; i++) {
-        if (i)
-            icpp_wbuf_sv(&w->blk, (int64_t)(l->pc[i] - l->pc[i - 1]));
-        icpp_wbuf_uv(&w->blk, l->entry_sp[i] - (i ? l->entry_sp[i - 1] : sp));
+        uint64_t d = l->entry_sp[i] - (i ? l->entry_sp[i - 1] : sp);
+        if (!i) {
+            icpp_wbuf_uv(&w->blk, d);
+            continue;
+        }
+        /* A caller frame (return address, frame size) recurs: the frames of
+         * a recursion, the same call chain in other samples.  Seen before,
+         * it is its dictionary index + 1; else 0 and the frame itself. */
+        uint64_t *ix = icpp_hmap_get(&w->fdict, l->pc[i], d);
+        if (ix) {
+            icpp_wbuf_uv(&w->blk, *ix + 1);
+            continue;
+        }
+        icpp_wbuf_uv(&w->blk, 0);
+        icpp_wbuf_sv(&w->blk, (int64_t)(l->pc[i] - l->pc[i - 1]));
+        icpp_wbuf_uv(&w->blk, d);
+        if (w->fdict.n < FDICT_MAX && icpp_hmap_put(&w->fdict, l->pc[i], d, w->fdict.n) < 0)
+            icpp_err_set(&w->err, ENOMEM, "out of memory");
     }
     if (lchain_set(last, l->pc, l->entry_sp, l->n) < 0)
         icpp_err_set(&w->err, ENOMEM, "out of memory");
@@ -391,6 +408,7 @@ int icpp_swriter_close(icpp_swriter *w, uint64_t samples, uint64_t lost, icpp_er
     int r = icpp_swriter_error(w, err);
     icpp_wbuf_free(&w->blk);
     icpp_hmap_free(&w->threads);
+    icpp_hmap_free(&w->fdict);
     for (size_t i = 0; i < w->nts; i++) {
         free(w->ts[i].last.pc);
         free(w->ts[i].last.esp);
@@ -424,7 +442,47 @@ struct icpp_sreader {
     uint64_t      *u64;         /* chain/regs of the current record */
     size_t         capu64;
     uint32_t       version;     /* of the file */
+    uint64_t      *fd_pc, *fd_d; /* LSAMPLE frame dictionary (version 3) */
+    size_t         nfd, capfd;
 };
+
+/* A version 3 LSAMPLE caller frame: uv index + 1 into the dictionary, or
+ * 0 and the frame (sv pc delta from the frame below, uv entry-SP delta),
+ * which joins the dictionary while it has room -- as the writer does.  A
+ * bad index marks q bad; negative only when out of memory. */
+static int fdict_frame(icpp_sreader *r, icpp_rbuf *q, uint64_t below, uint64_t *pc, uint64_t *d)
+{
+    uint64_t v = icpp_rbuf_uv(q);
+    if (v) {
+        if (v > r->nfd) {
+            q->bad = 1;
+            *pc = *d = 0;
+            return 0;
+        }
+        *pc = r->fd_pc[v - 1];
+        *d = r->fd_d[v - 1];
+        return 0;
+    }
+    *pc = below + (uint64_t)icpp_rbuf_sv(q);
+    *d = icpp_rbuf_uv(q);
+    if (q->bad || r->nfd >= FDICT_MAX)
+        return 0;
+    if (r->nfd == r->capfd) {
+        size_t nc = r->capfd ? 2 * r->capfd : 256;
+        uint64_t *a = realloc(r->fd_pc, nc * sizeof *a);
+        if (!a)
+            return -1;
+        r->fd_pc = a;
+        uint64_t *b = realloc(r->fd_d, nc * sizeof *b);
+        if (!b)
+            return -1;
+        r->fd_d = b;
+        r->capfd = nc;
+    }
+    r->fd_pc[r->nfd] = *pc;
+    r->fd_d[r->nfd++] = *d;
+    return 0;
+}
 
 int icpp_samples_is(const uint8_t *buf, size_t len)
 {
@@ -488,6 +546,8 @@ void icpp_sreader_close(icpp_sreader *r)
         free(r->th[i].last.esp);
     }
     free(r->th);
+    free(r->fd_pc);
+    free(r->fd_d);
     free(r->s1);
     free(r->s2);
     free(r->u64);
@@ -656,8 +716,13 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
                     BAD("bad learn sample", icpp_rbuf_pos(q));
                 uint64_t *pc = r->u64, *esp = r->u64 + n;
                 for (uint64_t i = 0; i < n - k && !q->bad; i++) {
-                    pc[i] = i ? pc[i - 1] + (uint64_t)icpp_rbuf_sv(q) : th->ip;
-                    uint64_t d = icpp_rbuf_uv(q);
+                    uint64_t d;
+                    if (!i || r->version < 3) {
+                        pc[i] = i ? pc[i - 1] + (uint64_t)icpp_rbuf_sv(q) : th->ip;
+                        d = icpp_rbuf_uv(q);
+                    } else if (fdict_frame(r, q, pc[i - 1], &pc[i], &d) < 0) {
+                        return icpp_err_set(err, ENOMEM, "out of memory");
+                    }
                     if (i && (d == 0 || esp[i - 1] + d < esp[i - 1]))
                         q->bad = 1;     /* callers' frames lie strictly above */
                     esp[i] = (i ? esp[i - 1] : th->sp) + d;

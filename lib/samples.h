@@ -8,7 +8,7 @@
 #include "defs.h"
 #include "err.h"
 
-#define ICPP_SAMPLES_VERSION 2   /* reads 1 and 2; 2 added LSAMPLE and the EVENT role */
+#define ICPP_SAMPLES_VERSION 3   /* reads 1 to 3; 2 added LSAMPLE and the EVENT role; 3 the LSAMPLE frame dictionary */
 
 typedef enum icpp_srec_type {
     ICPP_SREC_INFO = 1,     /* key/value about the recording */

@@ -95,6 +95,9 @@ for e in entries:
     # exceptions: samples inside libgcc's unwinder while it installs a landing
     # pad have a truth that is neither stack (see test_check.py)
     eh = [s for s in d["incorrect_samples"] if "_Unwind_" in s["truth"]]
+    # offline, the run does what training did: evidence stays off by itself
+    if e.prog != "dlopen":
+        c.check(d["by_evidence"]["on"] == 0, f"{label}: evidence on offline: {lr}")
     c.check(d["by_samples"]["incorrect"] == len(eh),
             f"{label}: {d['by_samples']['incorrect']} incorrect with learning: {d['incorrect_samples'][:2]}")
     learned += lr["learned"]
@@ -147,6 +150,15 @@ for e in entries:
     c.check(after["by_samples"]["incorrect"] == 0, f"{label}: incorrect with learning: {after['incorrect_samples'][:2]}")
     c.check(sa["missing"] <= 0.02, f"{label}: {sa['missing']:.1%} missing after learning")
     c.check(sa["precise"] + sa["ambiguous-containing-truth"] >= 0.98, f"{label}: correct {sa}")
+    # the recording's evidence (docs/resolve.md): on by itself for a run that
+    # does what training did not, and never worse than without it
+    off = check(mapfile, rec, ["--evidence", "off"])
+    if off:
+        so = shares(off)
+        c.check(after["by_evidence"]["on"] == 1 and off["by_evidence"]["on"] == 0,
+                f"{label}: evidence not on by itself online: {after['by_evidence']}")
+        c.check(sa["precise"] >= so["precise"] and sa["incorrect"] <= so["incorrect"],
+                f"{label}: evidence made it worse: with {sa}, without {so}")
     # --save-map keeps what was learned: b's documented paths are in it, and
     # resolving with it alone no longer misses b's contexts
     saved = os.path.join(tmp, label + ".ab.icppmap")

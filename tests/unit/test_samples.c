@@ -141,6 +141,58 @@ static void test_learn(const char *dir)
     CHECK(icpp_swriter_close(w, 1000, 0, &err) == 0, "close: %s", err.msg);
     printf("the same 50-frame chain 1000 times: %.1f bytes per learn sample\n", (double)bytes / 1000);
     CHECK(bytes < 1000 * 16, "%llu bytes: outer frames not shared", (unsigned long long)bytes);
+
+    /* Version 3's frame dictionary: a recursion (a cycle of 3 call sites with
+     * fixed frame sizes) of varying depth under a varying leaf, entered at
+     * another stack address each time, so that no outer frame is shared with
+     * the previous sample; callers seen before cost about one byte each.  The frames come back exactly. */
+    w = icpp_swriter_open(path, &err);
+    CHECK(w != NULL, "open: %s", err.msg);
+    if (!w)
+        return;
+    enum { RD = 240, RL = 500 };
+    static uint64_t rpc[RL][RD], resp[RL][RD];
+    static uint32_t rn[RL];
+    uint64_t rframes = 0;
+    for (int i = 0; i < RL; i++) {
+        uint32_t n = 2 + (uint32_t)(rnd() % (RD - 2));
+        /* root-first: frame j's call site cycles over 3, 48/64/80 bytes */
+        uint64_t e = 0x7ffc00200000ull - 16 * (uint64_t)(i % 7);
+        for (uint32_t j = 0; j < n; j++) {
+            uint32_t f = n - 1 - j;        /* leaf first in the chain */
+            rpc[i][f] = j + 1 < n ? 0x410000 + 0x100 * (j % 3) : 0x420000 + rnd() % 4096;
+            resp[i][f] = e;
+            e -= 48 + 16 * (j % 3);
+        }
+        rn[i] = n;
+        rframes += n;
+        icpp_learn_chain l = {0, n, rpc[i], resp[i]};
+        icpp_swriter_learn(w, 400, 400, 1, 9000 + (uint64_t)i, rpc[i][0], resp[i][0] - 8, 0, &l);
+    }
+    bytes = icpp_swriter_bytes(w);
+    CHECK(icpp_swriter_close(w, RL, 0, &err) == 0, "close: %s", err.msg);
+    r = icpp_sreader_open(path, &err);
+    CHECK(r != NULL, "read: %s", err.msg);
+    if (!r)
+        return;
+    k = 0;
+    mism = 0;
+    while ((rc = icpp_sreader_next(r, &rec, &err)) > 0) {
+        if (rec.type != ICPP_SREC_LSAMPLE || k >= RL)
+            continue;
+        const icpp_learn_chain *l = &rec.u.sample.l;
+        int bad_one = l->n != rn[k];
+        for (uint32_t j = 0; !bad_one && j < l->n; j++)
+            bad_one = l->pc[j] != rpc[k][j] || l->entry_sp[j] != resp[k][j];
+        mism += bad_one;
+        k++;
+    }
+    icpp_sreader_close(r);
+    CHECK(rc == 0 && k == RL && mism == 0, "recursion: %d of %d read back, %d differ (%s)", k, RL, mism, err.msg);
+    printf("recursive chains: %llu frames in %llu bytes: %.2f bytes per frame\n", (unsigned long long)rframes,
+           (unsigned long long)bytes, (double)bytes / (double)rframes);
+    CHECK(bytes < rframes * 3 / 2, "%llu bytes for %llu recursive frames: the dictionary does not work",
+          (unsigned long long)bytes, (unsigned long long)rframes);
 }
 
 /* The CRC of every block: icpp_crc32 (slicing by 8) against zlib's, at
