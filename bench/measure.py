@@ -250,8 +250,10 @@ class Bench:
                         ent["stats"] = self.parse_stats(p.stdout.decode(errors="replace"))
                     rec = os.path.join(self.work, "rec", key + ".samples")
                     rm(rec)
-                    scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(self.a.period), "-o", rec,
-                            "--"] + cmd
+                    # 2.5x the overhead figures' rate: ~2,500 judged samples per recording
+                    # instead of ~1,000, so one recording's shares move less from run to run
+                    scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(self.precision_period()),
+                            "-o", rec, "--"] + cmd
                     log("recording %s (--validate)" % key)
                     r = run(scmd, stdin, self.env, self.a.timeout)
                     ent["record_cmd"] = shq(scmd)
@@ -260,6 +262,9 @@ class Bench:
                         continue
                     ent["recording"] = rec
             self.save()
+
+    def precision_period(self):
+        return max(1, self.a.period * 2 // 5)
 
     def builds(self):
         return ["fp", "nofp"] if self.a.nofp else ["fp"]
@@ -317,7 +322,7 @@ class Bench:
                         rows.append(row)
             self.save()
 
-    LEARN_RATES = [4, 8, 16, 64]     # 4 is icpp-sample's default
+    LEARN_RATES = [4, 2, 3, 8, 16, 64]     # 4 is icpp-sample's default (first)
 
     def fig_learnrate(self):
         """Precision online at several learn rates: one train -> measure pair per program (fp)."""
