@@ -571,7 +571,7 @@ class Report:
         self.w("| program | trained on -> measured | N | learn samples | learned | precise | incorrect | missing |")
         self.w("|---|---|---|---|---|---|---|---|")
         for n in self.order:
-            for row in data.get(n, []):
+            for row in sorted(data.get(n, []), key=lambda r: r.get("every", 0)):
                 ch = row.get("checks", {})
                 c = next((ch[m] for m, _ in reversed(modes) if m in ch), None)
                 f = self.figures_of(c)
