@@ -3,7 +3,7 @@
 Used by the resolve-throughput figure: a real recording's samples repeated
 until the file holds N samples, so icpp-resolve's per-sample cost can be
 timed on millions of samples of a real program's mix of contexts.
-Format: docs/samples-format.md (reads versions 1 to 3, writes version 2).  Python stdlib only.
+Format: docs/samples-format.md (reads versions 1 to 3, writes version 3).  Python stdlib only.
 """
 import struct
 import zlib
@@ -212,7 +212,7 @@ def repeat(src, dst, n_samples, n_bytes=0):
     span = absval[-1][2] - absval[0][2] + 1
 
     out = open(dst, "wb")
-    out.write(MAGIC + struct.pack("<II", 2, 0))
+    out.write(MAGIC + struct.pack("<II", 3, 0))
     blk = bytearray()
     size = [16]
 
@@ -223,7 +223,7 @@ def repeat(src, dst, n_samples, n_bytes=0):
             size[0] += 8 + len(blk)
             blk.clear()
 
-    state = {"time": 0, "regs": {}}
+    state = {"time": 0, "regs": {}, "last": {}, "fdict": {}}
 
     def put_sample(th, ev, tm, ip, sp, bp, lrn):
         r = blk
@@ -241,15 +241,32 @@ def repeat(src, dst, n_samples, n_bytes=0):
         _put_sv(r, d(sp, lsp))
         _put_sv(r, d(bp, lbp))
         state["regs"][th] = (ip, sp, bp)
-        if lrn:                             # every frame written out: no sharing (k = 0)
+        if lrn:                             # as icpp-sample writes them (version 3)
             st, frames = lrn
+            prev = state["last"].get(th, [])
+            n, k = len(frames), 0
+            while k < n and k < len(prev) and frames[n - 1 - k] == prev[len(prev) - 1 - k]:
+                k += 1
+            state["last"][th] = frames
             _put_uv(r, st)
-            _put_uv(r, len(frames))
-            _put_uv(r, 0)
-            for j, (pc, esp) in enumerate(frames):
-                if j:
-                    _put_sv(r, d(pc, frames[j - 1][0]))
-                _put_uv(r, (esp - (sp if j == 0 else frames[j - 1][1])) & M)
+            _put_uv(r, n)
+            _put_uv(r, k)
+            fd = state["fdict"]
+            for j in range(n - k):
+                pc, esp = frames[j]
+                desp = (esp - (sp if j == 0 else frames[j - 1][1])) & M
+                if j == 0:
+                    _put_uv(r, desp)
+                    continue
+                ix = fd.get((pc, desp))
+                if ix is not None:
+                    _put_uv(r, ix + 1)
+                    continue
+                _put_uv(r, 0)
+                _put_sv(r, d(pc, frames[j - 1][0]))
+                _put_uv(r, desp)
+                if len(fd) < (1 << 20):
+                    fd[(pc, desp)] = len(fd)
         if len(blk) >= 60000:
             flush()
 
