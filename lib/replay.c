@@ -32,6 +32,18 @@ struct icpp_replay {
     uint32_t         learn_of[16];  /* learn event id -> profile event id + 1 (0: not a learn event) */
     int              learn_only;    /* skip profile samples (icpp_replay_learn_only) */
     icpp_hmap        tstack;    /* (pid, tid) -> top of the thread's own stack mapping (0: exited) */
+    /* The module and load bias of a mapping, for the next samples in it:
+     * looking them up (module path, program headers) was a tenth of a
+     * resolve's time.  Entries are valid while mgen (bumped by every change
+     * to any process's mappings) is what they were made with. */
+    struct mcache {
+        uint64_t    gen, start, pgoff;
+        uint32_t    pid;
+        int32_t     mi;         /* module index, -1: get_module failed */
+        int         ok;         /* bias found */
+        uint64_t    bias;
+    } mcache[64];
+    uint64_t         mgen;
 };
 
 void icpp_replay_learn_only(icpp_replay *rp, int on)
@@ -172,6 +184,7 @@ static int on_mmap(icpp_replay *rp, const icpp_srec *r)
                       (char *)(r->u.mmap.path && r->u.mmap.path[0] ? r->u.mmap.path : NULL)};
     if (m.end <= m.start)
         return 0;
+    rp->mgen++;
     if (icpp_maps_insert(&p->maps, &m, NULL) < 0)
         return -ENOMEM;
     p->exe_mod = -2;
@@ -199,6 +212,7 @@ static void on_proc(icpp_replay *rp, const icpp_srec *r)
         if (pp && pp->exe && !p->exe)
             p->exe = strdup(pp->exe);
     }
+    rp->mgen++;
     if (r->u.proc.flags & ICPP_PROC_EXEC) {
         p->gen++;
         icpp_maps_free(&p->maps);
@@ -327,8 +341,15 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
         s->status = m->path[0] == '[' ? ICPP_RS_VDSO : ICPP_RS_NOMAP;
         return;
     }
-    icpp_build_id none = {0, {0}};
-    int32_t mi = get_module(rp, m->path, &none);
+    struct mcache *mc = &rp->mcache[(m->start >> 12 ^ s->pid * 31u) & 63];
+    if (mc->gen != rp->mgen + 1 || mc->pid != s->pid || mc->start != m->start || mc->pgoff != m->pgoff) {
+        icpp_build_id none = {0, {0}};
+        int32_t mi = get_module(rp, m->path, &none);
+        *mc = (struct mcache){rp->mgen + 1, m->start, m->pgoff, s->pid, mi, 0, 0};
+        if (mi >= 0 && rp->mods[mi].status == ICPP_RS_OK)
+            mc->ok = icpp_module_bias(rp->mods[mi].mod, m->start, m->pgoff, &mc->bias, NULL) == 0;
+    }
+    int32_t mi = mc->mi;
     if (mi < 0) {
         s->status = ICPP_RS_NOFILE;
         return;
@@ -339,11 +360,11 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
         s->status = rm->status;
         return;
     }
-    uint64_t bias;
-    if (icpp_module_bias(rm->mod, m->start, m->pgoff, &bias, NULL) < 0) {
+    if (!mc->ok) {
         s->status = ICPP_RS_CHANGED;
         return;
     }
+    uint64_t bias = mc->bias;
     s->addr = s->ip - bias;
     s->func = icpp_module_func_at(rm->mod, s->addr);
     if (!rm->cfi) {
