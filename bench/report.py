@@ -191,7 +191,7 @@ class Report:
         meta = self.r["meta"]
         self.w("## How the overhead figures are measured")
         self.w()
-        self.w("Each figure runs several randomized setups (DESIGN-NOTES section 7): a setup sets an")
+        self.w("Each figure runs several randomized setups (docs/background.md section 5): a setup sets an")
         self.w("environment variable of random size (0-%d bytes, which moves the initial stack and" % meta["pad_max"])
         self.w("everything below it) and runs every variant of a program once, in random order. A ratio is a")
         self.w("variant's wall time over the uninstrumented run's in the same setup. Tables give the median")

@@ -14,7 +14,7 @@
  * the path map knows the heights h its function was entered at in training;
  * so each sample votes for base = entry SP + h, once for every training
  * height of its function, and the true base collects the votes of every
- * sample whose context is in the map (DESIGN-NOTES section 5).  Candidates
+ * sample whose context is in the map (docs/background.md section 3).  Candidates
  * must be aligned as bases are: 16 bytes for a main thread (startstack),
  * a page for other threads (the top of a mapping).
  *

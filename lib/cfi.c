@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* One row: the rule from `start` up to the next row's start.  8 bytes, as
- * DESIGN-NOTES section 5 measured; a u32 index per 4 KiB page narrows the
+ * docs/background.md section 3 gives; a u32 index per 4 KiB page narrows the
  * search to the rows of one page. */
 typedef struct row {
     uint32_t start;     /* pc - base */

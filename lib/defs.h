@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-/* These follow ../shared/DESIGN-NOTES.md section 2 and docs/definitions.md.
+/* These follow docs/definitions.md (the evidence: docs/background.md section 1).
  * Change them only together with every file format that stores them.
  *
  * entry SP  %rsp at a function's first instruction (points at the return

@@ -37,7 +37,7 @@ typedef struct icpp_sample_opts {
  * build-ids.  Hardware events get a fixed period and precise_ip (so Intel can
  * use large PEBS buffers: no freq mode, sample_type within LARGE_PEBS_FLAGS,
  * exclude_kernel with REGS_USER, GP registers only); precise_ip = 1 keeps the
- * IP/SP pair consistent (DESIGN-NOTES section 4).  On AMD precise_ip stays 0:
+ * IP/SP pair consistent (docs/background.md section 2).  On AMD precise_ip stays 0:
  * IBS pairs its own IP with interrupt-time SP. */
 void icpp_event_setup(icpp_event *ev, const icpp_sample_opts *o, int is_amd);
 

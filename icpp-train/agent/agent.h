@@ -17,7 +17,7 @@
  *   for (t = icpp_agent_thread_first(); t; t = icpp_agent_thread_next(t)) walk;
  *   icpp_agent_leave_critical();
  *
- * Definitions follow DESIGN-NOTES section 2: entry SP = %rsp at the function's
+ * Definitions follow docs/definitions.md (evidence: docs/background.md section 1): entry SP = %rsp at the function's
  * first instruction; height = thread base - entry SP; a path is the patched
  * functions whose frames are live, root to leaf; call sites (return
  * addresses) are per-edge detail.  Exits are not instrumented: a frame is

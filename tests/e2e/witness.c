@@ -2,8 +2,8 @@
  *
  * usage: witness TRUTHFILE [SCALE]
  * Each thread (main, 3 pthreads, a forked child's main thread) appends one
- * line "pid tid base kind" to TRUTHFILE, where base is what DESIGN-NOTES
- * section 2 defines, measured from inside: startstack (field 28 of
+ * line "pid tid base kind" to TRUTHFILE, where base is what docs/definitions.md
+ * defines (thread base), measured from inside: startstack (field 28 of
  * /proc/self/stat) for a main thread, the end of the /proc/self/maps mapping
  * holding a local variable for other threads.  Then each spins in its own
  * function (spin_main, spin_thread, spin_child) and in libc's random_r, so

@@ -9,7 +9,7 @@
  * prologue; fn's frame pointer is then entry SP - 8, so the entry SP is the
  * caller's saved %rbp + 8 as seen from the hook's own frame. Each thread
  * keeps a shadow stack of (entry SP, path node). On every entry at SP s,
- * every shadow frame entered at or below s has returned (DESIGN-NOTES 2):
+ * every shadow frame entered at or below s has returned (docs/background.md section 1):
  * popping those first keeps the shadow stack right across longjmp, C++
  * unwinding and signal handlers, where exit hooks are skipped. Exit hooks
  * pop the same way. Paths are nodes of one process-wide trie keyed by

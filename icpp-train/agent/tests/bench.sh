@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench.sh -- per-call cost of the agent on fib(30): plain vs agent (executable patched), PAIRS
 # alternating process pairs, each timing fib(30) 10 times in-process (median kept), environment
-# size varied per pair (DESIGN-NOTES 7).  The agent keeps its trees in live files (MAP_SHARED, in
+# size varied per pair (docs/background.md section 5).  The agent keeps its trees in live files (MAP_SHARED, in
 # OUTDIR/bench/live), as under icpp-train.  usage: bench.sh OUTDIR AGENT_SO [PAIRS]
 set -eu
 O=$1; AGENT=$2; PAIRS=${3:-11}

@@ -118,7 +118,7 @@ if mode == "exe":
     for p, hs in heights.items():
         if not p.endswith("cmp_int"):
             check(len(hs) == 1, f"{p[:100]}: several heights {dict(hs)}")
-# the thread's start routine sits at mapping top - 4392 (DESIGN-NOTES 2)
+# the thread's start routine sits at mapping top - 4392 (docs/background.md section 1)
 check(heights.get("[thread];thread_fn") == Counter({4392: 1}),
       f"thread_fn height {dict(heights.get('[thread];thread_fn', {}))} (want 4392)")
 
