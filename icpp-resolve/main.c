@@ -13,6 +13,7 @@
 #include "profile.h"
 #include "replay.h"
 #include "resolve.h"
+#include "sampstat.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -357,7 +358,13 @@ int main(int argc, char **argv)
     icpp_rsample s;
     icpp_resolution r;
     int rc;
+    sampstat ss;    /* intervals between samples, per thread (sampstat.h) */
+    sampstat_init(&ss, icpp_replay_info_get(rp));
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
+        if (sampstat_add(&ss, &s) < 0) {
+            fprintf(stderr, "icpp-resolve: out of memory\n");
+            return 1;
+        }
         icpp_basevote_apply(bv, &s);
         mapset_resolve(&ms, rp, &s, &r, NULL);
         if (prof_add(&prof, rp, &s, &r) < 0) {
@@ -384,6 +391,8 @@ int main(int argc, char **argv)
     }
     prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
     prof.ms = &ms;
+    sampstat_warn(&ss, stderr, "icpp-resolve: ", 4);
+    prof.ss = &ss;
     if (sort_name) {
         oo.sort_ev = UINT32_MAX;
         for (uint32_t e = 0; e < prof.nev; e++)
@@ -428,6 +437,7 @@ int main(int argc, char **argv)
         return 1;
     }
     prof_free(&prof);
+    sampstat_free(&ss);
     icpp_replay_close(rp);
     icpp_basevote_free(bv);
     mapset_free(&ms);

@@ -1,6 +1,7 @@
 /* out_json.c -- JSON formats: icpp-resolve's own (everything, for scripts) and speedscope's file format. */
 #include "mapset.h"
 #include "output.h"
+#include "sampstat.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -28,6 +29,23 @@ void json_str(FILE *f, const char *s)
 static void num(FILE *f, double v)
 {
     fprintf(f, "%.10g", v);
+}
+
+/* "share_ci": one [LO, HI] per event: the 95% interval of the share
+ * w[e] of the event's samples (sampstat.h). */
+static void share_ci(const profile *p, FILE *f, const double *w)
+{
+    fprintf(f, ", \"share_ci\": [");
+    for (uint32_t e = 0; e < p->nev; e++) {
+        double lo, hi;
+        sampstat_ci(w[e], prof_total(p, e), &lo, &hi);
+        fprintf(f, "%s[", e ? ", " : "");
+        num(f, lo);
+        fprintf(f, ", ");
+        num(f, hi);
+        fprintf(f, "]");
+    }
+    fprintf(f, "]");
 }
 
 void out_json(const profile *p, FILE *f, const out_opts *o)
@@ -143,7 +161,9 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
         fprintf(f, "], \"inferred_frames\": [");
         for (uint32_t j = 0; j < d; j++)
             fprintf(f, "%s%s", j ? ", " : "", p->frames[fs[j]].inferred ? "true" : "false");
-        fprintf(f, "]}");
+        fprintf(f, "]");
+        share_ci(p, f, w);
+        fprintf(f, "}");
         first = 0;
     }
     fprintf(f, "\n  ],\n  \"unattributed\": [");
@@ -155,9 +175,16 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
             fprintf(f, "%s", e ? ", " : "");
             num(f, p->extra[i].w[e]);
         }
-        fprintf(f, "]}");
+        fprintf(f, "]");
+        share_ci(p, f, p->extra[i].w);
+        fprintf(f, "}");
     }
-    fprintf(f, "\n  ]\n}\n");
+    fprintf(f, "\n  ]");
+    if (p->ss) {
+        fprintf(f, ",\n  \"sampling\": ");
+        sampstat_json(p->ss, f);
+    }
+    fprintf(f, "\n}\n");
 }
 
 /* Speedscope's frame index of frame f: the map's functions, then the

@@ -2,7 +2,9 @@
 #include "output.h"
 
 #include "escape.h"
+#include "sampstat.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,33 +74,56 @@ void out_text(const profile *p, FILE *f, const out_opts *o)
     fprintf(f, "%5s", "rank");
     for (uint32_t e = 0; e < p->nev; e++) {
         char eb[64];
-        fprintf(f, " %12.12s %6s", icpp_escape(p->ev_names[e], eb, sizeof eb), "%");
+        fprintf(f, " %12.12s %6s %13s", icpp_escape(p->ev_names[e], eb, sizeof eb), "%", "95% interval");
     }
-    fprintf(f, " %5s  %s\n", "amb%", "call path (root -> leaf)");
+    fprintf(f, " %5s %s  %s\n", "amb%", "o", "call path (root -> leaf)");
+    /* ties: ranks not statistically ahead of the next one (column o: '~') */
+    char ties[1024];
+    size_t tl = 0;
+    double nev_total = prof_total(p, ev);
     for (size_t r = 0; r < n && (o->top <= 0 || r < (size_t)o->top); r++) {
         fprintf(f, "%5zu", r + 1);
         const double *w = rows[r].node ? &p->self[(size_t)rows[r].node * PROF_MAX_EVENTS] : p->extra[rows[r].extra].w;
         for (uint32_t e = 0; e < p->nev; e++) {
-            double t = prof_total(p, e);
-            fprintf(f, " %12.1f %5.1f%%", w[e], t > 0 ? 100.0 * w[e] / t : 0.0);
+            double t = prof_total(p, e), lo, hi;
+            char ci[64];
+            sampstat_ci(w[e], t, &lo, &hi);
+            snprintf(ci, sizeof ci, "%.1f-%.1f%%", 100 * lo, 100 * hi);
+            fprintf(f, " %12.1f %5.1f%% %13s", w[e], t > 0 ? 100.0 * w[e] / t : 0.0, ci);
+        }
+        char mark = ' ';
+        if (r + 1 < n) {
+            const double *wn = rows[r + 1].node ? &p->self[(size_t)rows[r + 1].node * PROF_MAX_EVENTS]
+                                                : p->extra[rows[r + 1].extra].w;
+            double more;
+            mark = sampstat_ordered(w[ev], wn[ev], nev_total, &more) ? '>' : '~';
+            if (mark == '~' && tl < sizeof ties - 64) {
+                if (isinf(more))
+                    tl += (size_t)snprintf(ties + tl, sizeof ties - tl, "%s%zu: equal", tl ? ", " : "", r + 1);
+                else
+                    tl += (size_t)snprintf(ties + tl, sizeof ties - tl, "%s%zu: +%.0f", tl ? ", " : "", r + 1, more);
+            }
         }
         if (rows[r].node) {
             const double *a = &p->self_amb[(size_t)rows[r].node * PROF_MAX_EVENTS];
             double ws = wsum(w, p->nev);
-            fprintf(f, " %4.0f%%  ", ws > 0 ? 100.0 * wsum(a, p->nev) / ws : 0.0);
+            fprintf(f, " %4.0f%% %c  ", ws > 0 ? 100.0 * wsum(a, p->nev) / ws : 0.0, mark);
             print_path(p, f, rows[r].node, o->full, o->sites);
             /* weight from completion: never trained, said so at the path */
             double inf = wsum(&p->self_inf[(size_t)rows[r].node * PROF_MAX_EVENTS], p->nev);
             if (inf > 0 && ws > 0)
                 fprintf(f, inf >= ws * 0.9995 ? "  [inferred]" : "  [inferred %.0f%%]", 100.0 * inf / ws);
         } else {
-            fprintf(f, " %5s  ", "-");
+            fprintf(f, " %5s %c  ", "-", mark);
             icpp_escape_fputs(p->extra[rows[r].extra].label, f);
         }
         fputc('\n', f);
     }
     if (o->top > 0 && n > (size_t)o->top)
         fprintf(f, "# %zu more paths (-n 0 shows all; --full-paths unfolds long paths)\n", n - (size_t)o->top);
+    if (tl)
+        fprintf(f, "# o: '>' ahead of the next rank at 95%%, '~' not (their shares' intervals overlap); samples that "
+                   "would order them at these shares: %s%s\n", ties, tl >= sizeof ties - 64 ? ", ..." : "");
     free(rows);
 }
 

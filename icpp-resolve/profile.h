@@ -100,6 +100,7 @@ typedef struct profile {
     char         binary[1024];          /* main module of the map */
     char         map_build_id[2 * ICPP_BUILD_ID_MAX + 1];
     const struct mapset *ms;            /* the maps per binary, for the per-binary report (NULL: none) */
+    const struct sampstat *ss;          /* the intervals between samples per thread (NULL: not measured) */
     const icpp_replay *rp;              /* from prof_finish: its modules serve as the map's where they match */
     const icpp_learn_stats *learn;      /* what the recording's learn samples added to the map, or NULL */
     struct icpp_module **mods;          /* the map's modules, opened for source lines and inlined calls */

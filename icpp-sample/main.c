@@ -1,8 +1,10 @@
 /* main.c -- icpp-sample: record PC, SP and BP per sample through perf_event_open, nothing else. */
+#include "autoperiod.h"
 #include "defs.h"
 #include "events.h"
 #include "fsafe.h"
 #include "hmap.h"
+#include "jitter.h"
 #include "module.h"
 #include "perfring.h"
 #include "procmaps.h"
@@ -33,7 +35,8 @@
 #define LEARN_EVERY_DEFAULT 4   /* bench/RESULTS.md section 2: rate, precision and cost */
 
 static const char *usage_text =
-    "usage: icpp-sample [-e EVENT[,EVENT...]] [-c PERIOD | -F FREQ] [-o FILE] [-m PAGES]\n"
+    "usage: icpp-sample [-e EVENT[,EVENT...]] [-c PERIOD | -F FREQ | --auto-period] [--jitter R]\n"
+    "                   [-o FILE] [-m PAGES]\n"
     "                   [--validate] [--stack-size BYTES] [--learn[=N] | --no-learn] [-q]\n"
     "                   (-p PID | -- PROG [ARGS...])\n"
     "       icpp-sample --list-events\n"
@@ -52,6 +55,22 @@ static const char *usage_text =
     "                       1000003) so Intel PEBS can buffer samples without an\n"
     "                       interrupt each.\n"
     "  -F, --freq HZ        samples per second for software events (default 4000).\n"
+    "      --auto-period    choose the period from the sample-size model\n"
+    "                       (docs/statistics.md): PROG runs twice first, stdin and\n"
+    "                       stdout on /dev/null -- unprofiled for its time T, then\n"
+    "                       sampled at 10 kHz for p (the hottest context's share)\n"
+    "                       and o (the cost per sample) -- and the period that gives\n"
+    "                       n* = (T z sqrt(p(1-p)) / (2 o p))^(2/3) samples is used.\n"
+    "                       Inputs and choice are printed, and after the run the\n"
+    "                       samples taken. One event; not with -p, -c or -F.\n"
+    "      --pilot-time S   with --auto-period: T is S seconds (no unprofiled run).\n"
+    "      --jitter R       randomize every sampling interval: each next period is\n"
+    "                       drawn from PERIOD * (1 + uniform(-R, R)), 0 < R < 1, so\n"
+    "                       samples cannot fall in step with a rhythm of the program.\n"
+    "                       Software events only (a hardware event keeps its fixed\n"
+    "                       period for large PEBS); threads and processes created\n"
+    "                       after sampling starts keep the period they inherit\n"
+    "                       (docs/statistics.md says what is randomized where).\n"
     "  -o, --output FILE    output file (default icpp.samples; an existing file\n"
     "                       is renamed to FILE.old). Created with mode 0600:\n"
     "                       --validate copies the user stack (environment,\n"
@@ -86,6 +105,7 @@ typedef struct session {
     icpp_event       ev[MAX_EVENTS];
     int              nev;
     icpp_sample_opts so;
+    jitter          *jit;       /* --jitter: periods drawn per sample; NULL: fixed */
     int             *fds;       /* every event fd, to close */
     size_t           nfds, capfds;
     icpp_hmap        ids;       /* kernel sample id -> event index (one lookup per sample) */
@@ -511,7 +531,9 @@ static uint64_t record_time(const struct perf_event_header *h)
 
 static int enqueue(void *ctx, const struct perf_event_header *h)
 {
-    (void)ctx;
+    session *s = ctx;
+    if (s->jit)
+        jitter_on_record(s->jit, h);    /* the next period, right after the sample */
     if (nqueue == capqueue) {
         size_t nc = capqueue ? 2 * capqueue : 4096;
         qrec *nq = realloc(queue, nc * sizeof *nq);
@@ -625,6 +647,8 @@ static int open_for_task(session *s, pid_t tid, int enable_on_exec, int *bad, in
                 return -er;
             }
             add_fd(s, fd, (uint32_t)e);
+            if (s->jit && jitter_add_fd(s->jit, fd, (uint32_t)tid, attr.sample_period) < 0)
+                return -ENOMEM;
         }
     }
     return 0;
@@ -711,6 +735,8 @@ static void setup_events(session *s, int amd)
             icpp_event_setup_learn(&s->ev[e], (uint32_t)e, &s->ev[s->nev++], s->learn_every,
                                    s->so.stack_bytes ? s->so.stack_bytes : 16384);
     }
+    for (int e = 0; s->jit && e < s->nev; e++)
+        jitter_attr(&s->ev[e].attr);
 }
 
 static uint64_t parse_u64(const char *opt, const char *v, uint64_t min, uint64_t max)
@@ -726,6 +752,19 @@ static uint64_t parse_u64(const char *opt, const char *v, uint64_t min, uint64_t
     return x;
 }
 
+/* A number in (min, max) for opt, or exit 2. */
+static double parse_fraction(const char *opt, const char *v, double min, double max)
+{
+    char *e;
+    errno = 0;
+    double x = strtod(v, &e);
+    if (errno || e == v || *e || !(x > min && x < max)) {
+        fprintf(stderr, "icpp-sample: %s wants a number above %g and below %g, not '%s'\n", opt, min, max, v);
+        exit(2);
+    }
+    return x;
+}
+
 int main(int argc, char **argv)
 {
     session s;
@@ -734,7 +773,11 @@ int main(int argc, char **argv)
     pid_t attach = 0;
     int quiet = 0, fell_back = 0;
     s.pages = 128;
-    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN };
+    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER };
+    int auto_period = 0;
+    double pilot_t = 0, jitter_r = 0;
+    jitter jit;
+    autoperiod ap;
     s.learn_every = LEARN_EVERY_DEFAULT;
     static const struct option lo[] = {
         {"event", required_argument, 0, 'e'},   {"period", required_argument, 0, 'c'},
@@ -743,6 +786,8 @@ int main(int argc, char **argv)
         {"validate", no_argument, 0, OPT_VALIDATE}, {"stack-size", required_argument, 0, OPT_STACK},
         {"learn", optional_argument, 0, OPT_LEARN}, {"no-learn", no_argument, 0, OPT_NO_LEARN},
         {"quiet", no_argument, 0, 'q'},         {"list-events", no_argument, 0, OPT_LIST},
+        {"auto-period", no_argument, 0, OPT_AUTO}, {"pilot-time", required_argument, 0, OPT_PILOT_T},
+        {"jitter", required_argument, 0, OPT_JITTER},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "+e:c:F:o:m:p:qh", lo, NULL)) != -1) {
@@ -766,6 +811,9 @@ int main(int argc, char **argv)
             s.learn_every = optarg ? (uint32_t)parse_u64("--learn", optarg, 2, 1u << 20) : LEARN_EVERY_DEFAULT;
             break;
         case OPT_NO_LEARN: s.learn_every = 0; break;
+        case OPT_AUTO: auto_period = 1; break;
+        case OPT_PILOT_T: pilot_t = parse_fraction("--pilot-time", optarg, 0, 1e7); break;
+        case OPT_JITTER: jitter_r = parse_fraction("--jitter", optarg, 0, 1); break;
         case OPT_LIST: icpp_event_list(stdout); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
@@ -773,6 +821,15 @@ int main(int argc, char **argv)
     }
     if (s.so.period && s.so.freq) {
         fprintf(stderr, "icpp-sample: -c and -F exclude each other\n");
+        return 2;
+    }
+    if (auto_period && (s.so.period || s.so.freq || attach || (events && strchr(events, ',')))) {
+        fprintf(stderr, "icpp-sample: --auto-period chooses the period of one event for a program it runs: "
+                        "not with -c, -F, -p or several events\n");
+        return 2;
+    }
+    if (pilot_t > 0 && !auto_period) {
+        fprintf(stderr, "icpp-sample: --pilot-time goes with --auto-period\n");
         return 2;
     }
     if (!attach && optind >= argc) {
@@ -792,8 +849,30 @@ int main(int argc, char **argv)
     if (!attach && strchr(argv[optind], '/') && icpp_fs_check_regular(argv[optind], &ferr) < 0 &&
         ferr.code == EINVAL)
         die("%s", ferr.msg);
+    /* --jitter: software events only, so its default is the clock */
+    if (jitter_r > 0 && !events)
+        events = "cpu-clock";
     int user_chose = events != NULL;
     parse_events(&s, events ? events : "cycles");
+    if (jitter_r > 0) {
+        for (int e = 0; e < s.nev; e++)
+            if (s.ev[e].hardware)
+                die("--jitter randomizes software events (cpu-clock, task-clock) only: '%s' is a hardware event, "
+                    "whose period stays fixed so that large PEBS works", s.ev[e].name);
+        jitter_init(&jit, jitter_r);
+        s.jit = &jit;
+    }
+    if (auto_period) {
+        char self[4096];
+        ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[sl > 0 ? sl : 0] = 0;
+        icpp_err aerr;
+        if (autoperiod_choose(argv + optind, self, s.ev[0].name, s.ev[0].hardware, pilot_t, &ap, &aerr) < 0)
+            die("%s", aerr.msg);
+        if (!quiet)
+            autoperiod_print(&ap, stderr, s.ev[0].name);
+        s.so.period = ap.period;
+    }
     int amd = icpp_cpu_is_amd();
     setup_events(&s, amd);
     if (s.learn_every)
@@ -994,7 +1073,15 @@ int main(int argc, char **argv)
         if (in_file != s.samples)
             fprintf(stderr, "; %" PRIu64 " more samples could not be written", s.samples - in_file);
         fputc('\n', stderr);
+        if (auto_period)
+            autoperiod_print_result(&ap, stderr, in_file);
+        if (s.jit)
+            fprintf(stderr, "icpp-sample: --jitter %g: %" PRIu64 " periods drawn, %" PRIu64 " refused by the kernel; %" PRIu64
+                            " samples of threads or processes created later kept their inherited period\n",
+                    jitter_r, jit.rearmed, jit.failed, jit.inherited);
     }
+    if (s.jit)
+        jitter_free(s.jit);
     free(pfd);
     free(ring_owner);
     free(s.cpus);

@@ -53,6 +53,9 @@ void icpp_acf_add(icpp_acf *a, double x)
     /* y pairs with each of the previous ICPP_ACF_LAGS values at lag k */
     for (int k = 1; k <= ICPP_ACF_LAGS && (uint64_t)k <= a->n; k++)
         a->lagsum[k - 1] += y * a->tail[(a->n - (uint64_t)k) % ICPP_ACF_LAGS];
+    if (a->n && fabs(x - (a->x0 + a->tail[(a->n - 1) % ICPP_ACF_LAGS])) <=
+                    ICPP_ACF_REPEAT * fabs(a->x0 + a->tail[(a->n - 1) % ICPP_ACF_LAGS]))
+        a->repeats++;
     if (a->n < ICPP_ACF_LAGS)
         a->head[a->n] = y;
     a->tail[a->n % ICPP_ACF_LAGS] = y;
@@ -109,5 +112,7 @@ void icpp_acf_judge(const icpp_acf *a, icpp_acf_verdict *v)
             v->lag = k;
         }
     }
-    v->lockstep = fabs(v->r) > v->bound && fabs(v->r) > 0.1;
+    v->repeat_share = (double)a->repeats / (double)(a->n - 1);
+    v->periodic = v->repeat_share >= 0.5;
+    v->lockstep = v->periodic || (fabs(v->r) > v->bound && fabs(v->r) > ICPP_ACF_MIN_R);
 }

@@ -112,7 +112,10 @@ int main(void)
         icpp_acf_verdict v;
         icpp_acf_judge(&a, &v);
         if (kind == 0) {
-            CHECK(!v.lockstep, "independent intervals flagged: lag %d r %g bound %g", v.lag, v.r, v.bound);
+            CHECK(!v.lockstep && !v.periodic, "independent intervals flagged: lag %d r %g bound %g", v.lag, v.r,
+                  v.bound);
+            /* +-10% uniform: two in a row within 1% about 1 time in 10 */
+            CHECK(v.repeat_share > 0.05 && v.repeat_share < 0.15, "jittered repeats %g", v.repeat_share);
             CHECK(fabs(icpp_acf_cv(&a) - 50000 / sqrt(12.0) / 250000) < 0.005, "cv %g", icpp_acf_cv(&a));
         } else if (kind == 1) {
             CHECK(v.lockstep && v.lag == 1 && fabs(v.r - 0.6) < 0.05, "AR(1): lag %d r %g", v.lag, v.r);
@@ -129,11 +132,18 @@ int main(void)
         icpp_acf_add(&a, 1000);
     icpp_acf_verdict v;
     icpp_acf_judge(&a, &v);
-    CHECK(!v.lockstep && icpp_acf_r(&a, 1) == 0 && icpp_acf_cv(&a) == 0, "constant");
+    CHECK(v.lockstep && v.periodic && v.repeat_share == 1 && icpp_acf_r(&a, 1) == 0 && icpp_acf_cv(&a) == 0,
+          "constant");
+    /* a timer: a fixed period with small noise and a few long gaps (descheduled) */
+    icpp_acf_init(&a);
+    for (int i = 0; i < 2000; i++)
+        icpp_acf_add(&a, (i % 97 == 0 ? 500000 : 250000) + 1000 * (urand() - 0.5));
+    icpp_acf_judge(&a, &v);
+    CHECK(v.lockstep && v.periodic && v.repeat_share > 0.9, "timer: repeats %g", v.repeat_share);
     icpp_acf_init(&a);
     for (int i = 0; i < 50; i++)
         icpp_acf_add(&a, i % 2 ? 1 : 1000);
     icpp_acf_judge(&a, &v);
-    CHECK(!v.lockstep && fabs(icpp_acf_r(&a, 1) + 1) < 0.05, "short series: r1 %g", icpp_acf_r(&a, 1));
+    CHECK(!v.lockstep && !v.periodic && fabs(icpp_acf_r(&a, 1) + 1) < 0.05, "short series: r1 %g", icpp_acf_r(&a, 1));
     return check_done("stats");
 }

@@ -1,0 +1,140 @@
+/* sampstat.c -- icpp-resolve's sampling statistics: each path's confidence interval, which ranks are statistically ordered, and per-thread autocorrelation of the intervals between samples. */
+#include "sampstat.h"
+
+#include "escape.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sampstat_init(sampstat *st, const icpp_replay_info *info)
+{
+    memset(st, 0, sizeof *st);
+    icpp_hmap_init(&st->ix);
+    st->info = info;
+}
+
+void sampstat_free(sampstat *st)
+{
+    free(st->s);
+    icpp_hmap_free(&st->ix);
+    memset(st, 0, sizeof *st);
+}
+
+int sampstat_add(sampstat *st, const icpp_rsample *s)
+{
+    uint64_t k1 = (uint64_t)s->pid << 32 | s->tid, k2 = (uint64_t)s->event << 1 | (s->learn ? 1 : 0);
+    uint64_t *ix = icpp_hmap_get(&st->ix, k1, k2);
+    if (!ix) {
+        if (st->n == st->cap) {
+            size_t nc = st->cap ? 2 * st->cap : 16;
+            sampstat_series *ns = realloc(st->s, nc * sizeof *ns);
+            if (!ns)
+                return -ENOMEM;
+            st->s = ns;
+            st->cap = nc;
+        }
+        if (icpp_hmap_put(&st->ix, k1, k2, st->n) < 0)
+            return -ENOMEM;
+        sampstat_series *n = &st->s[st->n++];
+        memset(n, 0, sizeof *n);
+        n->pid = s->pid;
+        n->tid = s->tid;
+        n->event = s->event;
+        n->learn = s->learn != 0;
+        n->last = s->time;
+        icpp_acf_init(&n->acf);
+        return 0;
+    }
+    sampstat_series *n = &st->s[*ix];
+    /* a time that goes back (a corrupt or hand-made file) is no interval */
+    if (s->time >= n->last) {
+        double d = (double)(s->time - n->last);
+        if (n->acf.n >= 16 && d > SAMPSTAT_GAP * n->typical) {
+            n->gaps++;
+        } else {
+            icpp_acf_add(&n->acf, d);
+            n->typical = n->acf.n < 64 ? icpp_acf_mean(&n->acf) : n->typical + (d - n->typical) / 64;
+        }
+    }
+    n->last = s->time;
+    return 0;
+}
+
+static const char *ev_name(const sampstat *st, uint32_t ev, char *buf, size_t sz)
+{
+    if (st->info && ev < st->info->nevents)
+        return icpp_escape(st->info->event_names[ev], buf, sz);
+    snprintf(buf, sz, "event %u", ev);
+    return buf;
+}
+
+size_t sampstat_warn(const sampstat *st, FILE *f, const char *prefix, size_t max)
+{
+    size_t flagged = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        const sampstat_series *s = &st->s[i];
+        icpp_acf_verdict v;
+        icpp_acf_judge(&s->acf, &v);
+        if (!v.lockstep)
+            continue;
+        if (flagged++ < max && v.periodic) {
+            char eb[160];
+            fprintf(f,
+                    "%sthread %u/%u, %s%s: %.0f%% of the intervals between samples repeat the one before within "
+                    "1%% (mean %.0f us over %" PRIu64 "): a fixed period, which can fall in lockstep with a rhythm of "
+                    "the program; icpp-sample --jitter R randomizes it\n",
+                    prefix, s->pid, s->tid, ev_name(st, s->event, eb, sizeof eb), s->learn ? " learn samples" : "",
+                    100 * v.repeat_share, icpp_acf_mean(&s->acf) / 1000, s->acf.n);
+        } else if (flagged <= max) {
+            char eb[160];
+            fprintf(f,
+                    "%sthread %u/%u, %s%s: the intervals between samples are autocorrelated (r = %.2f at lag %d "
+                    "over %" PRIu64 " intervals; independent ones stay within +-%.2f): the samples may be in "
+                    "lockstep with a rhythm of the program; record with icpp-sample --jitter R to randomize them\n",
+                    prefix, s->pid, s->tid, ev_name(st, s->event, eb, sizeof eb), s->learn ? " learn samples" : "",
+                    v.r, v.lag, s->acf.n, v.bound);
+        }
+    }
+    if (flagged > max)
+        fprintf(f, "%s%zu more series of sampling intervals are autocorrelated (--format json lists them)\n", prefix,
+                flagged - max);
+    return flagged;
+}
+
+void sampstat_json(const sampstat *st, FILE *f)
+{
+    fprintf(f, "{\"threads\": [");
+    for (size_t i = 0; i < st->n; i++) {
+        const sampstat_series *s = &st->s[i];
+        icpp_acf_verdict v;
+        icpp_acf_judge(&s->acf, &v);
+        fprintf(f,
+                "%s\n    {\"pid\": %u, \"tid\": %u, \"event\": %u, \"learn\": %s, \"intervals\": %" PRIu64
+                ", \"gaps\": %" PRIu64 ", \"mean_ns\": %.0f, \"cv\": %.4f, \"repeats\": %.4f, \"max_autocorrelation\": %.4f, \"lag\": %d, "
+                "\"bound\": %.4f, \"periodic\": %s, \"lockstep\": %s}",
+                i ? "," : "", s->pid, s->tid, s->event, s->learn ? "true" : "false", s->acf.n, s->gaps, icpp_acf_mean(&s->acf),
+                icpp_acf_cv(&s->acf), v.repeat_share, v.r, v.lag, v.bound, v.periodic ? "true" : "false",
+                v.lockstep ? "true" : "false");
+    }
+    fprintf(f, "%s]}", st->n ? "\n  " : "");
+}
+
+void sampstat_ci(double w, double n, double *lo, double *hi)
+{
+    icpp_stats_share_ci(w, n, ICPP_STATS_Z95, lo, hi);
+}
+
+int sampstat_ordered(double a, double b, double n, double *more)
+{
+    *more = 0;
+    if (!(n > 0))
+        return 0;
+    double need = icpp_stats_order_n(a / n, b / n, ICPP_STATS_Z95);
+    if (n >= need)
+        return 1;
+    *more = isinf(need) ? INFINITY : ceil(need - n);
+    return 0;
+}

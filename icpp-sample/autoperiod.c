@@ -1,0 +1,186 @@
+/* autoperiod.c -- icpp-sample --auto-period: the sampling period from Stoker's sample-size model, with its inputs measured by pilot runs. */
+#include "autoperiod.h"
+
+#include "hmap.h"
+#include "replay.h"
+#include "stats.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The pilot's period: dense enough that its cost stands out of a run's
+ * timing noise (10 kHz for a clock). */
+#define PILOT_PERIOD_CLOCK 100000
+#define PILOT_PERIOD_HW    100003
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Run argv with stdin and stdout on /dev/null; its wall time in *secs.
+ * 0, or -errno with a message (it could not run, or failed). */
+static int run_timed(char *const *argv, double *secs, icpp_err *err)
+{
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0)
+        return icpp_err_set(err, errno, "auto period: fork: %s", strerror(errno));
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 1);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return icpp_err_set(err, errno, "auto period: waitpid: %s", strerror(errno));
+    *secs = now_s() - t0;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+        return icpp_err_set(err, ENOEXEC, "auto period: the pilot run of %s could not start", argv[0]);
+    if (WIFSIGNALED(st))
+        return icpp_err_set(err, EINTR, "auto period: the pilot run of %s was killed by signal %d", argv[0],
+                            WTERMSIG(st));
+    return 0;
+}
+
+/* The hottest (module, function, height) of a recording: its count in
+ * *top, all samples in *n.  Samples without a context (no function, no
+ * height) count in n, under one bucket per status. */
+static int hottest(const char *path, uint64_t *top, uint64_t *n, icpp_err *err)
+{
+    icpp_replay *rp = icpp_replay_open(path, err);
+    if (!rp)
+        return -err->code;
+    icpp_hmap h;
+    icpp_hmap_init(&h);
+    icpp_rsample s;
+    int rc;
+    *top = *n = 0;
+    while ((rc = icpp_replay_next(rp, &s, err)) > 0) {
+        uint64_t k1, k2;
+        if (s.status == ICPP_RS_OK && s.func) {
+            k1 = (uint64_t)(uint32_t)s.module << 32 ^ s.func->addr;
+            k2 = (uint64_t)s.height;
+        } else {
+            k1 = UINT64_MAX;
+            k2 = (uint64_t)s.status;
+        }
+        uint64_t *c = icpp_hmap_get(&h, k1, k2);
+        uint64_t v = c ? *c + 1 : 1;
+        if (icpp_hmap_put(&h, k1, k2, v) < 0) {
+            rc = icpp_err_set(err, ENOMEM, "out of memory");
+            break;
+        }
+        if (v > *top)
+            *top = v;
+        (*n)++;
+    }
+    icpp_hmap_free(&h);
+    icpp_replay_close(rp);
+    return rc < 0 ? rc : 0;
+}
+
+int autoperiod_choose(char *const *argv, const char *self, const char *event, int hardware, double given_T,
+                      autoperiod *ap, icpp_err *err)
+{
+    memset(ap, 0, sizeof *ap);
+    ap->z = ICPP_STATS_Z95;
+    int r;
+    if (given_T > 0) {
+        ap->T = given_T;
+        ap->T_given = 1;
+    } else if ((r = run_timed(argv, &ap->T, err)) < 0) {
+        return r;
+    }
+    /* the sampled pilot, into a directory only we can enter */
+    char dir[] = "/tmp/icpp-pilot.XXXXXX", out[64], per[32];
+    if (!mkdtemp(dir))
+        return icpp_err_set(err, errno, "auto period: cannot make a temporary directory: %s", strerror(errno));
+    snprintf(out, sizeof out, "%s/pilot.samples", dir);
+    ap->pilot_period = hardware ? PILOT_PERIOD_HW : PILOT_PERIOD_CLOCK;
+    snprintf(per, sizeof per, "%" PRIu64, ap->pilot_period);
+    size_t na = 0;
+    while (argv[na])
+        na++;
+    char **pv = calloc(na + 12, sizeof *pv);
+    if (!pv) {
+        rmdir(dir);
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    }
+    size_t k = 0;
+    pv[k++] = (char *)self;
+    pv[k++] = "-q";
+    pv[k++] = "--no-learn";
+    pv[k++] = "-e";
+    pv[k++] = (char *)event;
+    pv[k++] = "-c";
+    pv[k++] = per;
+    pv[k++] = "-o";
+    pv[k++] = out;
+    pv[k++] = "--";
+    for (size_t i = 0; i < na; i++)
+        pv[k++] = argv[i];
+    r = run_timed(pv, &ap->T_sampled, err);
+    free(pv);
+    if (r == 0)
+        r = hottest(out, &ap->top, &ap->pilot_samples, err);
+    unlink(out);
+    rmdir(dir);
+    if (r < 0)
+        return icpp_err_prefix(err, "auto period: the sampled pilot");
+    if (!ap->pilot_samples)
+        return icpp_err_set(err, ENODATA, "auto period: the sampled pilot took no sample (the program ran %.3f s)",
+                            ap->T_sampled);
+    ap->p = (double)ap->top / (double)ap->pilot_samples;
+    ap->o = (ap->T_sampled - ap->T) / (double)ap->pilot_samples;
+    if (!(ap->o > AUTOPERIOD_O_FLOOR)) {
+        ap->o = AUTOPERIOD_O_FLOOR;
+        ap->o_floor = 1;
+    }
+    /* p = 1 (one context): any count orders it; the floor then applies */
+    double n = ap->p < 1 ? icpp_stats_stoker_n(ap->T, ap->p, ap->o, ap->z) : 0;
+    ap->n_star = n < AUTOPERIOD_MIN_N ? AUTOPERIOD_MIN_N : n > AUTOPERIOD_MAX_N ? AUTOPERIOD_MAX_N : n;
+    /* the run's events, as the pilot counted them, spread over n* samples */
+    double events = (double)ap->pilot_samples * (double)ap->pilot_period;
+    double per_n = events / ap->n_star;
+    if (!hardware && per_n < AUTOPERIOD_MIN_PERIOD)
+        per_n = AUTOPERIOD_MIN_PERIOD;
+    ap->period = per_n >= 1 ? (uint64_t)per_n : 1;
+    return 0;
+}
+
+void autoperiod_print(const autoperiod *ap, FILE *f, const char *event)
+{
+    fprintf(f, "icpp-sample: auto period: T = %.3f s (%s); pilot: %" PRIu64 " samples at period %" PRIu64
+               " in %.3f s; p = %.4f (the hottest context: %" PRIu64 " samples); o = %.2f us per sample%s; z = %.2f\n",
+            ap->T, ap->T_given ? "given" : "unprofiled run", ap->pilot_samples, ap->pilot_period, ap->T_sampled, ap->p,
+            ap->top, ap->o * 1e6,
+            ap->o_floor ? " (the pilot's extra time was within noise: the floor)" : " = (T_sampled - T) / samples", ap->z);
+    fprintf(f, "icpp-sample: auto period: n* = (T z sqrt(p(1-p)) / (2 o p))^(2/3) = %.0f samples%s -> period %" PRIu64
+               " on %s\n",
+            ap->n_star, ap->n_star <= AUTOPERIOD_MIN_N || ap->n_star >= AUTOPERIOD_MAX_N ? " (clamped)" : "", ap->period,
+            event);
+}
+
+void autoperiod_print_result(const autoperiod *ap, FILE *f, uint64_t samples)
+{
+    double lo, hi;
+    icpp_stats_share_ci(ap->p * (double)samples, (double)samples, ap->z, &lo, &hi);
+    fprintf(f, "icpp-sample: auto period: %" PRIu64 " samples taken (n* = %.0f planned); at that count the hottest "
+               "context's share %.1f%% has the 95%% interval %.1f-%.1f%% (width %.2f points)\n",
+            samples, ap->n_star, 100 * ap->p, 100 * lo, 100 * hi, 100 * (hi - lo));
+}
