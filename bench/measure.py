@@ -26,6 +26,9 @@ Figures (--figures, comma list; default all):
              repeated with advancing times) and a --call-graph dwarf perf.data
              of ~1-2 GB, resolved with peak RSS; perf report on the same file
   rewrite    icpp-rewrite figures (pending until the tool exists)
+  stats      how far a profile can be trusted (bench/statsfig.py): the
+             actionability slope on tests/programs/inject.c beside perf -g,
+             --auto-period on the first program, interval coverage over runs
 
 A randomized setup = an environment variable ICPP_BENCH_PAD of random size
 (0-4095 bytes, which moves the initial stack and everything below it) and a
@@ -47,6 +50,7 @@ sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import samplefile  # noqa: E402
 import stats  # noqa: E402
+import statsfig  # noqa: E402
 
 PAD_MAX = 4096
 
@@ -698,6 +702,10 @@ class Bench:
             s["resized"] = int(m.group(1))
         return s
 
+    def fig_stats(self):
+        self.res["stats"] = statsfig.measure(self, self.a.stats_runs)
+        self.save()
+
     def fig_rewrite(self):
         ent = {"present": os.path.exists(self.rewrite), "programs": {}}
         self.res["rewrite"] = ent
@@ -755,7 +763,7 @@ def main():
     ap.add_argument("--tools", required=True, help="meson build directory holding the icpp tools")
     ap.add_argument("--work", required=True, help="scratch directory (maps, recordings)")
     ap.add_argument("--out", required=True, help="results JSON")
-    ap.add_argument("--figures", default="maps,precision,learnrate,cfi,resolve,large,sample,train,rewrite")
+    ap.add_argument("--figures", default="maps,precision,learnrate,cfi,resolve,large,sample,train,rewrite,stats")
     ap.add_argument("--keep-recordings", action="store_true")
     ap.add_argument("--setups-train", type=int, default=8)
     ap.add_argument("--setups-sample", type=int, default=10)
@@ -767,6 +775,7 @@ def main():
                     help="about the size of the large perf.data (figure large)")
     ap.add_argument("--large-runs", type=int, default=3, help="runs of each tool on the large files")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
+    ap.add_argument("--stats-runs", type=int, default=30, help="short runs each way (figure stats: coverage)")
     ap.add_argument("--seed", type=int, default=20091025)
     ap.add_argument("--no-nofp", dest="nofp", action="store_false", help="skip the no-frame-pointer build")
     a = ap.parse_args()
@@ -774,7 +783,7 @@ def main():
     figs = a.figures.split(",")
     b.res["meta"]["figures"] = figs
     t0 = time.time()
-    for f in ("maps", "precision", "learnrate", "cfi", "resolve", "large", "sample", "train", "rewrite"):
+    for f in ("maps", "precision", "learnrate", "cfi", "resolve", "large", "sample", "train", "rewrite", "stats"):
         if f in figs:
             t = time.time()
             log("figure %s" % f)

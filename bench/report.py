@@ -19,6 +19,7 @@ import time
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stats import fmt_ratio, geomean, ratio_summary  # noqa: E402
+import statsfig  # noqa: E402
 
 PAPER = {"offline": 88.0, "online": 74.0, "raw": 68.0}
 TRAIN_VARIANTS = [("icpp-train", "icpp-train"), ("icpp-train-main", "icpp-train --modules main"),
@@ -846,6 +847,7 @@ class Report:
         self.cfi()
         self.large()
         self.rewrite()
+        statsfig.render(self)
         self.errors()
         meta = self.r["meta"]
         fs = meta.get("figure_s", {})
@@ -879,7 +881,7 @@ def main():
         f.write(text)
     os.replace(tmp, a.out)
     if a.check:
-        for k in ("train", "sample", "maps", "precision", "resolve", "cfi"):
+        for k in ("train", "sample", "maps", "precision", "resolve", "cfi", "stats"):
             if not res.get(k):
                 rep.bad("figure '%s' missing from the results" % k)
         if re.search(r"\bnan\b|\binf\b", text):

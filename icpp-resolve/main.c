@@ -103,7 +103,12 @@ static const char *usage_text =
     "\n"
     "Ambiguous samples (several paths share the sample's (function, height)) are\n"
     "shared among the candidate paths in proportion to their training counts;\n"
-    "the amb% column says how much of a path's weight came from such sharing.\n";
+    "the amb% column says how much of a path's weight came from such sharing.\n"
+    "Every share comes with its 95% interval; column o says whether a rank is\n"
+    "statistically ahead of the next one ('>') or not ('~': the footer says how\n"
+    "many more samples would order them). A thread whose intervals between\n"
+    "samples are periodic or autocorrelated (lockstep sampling) is named in the\n"
+    "report's header (text, tree, svg; json: \"sampling\"; docs/statistics.md).\n";
 
 /* ms: with maps given (-m, --map-dir), threads' own stacks are voted with
  * them (mapset.h), as the profile does; else each thread's first sample
@@ -391,7 +396,6 @@ int main(int argc, char **argv)
     }
     prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
     prof.ms = &ms;
-    sampstat_warn(&ss, stderr, "icpp-resolve: ", 4);
     prof.ss = &ss;
     if (sort_name) {
         oo.sort_ev = UINT32_MAX;

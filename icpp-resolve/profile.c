@@ -1,5 +1,6 @@
 /* profile.c -- icpp-resolve's profile: resolved sample weights per call path (inlined frames expanded) and event, plus what did not resolve. */
 #include "profile.h"
+#include "sampstat.h"
 
 #include "escape.h"
 #include "mapset.h"
@@ -571,6 +572,8 @@ void prof_header(const profile *p, FILE *out, const char *lead)
                 p->learn->learned, p->learn->samples, p->learn->new_contexts);
     if (p->ms)
         mapset_report(p->ms, out, lead);
+    if (p->ss)
+        sampstat_describe(p->ss, out, lead);
     if (p->command[0]) {
         fprintf(out, "%srecorded: ", lead);
         icpp_escape_fputs(p->command, out);

@@ -71,37 +71,46 @@ static const char *ev_name(const sampstat *st, uint32_t ev, char *buf, size_t sz
     return buf;
 }
 
-size_t sampstat_warn(const sampstat *st, FILE *f, const char *prefix, size_t max)
+size_t sampstat_describe(const sampstat *st, FILE *f, const char *lead)
 {
-    size_t flagged = 0;
+    size_t judged = 0, periodic = 0, corr = 0;
+    double rmin = 1, rmax = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        icpp_acf_verdict v;
+        icpp_acf_judge(&st->s[i].acf, &v);
+        judged += st->s[i].acf.n >= ICPP_ACF_MIN_N;
+        if (v.periodic) {
+            periodic++;
+            rmin = v.repeat_share < rmin ? v.repeat_share : rmin;
+            rmax = v.repeat_share > rmax ? v.repeat_share : rmax;
+        }
+    }
+    if (periodic)
+        fprintf(f,
+                "%ssampling: a fixed period in %zu of %zu series of samples (per thread and event: %.0f-%.0f%% of "
+                "the intervals repeat the one before within 1%%): the samples can fall in lockstep with a rhythm of "
+                "the program; icpp-sample --jitter R randomizes them\n",
+                lead, periodic, judged, 100 * rmin, 100 * rmax);
     for (size_t i = 0; i < st->n; i++) {
         const sampstat_series *s = &st->s[i];
         icpp_acf_verdict v;
         icpp_acf_judge(&s->acf, &v);
-        if (!v.lockstep)
+        if (!v.lockstep || v.periodic)
             continue;
-        if (flagged++ < max && v.periodic) {
+        if (corr++ < 3) {
             char eb[160];
             fprintf(f,
-                    "%sthread %u/%u, %s%s: %.0f%% of the intervals between samples repeat the one before within "
-                    "1%% (mean %.0f us over %" PRIu64 "): a fixed period, which can fall in lockstep with a rhythm of "
-                    "the program; icpp-sample --jitter R randomizes it\n",
-                    prefix, s->pid, s->tid, ev_name(st, s->event, eb, sizeof eb), s->learn ? " learn samples" : "",
-                    100 * v.repeat_share, icpp_acf_mean(&s->acf) / 1000, s->acf.n);
-        } else if (flagged <= max) {
-            char eb[160];
-            fprintf(f,
-                    "%sthread %u/%u, %s%s: the intervals between samples are autocorrelated (r = %.2f at lag %d "
-                    "over %" PRIu64 " intervals; independent ones stay within +-%.2f): the samples may be in "
-                    "lockstep with a rhythm of the program; record with icpp-sample --jitter R to randomize them\n",
-                    prefix, s->pid, s->tid, ev_name(st, s->event, eb, sizeof eb), s->learn ? " learn samples" : "",
-                    v.r, v.lag, s->acf.n, v.bound);
+                    "%ssampling: thread %u/%u, %s%s: the intervals between samples are autocorrelated (r = %.2f at "
+                    "lag %d over %" PRIu64 " intervals; independent ones stay within +-%.2f): the samples follow a "
+                    "rhythm -- the program's, or the machine's load -- and may be in lockstep with it\n",
+                    lead, s->pid, s->tid, ev_name(st, s->event, eb, sizeof eb), s->learn ? " learn samples" : "", v.r,
+                    v.lag, s->acf.n, v.bound);
         }
     }
-    if (flagged > max)
-        fprintf(f, "%s%zu more series of sampling intervals are autocorrelated (--format json lists them)\n", prefix,
-                flagged - max);
-    return flagged;
+    if (corr > 3)
+        fprintf(f, "%ssampling: %zu more series of autocorrelated intervals (--format json lists them)\n", lead,
+                corr - 3);
+    return periodic + corr;
 }
 
 void sampstat_json(const sampstat *st, FILE *f)

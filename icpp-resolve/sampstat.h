@@ -38,10 +38,11 @@ void sampstat_init(sampstat *st, const icpp_replay_info *info);
 void sampstat_free(sampstat *st);
 /* Add one sample (in the recording's order: time order per thread); 0 or -ENOMEM. */
 int  sampstat_add(sampstat *st, const icpp_rsample *s);
-/* One line to f per series whose intervals suggest lockstep sampling
- * (icpp_acf_judge), at most `max` of them and a count of the rest; nothing
- * when none does.  Returns the number of such series. */
-size_t sampstat_warn(const sampstat *st, FILE *f, const char *prefix, size_t max);
+/* The report header's lines (each starting with `lead`) on lockstep
+ * sampling (icpp_acf_judge): one for the series with a fixed period, one
+ * per autocorrelated series (at most 3, then a count); nothing when no
+ * series suggests it.  Returns the number of such series. */
+size_t sampstat_describe(const sampstat *st, FILE *f, const char *lead);
 /* "sampling": {...} for --format json (without the key). */
 void sampstat_json(const sampstat *st, FILE *f);
 

@@ -15,10 +15,16 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The pilot's period: dense enough that its cost stands out of a run's
- * timing noise (10 kHz for a clock). */
+/* The pilots' periods: the dense one so that the cost of its samples
+ * stands out of a run's timing noise (10 kHz for a clock), the sparse one
+ * ten times longer.  o is the difference of their run times over the
+ * difference of their sample counts: the sampler's own start and finish
+ * (reading the program's mappings and build-ids, writing the file: tens of
+ * ms here) cost the same in both and cancel, where (T_sampled - T)/samples
+ * would count them as cost per sample (measured: 56 us instead of 20). */
 #define PILOT_PERIOD_CLOCK 100000
 #define PILOT_PERIOD_HW    100003
+#define PILOT_SPARSE       10
 
 static double now_s(void)
 {
@@ -94,25 +100,17 @@ static int hottest(const char *path, uint64_t *top, uint64_t *n, icpp_err *err)
     return rc < 0 ? rc : 0;
 }
 
-int autoperiod_choose(char *const *argv, const char *self, const char *event, int hardware, double given_T,
-                      autoperiod *ap, icpp_err *err)
+/* Run icpp-sample (self) on argv at `period`, without learn samples, into
+ * a directory only we can enter; its wall time and the recording's sample
+ * count and hottest context. */
+static int pilot(char *const *argv, const char *self, const char *event, uint64_t period, double *secs,
+                 uint64_t *top, uint64_t *n, icpp_err *err)
 {
-    memset(ap, 0, sizeof *ap);
-    ap->z = ICPP_STATS_Z95;
-    int r;
-    if (given_T > 0) {
-        ap->T = given_T;
-        ap->T_given = 1;
-    } else if ((r = run_timed(argv, &ap->T, err)) < 0) {
-        return r;
-    }
-    /* the sampled pilot, into a directory only we can enter */
     char dir[] = "/tmp/icpp-pilot.XXXXXX", out[64], per[32];
     if (!mkdtemp(dir))
         return icpp_err_set(err, errno, "auto period: cannot make a temporary directory: %s", strerror(errno));
     snprintf(out, sizeof out, "%s/pilot.samples", dir);
-    ap->pilot_period = hardware ? PILOT_PERIOD_HW : PILOT_PERIOD_CLOCK;
-    snprintf(per, sizeof per, "%" PRIu64, ap->pilot_period);
+    snprintf(per, sizeof per, "%" PRIu64, period);
     size_t na = 0;
     while (argv[na])
         na++;
@@ -134,19 +132,42 @@ int autoperiod_choose(char *const *argv, const char *self, const char *event, in
     pv[k++] = "--";
     for (size_t i = 0; i < na; i++)
         pv[k++] = argv[i];
-    r = run_timed(pv, &ap->T_sampled, err);
+    int r = run_timed(pv, secs, err);
     free(pv);
     if (r == 0)
-        r = hottest(out, &ap->top, &ap->pilot_samples, err);
+        r = hottest(out, top, n, err);
     unlink(out);
     rmdir(dir);
     if (r < 0)
         return icpp_err_prefix(err, "auto period: the sampled pilot");
-    if (!ap->pilot_samples)
+    if (!*n)
         return icpp_err_set(err, ENODATA, "auto period: the sampled pilot took no sample (the program ran %.3f s)",
-                            ap->T_sampled);
+                            *secs);
+    return 0;
+}
+
+int autoperiod_choose(char *const *argv, const char *self, const char *event, int hardware, double given_T,
+                      autoperiod *ap, icpp_err *err)
+{
+    memset(ap, 0, sizeof *ap);
+    ap->z = ICPP_STATS_Z95;
+    int r;
+    if (given_T > 0) {
+        ap->T = given_T;
+        ap->T_given = 1;
+    } else if ((r = run_timed(argv, &ap->T, err)) < 0) {
+        return r;
+    }
+    ap->pilot_period = hardware ? PILOT_PERIOD_HW : PILOT_PERIOD_CLOCK;
+    uint64_t stop;
+    if ((r = pilot(argv, self, event, ap->pilot_period * PILOT_SPARSE, &ap->T_sparse, &stop, &ap->sparse_samples,
+                   err)) < 0 ||
+        (r = pilot(argv, self, event, ap->pilot_period, &ap->T_sampled, &ap->top, &ap->pilot_samples, err)) < 0)
+        return r;
     ap->p = (double)ap->top / (double)ap->pilot_samples;
-    ap->o = (ap->T_sampled - ap->T) / (double)ap->pilot_samples;
+    ap->o = ap->pilot_samples > ap->sparse_samples
+                ? (ap->T_sampled - ap->T_sparse) / (double)(ap->pilot_samples - ap->sparse_samples)
+                : 0;
     if (!(ap->o > AUTOPERIOD_O_FLOOR)) {
         ap->o = AUTOPERIOD_O_FLOOR;
         ap->o_floor = 1;
@@ -165,11 +186,14 @@ int autoperiod_choose(char *const *argv, const char *self, const char *event, in
 
 void autoperiod_print(const autoperiod *ap, FILE *f, const char *event)
 {
-    fprintf(f, "icpp-sample: auto period: T = %.3f s (%s); pilot: %" PRIu64 " samples at period %" PRIu64
-               " in %.3f s; p = %.4f (the hottest context: %" PRIu64 " samples); o = %.2f us per sample%s; z = %.2f\n",
-            ap->T, ap->T_given ? "given" : "unprofiled run", ap->pilot_samples, ap->pilot_period, ap->T_sampled, ap->p,
-            ap->top, ap->o * 1e6,
-            ap->o_floor ? " (the pilot's extra time was within noise: the floor)" : " = (T_sampled - T) / samples", ap->z);
+    fprintf(f, "icpp-sample: auto period: T = %.3f s (%s); pilots: %" PRIu64 " samples at period %" PRIu64
+               " in %.3f s, %" PRIu64 " at %" PRIu64 " in %.3f s; p = %.4f (the hottest context: %" PRIu64
+               " samples); o = %.2f us per sample%s; z = %.2f\n",
+            ap->T, ap->T_given ? "given" : "unprofiled run", ap->pilot_samples, ap->pilot_period, ap->T_sampled,
+            ap->sparse_samples, ap->pilot_period * PILOT_SPARSE, ap->T_sparse, ap->p, ap->top, ap->o * 1e6,
+            ap->o_floor ? " (the pilots' difference was within noise: the floor)"
+                        : " = (dense time - sparse time) / (dense samples - sparse samples)",
+            ap->z);
     fprintf(f, "icpp-sample: auto period: n* = (T z sqrt(p(1-p)) / (2 o p))^(2/3) = %.0f samples%s -> period %" PRIu64
                " on %s\n",
             ap->n_star, ap->n_star <= AUTOPERIOD_MIN_N || ap->n_star >= AUTOPERIOD_MAX_N ? " (clamped)" : "", ap->period,

@@ -11,13 +11,15 @@ typedef struct autoperiod {
     /* inputs */
     double   T;                 /* unprofiled run time, s (measured or given) */
     int      T_given;           /* T came from --pilot-time */
-    double   T_sampled;         /* the sampled pilot's run time, s */
-    uint64_t pilot_period;      /* the pilot's period (events; ns for clocks) */
-    uint64_t pilot_samples;     /* samples the pilot took */
-    uint64_t top;               /* of them, in the hottest context */
+    double   T_sampled;         /* the dense pilot's run time, s (icpp-sample's, start to finish) */
+    double   T_sparse;          /* the sparse pilot's */
+    uint64_t pilot_period;      /* the dense pilot's period (events; ns for clocks); the sparse one's is 10x */
+    uint64_t pilot_samples;     /* samples the dense pilot took */
+    uint64_t sparse_samples;    /* samples the sparse pilot took */
+    uint64_t top;               /* of the dense pilot's, in the hottest context */
     double   p;                 /* top / pilot_samples */
-    double   o;                 /* cost per sample, s */
-    int      o_floor;           /* T_sampled - T was within noise: o is the floor */
+    double   o;                 /* cost per sample, s: (T_sampled - T_sparse) / (pilot_samples - sparse_samples) */
+    int      o_floor;           /* that was within noise: o is the floor */
     double   z;
     /* outputs */
     double   n_star;            /* eq. 4.16, clamped */
@@ -34,11 +36,12 @@ typedef struct autoperiod {
 
 /* Run the pilots for `argv` (PROG ARGS; stdin and stdout of the pilots are
  * /dev/null): an unprofiled run for T unless given_T > 0, then `self`
- * (icpp-sample) sampling `event` at a dense fixed period without learn
- * samples into a private temporary directory, whose recording gives p (the
- * share of the hottest (function, height) context -- ICPP's stand-in for a
- * call path) and o = (T_sampled - T) / samples.  Fills *ap; 0, or -errno
- * with a message (a pilot that fails, or that took no sample). */
+ * (icpp-sample) sampling `event` at a sparse and at a dense fixed period
+ * without learn samples into a private temporary directory.  The dense
+ * recording gives p (the share of the hottest (function, height) context --
+ * ICPP's stand-in for a call path, which several paths can share), the two
+ * run times o, the cost of a sample.  Fills *ap; 0, or -errno with a
+ * message (a pilot that fails, or that took no sample). */
 int autoperiod_choose(char *const *argv, const char *self, const char *event, int hardware, double given_T,
                       autoperiod *ap, icpp_err *err);
 

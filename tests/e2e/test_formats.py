@@ -207,7 +207,7 @@ def header(path):
     return (int(m.group(1)) if m else -1), k
 
 
-ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)%\s+(\d+%|-)\s+(.*)$")
+ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)%\s+[\d.]+-[\d.]+%\s+(\d+%|-) [>~ ]  (.*)$")
 
 
 def text_rows(path):
