@@ -178,8 +178,17 @@ int autoperiod_choose(char *const *argv, const char *self, const char *event, in
     /* the run's events, as the pilot counted them, spread over n* samples */
     double events = (double)ap->pilot_samples * (double)ap->pilot_period;
     double per_n = events / ap->n_star;
-    if (!hardware && per_n < AUTOPERIOD_MIN_PERIOD)
-        per_n = AUTOPERIOD_MIN_PERIOD;
+    /* A clock's period never below 10 o: a sample costs o of the
+     * program's own time, and cpu-clock counts it, so a period near o
+     * would sample mostly the sampling (measured: 10 us on a 13 ms
+     * program with o = 25 us ran it 60,000 samples long). */
+    double floor_ns = AUTOPERIOD_O_SHARE * ap->o * 1e9;
+    if (floor_ns < AUTOPERIOD_MIN_PERIOD)
+        floor_ns = AUTOPERIOD_MIN_PERIOD;
+    if (!hardware && per_n < floor_ns) {
+        per_n = floor_ns;
+        ap->capped = 1;
+    }
     ap->period = per_n >= 1 ? (uint64_t)per_n : 1;
     return 0;
 }
@@ -195,9 +204,9 @@ void autoperiod_print(const autoperiod *ap, FILE *f, const char *event)
                         : " = (dense time - sparse time) / (dense samples - sparse samples)",
             ap->z);
     fprintf(f, "icpp-sample: auto period: n* = (T z sqrt(p(1-p)) / (2 o p))^(2/3) = %.0f samples%s -> period %" PRIu64
-               " on %s\n",
+               " on %s%s\n",
             ap->n_star, ap->n_star <= AUTOPERIOD_MIN_N || ap->n_star >= AUTOPERIOD_MAX_N ? " (clamped)" : "", ap->period,
-            event);
+            event, ap->capped ? " (raised to 10 o: sampling may cost at most a tenth of the run)" : "");
 }
 
 void autoperiod_print_result(const autoperiod *ap, FILE *f, uint64_t samples)

@@ -24,6 +24,7 @@ typedef struct autoperiod {
     /* outputs */
     double   n_star;            /* eq. 4.16, clamped */
     uint64_t period;            /* the period chosen */
+    int      capped;            /* raised to AUTOPERIOD_O_SHARE * o (a clock) */
 } autoperiod;
 
 /* The smallest and largest sample counts and the smallest clock period
@@ -31,6 +32,9 @@ typedef struct autoperiod {
 #define AUTOPERIOD_MIN_N      1000
 #define AUTOPERIOD_MAX_N      10000000
 #define AUTOPERIOD_MIN_PERIOD 10000
+/* A clock's period is at least this many times o: sampling costs at most
+ * about 1/AUTOPERIOD_O_SHARE of the run, whatever n* asks. */
+#define AUTOPERIOD_O_SHARE    10
 /* Below this, o is within a run's timing noise and taken as this (s). */
 #define AUTOPERIOD_O_FLOOR    0.5e-6
 
