@@ -102,10 +102,13 @@ def actionability(b, prog, scale, levels, period):
         xs = [c for c in (_cpu([prog] + args) for _ in range(3)) if c is not None]
         row = {"level": lv, "cpu_s": statistics.median(xs) if xs else None}
         rec = os.path.join(scratch, "act.samples")
-        rc, _, err = _out([b.sample, "-e", "cpu-clock", "-c", P, "-o", rec, "--", prog] + args)
-        sh, n, _ = _icpp_shares(b, mapf, rec) if rc == 0 else (None, 0, err)
-        if sh is not None:
-            row["icpp_share"], row["icpp_samples"] = sh.get(TARGET, (0.0, None))[0], n
+        # default (learn samples share an ambiguous CID by this recording's
+        # counts) and --no-learn (by the training counts alone)
+        for key, extra in (("icpp", []), ("icpp_nolearn", ["--no-learn"])):
+            rc, _, err = _out([b.sample, "-e", "cpu-clock", "-c", P] + extra + ["-o", rec, "--", prog] + args)
+            sh, n, _ = _icpp_shares(b, mapf, rec) if rc == 0 else (None, 0, err)
+            if sh is not None:
+                row[key + "_share"], row[key + "_samples"] = sh.get(TARGET, (0.0, None))[0], n
         if b.perf:
             prec = os.path.join(scratch, "act.perf")
             rc, _, err = _out([b.perf, "record", "--no-bpf-event", "-e", "cpu-clock:u", "-c", P, "-g", "-o", prec,
@@ -116,7 +119,7 @@ def actionability(b, prog, scale, levels, period):
                 if os.path.exists(f):
                     os.unlink(f)
         res["rows"].append(row)
-    for k in ("icpp_share", "perf_share", "perf_leaf_share"):
+    for k in ("icpp_share", "icpp_nolearn_share", "perf_share", "perf_leaf_share"):
         pts = [(r["cpu_s"], r[k] * r["cpu_s"]) for r in res["rows"] if r.get(k) is not None and r.get("cpu_s")]
         if len(pts) >= 2:
             res["slope_" + k.replace("_share", "")] = _slope([p[0] for p in pts], [p[1] for p in pts])
@@ -225,17 +228,23 @@ def render(rep):
         w("`time` reports it); y = the share a profiler gives `%s` times x.  Commands: `%s`; `%s`." % (
             a["path"], a["cmd_icpp"], a["cmd_perf"]))
         w()
-        w("| level | CPU s | icpp share | icpp y s | perf -g share of the path | perf -g share of the leaf, any path |")
-        w("|---|---|---|---|---|---|")
+        w("| level | CPU s | icpp share | icpp y s | icpp --no-learn share | perf -g share of the path "
+          "| perf -g share of the leaf, any path |")
+        w("|---|---|---|---|---|---|---|")
         for r in a["rows"]:
-            w("| %d | %s | %s | %s | %s | %s |" % (
+            w("| %d | %s | %s | %s | %s | %s | %s |" % (
                 r["level"], _f(r.get("cpu_s")), _f(r.get("icpp_share")),
                 _f(r["icpp_share"] * r["cpu_s"]) if r.get("icpp_share") is not None and r.get("cpu_s") else "n/a",
-                _f(r.get("perf_share")), _f(r.get("perf_leaf_share"))))
+                _f(r.get("icpp_nolearn_share")), _f(r.get("perf_share")), _f(r.get("perf_leaf_share"))))
         w()
         w("Slope of y on x (1 = actionable; the Java profilers of seed 002 averaged 0.23-0.28): **icpp %s**, "
-          "perf -g on the path %s, perf -g on the leaf function over both paths %s." % (
-              _f(a.get("slope_icpp"), "%.2f"), _f(a.get("slope_perf"), "%.2f"), _f(a.get("slope_perf_leaf"), "%.2f")))
+          "icpp --no-learn %s, perf -g on the path %s, perf -g on the leaf function over both paths %s." % (
+              _f(a.get("slope_icpp"), "%.2f"), _f(a.get("slope_icpp_nolearn"), "%.2f"), _f(a.get("slope_perf"), "%.2f"),
+              _f(a.get("slope_perf_leaf"), "%.2f")))
+        w("`path_a` and `path_b` have the same frames, so `victim` enters at one height from both: one CID for")
+        w("two paths. By default the recording's learn samples share it out by what they saw, and the injected")
+        w("work goes where it was done; with --no-learn the training counts (equal calls) split it in half")
+        w("whatever the work, and the slope halves. Rewriting (icpp-rewrite) gives the two paths their own CIDs.")
         w("perf -g walks frame pointers: `victim` is a leaf that sets up no frame, so the walk skips its caller and")
         w("every sample lands on `main;victim` -- the path is lost, not misweighted (its leaf share follows the")
         w("work). ICPP takes the path from (function, height) and needs no frame.")

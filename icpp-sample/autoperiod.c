@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,18 +27,14 @@
 #define PILOT_PERIOD_HW    100003
 #define PILOT_SPARSE       10
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* Run argv with stdin and stdout on /dev/null; its wall time in *secs.
- * 0, or -errno with a message (it could not run, or failed). */
+/* Run argv with stdin and stdout on /dev/null; its CPU time (user +
+ * system, with its waited-for children's: a pilot icpp-sample's includes
+ * the program's) in *secs.  CPU time, not wall: on a shared machine the
+ * wall time of one run moved by 30% with the load, and a sample costs CPU
+ * time wherever it is spent.  0, or -errno with a message (it could not
+ * run, or failed). */
 static int run_timed(char *const *argv, double *secs, icpp_err *err)
 {
-    double t0 = now_s();
     pid_t pid = fork();
     if (pid < 0)
         return icpp_err_set(err, errno, "auto period: fork: %s", strerror(errno));
@@ -51,10 +48,12 @@ static int run_timed(char *const *argv, double *secs, icpp_err *err)
         _exit(127);
     }
     int st;
-    while (waitpid(pid, &st, 0) < 0)
+    struct rusage ru;
+    while (wait4(pid, &st, 0, &ru) < 0)
         if (errno != EINTR)
             return icpp_err_set(err, errno, "auto period: waitpid: %s", strerror(errno));
-    *secs = now_s() - t0;
+    *secs = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+            (double)ru.ru_stime.tv_usec / 1e6;
     if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
         return icpp_err_set(err, ENOEXEC, "auto period: the pilot run of %s could not start", argv[0]);
     if (WIFSIGNALED(st))
@@ -101,7 +100,7 @@ static int hottest(const char *path, uint64_t *top, uint64_t *n, icpp_err *err)
 }
 
 /* Run icpp-sample (self) on argv at `period`, without learn samples, into
- * a directory only we can enter; its wall time and the recording's sample
+ * a directory only we can enter; its CPU time and the recording's sample
  * count and hottest context. */
 static int pilot(char *const *argv, const char *self, const char *event, uint64_t period, double *secs,
                  uint64_t *top, uint64_t *n, icpp_err *err)
@@ -195,13 +194,13 @@ int autoperiod_choose(char *const *argv, const char *self, const char *event, in
 
 void autoperiod_print(const autoperiod *ap, FILE *f, const char *event)
 {
-    fprintf(f, "icpp-sample: auto period: T = %.3f s (%s); pilots: %" PRIu64 " samples at period %" PRIu64
+    fprintf(f, "icpp-sample: auto period: T = %.3f s CPU (%s); pilots: %" PRIu64 " samples at period %" PRIu64
                " in %.3f s, %" PRIu64 " at %" PRIu64 " in %.3f s; p = %.4f (the hottest context: %" PRIu64
                " samples); o = %.2f us per sample%s; z = %.2f\n",
             ap->T, ap->T_given ? "given" : "unprofiled run", ap->pilot_samples, ap->pilot_period, ap->T_sampled,
             ap->sparse_samples, ap->pilot_period * PILOT_SPARSE, ap->T_sparse, ap->p, ap->top, ap->o * 1e6,
             ap->o_floor ? " (the pilots' difference was within noise: the floor)"
-                        : " = (dense time - sparse time) / (dense samples - sparse samples)",
+                        : " = (dense CPU - sparse CPU) / (dense samples - sparse samples)",
             ap->z);
     fprintf(f, "icpp-sample: auto period: n* = (T z sqrt(p(1-p)) / (2 o p))^(2/3) = %.0f samples%s -> period %" PRIu64
                " on %s%s\n",

@@ -9,9 +9,9 @@
 
 typedef struct autoperiod {
     /* inputs */
-    double   T;                 /* unprofiled run time, s (measured or given) */
+    double   T;                 /* unprofiled run time, s of CPU (user + system; measured or given) */
     int      T_given;           /* T came from --pilot-time */
-    double   T_sampled;         /* the dense pilot's run time, s (icpp-sample's, start to finish) */
+    double   T_sampled;         /* the dense pilot's CPU time, s (icpp-sample's and the program's) */
     double   T_sparse;          /* the sparse pilot's */
     uint64_t pilot_period;      /* the dense pilot's period (events; ns for clocks); the sparse one's is 10x */
     uint64_t pilot_samples;     /* samples the dense pilot took */
