@@ -6,7 +6,7 @@ section of RESULTS.md.  Three parts:
                  work on main;path_a;victim only): the time each profiler
                  attributes to that path (its share times the program's
                  unprofiled CPU time) regressed on that CPU time -- slope 1 is
-                 actionable (seed 002 section 3.3).  icpp-sample + icpp-resolve
+                 actionable (Mytkowicz, section 3.3).  icpp-sample + icpp-resolve
                  side by side with perf record -g (frame-pointer call chains),
                  same event and period, the same binary.
   auto period    icpp-sample --auto-period on the first bench program: the
@@ -219,7 +219,7 @@ def render(rep):
         w()
         return
     a = s.get("actionability", {})
-    w("### Actionability: injected work, attributed time (seed 002 section 3.3)")
+    w("### Actionability: injected work, attributed time (Mytkowicz, section 3.3)")
     w()
     if a.get("rows"):
         w("`%s` at scale %s runs injection level L: 2L units of extra work in `victim` when `path_a` called it," % (
@@ -237,7 +237,7 @@ def render(rep):
                 _f(r["icpp_share"] * r["cpu_s"]) if r.get("icpp_share") is not None and r.get("cpu_s") else "n/a",
                 _f(r.get("icpp_nolearn_share")), _f(r.get("perf_share")), _f(r.get("perf_leaf_share"))))
         w()
-        w("Slope of y on x (1 = actionable; the Java profilers of seed 002 averaged 0.23-0.28): **icpp %s**, "
+        w("Slope of y on x (1 = actionable; the Java profilers in Mytkowicz averaged 0.23-0.28): **icpp %s**, "
           "icpp --no-learn %s, perf -g on the path %s, perf -g on the leaf function over both paths %s." % (
               _f(a.get("slope_icpp"), "%.2f"), _f(a.get("slope_icpp_nolearn"), "%.2f"), _f(a.get("slope_perf"), "%.2f"),
               _f(a.get("slope_perf_leaf"), "%.2f")))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_stats.py -- sampling statistics (issue #15), on the corpus program inject.c.
 
-1. Actionability (seed 002 section 3.3): injection levels 0..8 add work to
+1. Actionability (Mytkowicz, section 3.3): injection levels 0..8 add work to
    main;path_a;victim only; the time icpp-resolve attributes to that path (its
    share of the samples times the program's total CPU time, measured
    unprofiled as `time` does), regressed on that total, has slope 1 +- 0.1.
