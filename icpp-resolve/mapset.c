@@ -2,6 +2,7 @@
 #include "mapset.h"
 
 #include "module.h"
+#include "names.h"
 #include "escape.h"
 #include "hmap.h"
 #include "output.h"
@@ -511,6 +512,10 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
         return icpp_err_set(err, ENOENT, "%s: no path map for %s: %s", icpp_escape(samples, e1, sizeof e1),
                             icpp_escape(ms->bins[0].path, e2, sizeof e2), icpp_escape(ms->bins[0].why, e3, sizeof e3));
     }
+    /* names from symbols or a separate debug file installed since training */
+    for (size_t i = 0; i < ms->nmaps; i++)
+        if (icpp_names_refresh(ms->maps[i].pm, err) < 0)
+            return -1;
     if (build_union(ms, err) < 0)
         return -1;
     for (size_t i = 0; i < ms->nmaps; i++)

@@ -3,6 +3,7 @@
 #include "escape.h"
 #include "fsafe.h"
 #include "module.h"
+#include "names.h"
 #include "pathmap.h"
 #include "recover.h"
 
@@ -650,13 +651,6 @@ int main(int argc, char **argv)
                          "loads, e.g. libc.so.6)" : "");
         return status ? status : 1;
     }
-    /* Names for people: demangled C++. */
-    for (uint32_t f = 0; f < icpp_pathmap_nfuncs(pm); f++) {
-        char *dm = icpp_demangle(icpp_pathmap_func(pm, f)->name);
-        if (dm)
-            icpp_pathmap_rename_func(pm, f, dm);
-        free(dm);
-    }
     size_t old_paths = old ? icpp_pathmap_nnodes(old) - 1 : 0;
     icpp_pathmap *result = pm;
     if (old) {
@@ -664,6 +658,9 @@ int main(int argc, char **argv)
             die(1, "%s", err.msg);
         result = old;
     }
+    /* Names for people: symbols or a separate debug file, demangled C++. */
+    if (icpp_names_refresh(result, &err) < 0)
+        die(1, "%s", err.msg);
     add_meta(result, "runs", 1);
     add_meta(result, "processes", nprocs);
     add_meta(result, "threads", nthreads);

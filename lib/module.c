@@ -135,8 +135,9 @@ static int build_functions(icpp_module *m, icpp_err *err)
 }
 
 /* Names from the debug file's symbol table for the functions the binary
- * alone found (docs/debuginfo.md: a debug file names functions, it never
- * adds, moves or merges them -- their identity is what training sees). */
+ * found without a name (FDE starts; docs/debuginfo.md: a debug file names
+ * functions, it never adds, moves, merges or renames one -- their identity
+ * is what training sees). */
 static int name_from_debug(icpp_module *m, icpp_err *err)
 {
     size_t len = 0;
@@ -147,6 +148,8 @@ static int name_from_debug(icpp_module *m, icpp_err *err)
         return 0;               /* an unreadable symbol table names nothing */
     for (size_t i = 0; i < m->nfuncs; i++) {
         icpp_func *f = &m->funcs[i];
+        if (f->source != ICPP_FSRC_FDE)
+            continue;           /* named by .dynsym already: the name training recorded */
         size_t k = upper_bound(e, n, sizeof *e, f->addr);
         if (!k || e[k - 1].addr != f->addr || !e[k - 1].sym)
             continue;
