@@ -4,6 +4,8 @@
 #include "module.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,8 +18,11 @@ static int rename_to(icpp_pathmap *pm, uint32_t f, const char *name, icpp_err *e
     return 0;
 }
 
-int icpp_names_refresh(icpp_pathmap *pm, icpp_err *err)
+int icpp_names_refresh(icpp_pathmap *pm, char *note, size_t notesz, icpp_err *err)
 {
+    unsigned nrefused = 0;
+    if (notesz)
+        note[0] = 0;
     size_t nmod = icpp_pathmap_nmodules(pm), nf = icpp_pathmap_nfuncs(pm);
     icpp_module **mods = calloc(nmod + 1, sizeof *mods);
     if (!mods)
@@ -31,13 +36,27 @@ int icpp_names_refresh(icpp_pathmap *pm, icpp_err *err)
             m = NULL;
         }
         mods[i] = m;
+        const icpp_debuginfo *d = m ? icpp_module_debuginfo(m) : NULL;
+        if (d && d->nrefused) {
+            if (!nrefused && notesz)
+                snprintf(note, notesz, "%s: its separate debug file was refused (%s)%s", pmm->path, d->refused,
+                         d->fd >= 0 ? "; another one was used" : "; its stripped functions keep fn_ADDR names");
+            nrefused += d->nrefused;
+        }
+    }
+    if (nrefused > 1 && notesz) {
+        size_t l = strlen(note);
+        snprintf(note + l, notesz - l, " (%u refused in all)", nrefused);
     }
     int r = 0;
     for (size_t i = 0; i < nf && r == 0; i++) {
         const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
         const icpp_func *mf = f->module < nmod && mods[f->module] ? icpp_module_func_start(mods[f->module], f->addr)
                                                                   : NULL;
-        if (mf) {
+        char ph[32];
+        if (mf)
+            snprintf(ph, sizeof ph, "fn_%" PRIx64, mf->addr);
+        if (mf && strcmp(mf->name, ph)) {
             r = rename_to(pm, (uint32_t)i, mf->name, err);
         } else {
             char *dm = icpp_demangle(f->name);

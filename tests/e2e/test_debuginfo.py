@@ -1,0 +1,152 @@
+"""test_debuginfo.py -- a stripped binary whose names, inlined frames and lines come from its separate
+debug file (.gnu_debuglink beside it), through the tools as a user runs them: the map icpp-train
+writes names every function as nm names it in the unstripped binary; every sample's function and
+inline chain in `icpp-resolve --script` are addr2line's on the unstripped binary; the json profile
+(names, inlined flags, call sites' file:line) is the one the unstripped binary itself gives for the
+same recording; a debug file with a wrong CRC is refused with a note, and the sample frames fall
+back to fn_ADDR."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from e2e import Checker, built, map_paths, run, tool
+
+c = Checker("e2e-debuginfo")
+TRAIN, SAMPLE, RESOLVE = tool("icpp-train"), tool("icpp-sample"), tool("icpp-resolve")
+for t in ("addr2line", "nm", "objcopy"):
+    if not c.check(shutil.which(t), f"no {t} on PATH (Debian package binutils)"):
+        c.done()
+os.environ.pop("DEBUGINFOD_URLS", None)
+os.environ["ICPP_DEBUG_DIRS"] = "/nonexistent"     # only the debuglink: libc's debug file would add its inlined frames
+tmp = tempfile.mkdtemp(prefix="icpp-debuginfo-")
+FULL = os.path.join(tmp, "inliner.full")
+shutil.copy(built("tests/e2e/inliner"), FULL)
+BIN, DBG = os.path.join(tmp, "inliner"), os.path.join(tmp, "inliner.debug")
+subprocess.run(["objcopy", "--only-keep-debug", FULL, DBG], check=True)
+subprocess.run(["objcopy", "--strip-all", "--add-gnu-debuglink=inliner.debug", FULL, BIN], check=True, cwd=tmp)
+STRIPPED = os.path.join(tmp, "inliner.stripped")
+shutil.copy(BIN, STRIPPED)
+MAP, REC = os.path.join(tmp, "inliner.icppmap"), os.path.join(tmp, "inliner.samples")
+
+
+def nm_funcs(path):
+    """[(start, end, name)] of the function symbols of an (unstripped) binary."""
+    out = []
+    for line in run(["nm", "-S", "--defined-only", path]).stdout.splitlines():
+        w = line.split()
+        if len(w) == 4 and w[2] in "tTWi":
+            out.append((int(w[0], 16), int(w[0], 16) + int(w[1], 16), w[3]))
+    return out
+
+
+def addr2line(binary, addrs):
+    """{address: [function, ...]} innermost first, the containing function last."""
+    r = run(["addr2line", "-a", "-i", "-f", "-C", "-e", binary] + [f"{a:#x}" for a in addrs])
+    out, cur, k = {}, None, 0
+    for line in r.stdout.splitlines():
+        if re.fullmatch(r"0x[0-9a-f]+", line):
+            cur, k = int(line, 16), 0
+            out[cur] = []
+        else:
+            if k % 2 == 0:
+                out[cur].append(line)
+            k += 1
+    return out
+
+
+def script(samples):
+    r = run([RESOLVE, "--script", samples])
+    c.check(r.returncode == 0, f"--script: exit {r.returncode}: {r.stderr}")
+    rows = []
+    for line in r.stdout.splitlines():
+        m = re.search(r" (\S+)\+(0x[0-9a-f]+) (\S+)(?: inlined=(\S+))?$", line)
+        if m and os.path.basename(m.group(1)) == "inliner":
+            rows.append({"addr": int(m.group(2), 16), "func": m.group(3),
+                         "inlined": m.group(4).split(";") if m.group(4) else []})
+    return rows, r.stderr
+
+
+# ---------------------------------------------------------------- training: the map's names
+r = run([TRAIN, "--fresh", "-o", MAP, "--", BIN, "1"])
+if not c.check(r.returncode == 0, f"icpp-train: exit {r.returncode}: {r.stderr}"):
+    c.done()
+c.check("note:" not in r.stderr, f"icpp-train noted something: {r.stderr}")
+syms = nm_funcs(FULL)
+by_addr = {}
+for a, _, n in syms:
+    by_addr.setdefault(a, set()).add(n)
+named = 0
+for _, _, names, ids in map_paths(MAP):
+    for n, i in zip(names, ids):
+        mod, _, addr = i.rpartition("@")
+        if os.path.basename(mod) != "inliner":
+            continue
+        a = int(addr, 16)
+        if a not in by_addr:        # no symbol in the unstripped binary either (.plt stubs' FDEs)
+            c.check(n == f"fn_{a:x}", f"map: {i} named {n}, the unstripped binary has no symbol there")
+            continue
+        c.check(n in by_addr[a], f"map: {i} named {n}, nm of the unstripped binary: {by_addr[a]}")
+        named += 1
+c.check(named >= 4, f"only {named} frames of inliner in the map's paths")
+
+# ---------------------------------------------------------------- samples: function and inline chain
+r = run([SAMPLE, "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", REC, "--", BIN, "10"])
+if not c.check(r.returncode == 0, f"icpp-sample: exit {r.returncode}: {r.stderr}"):
+    c.done()
+rows, _ = script(REC)
+truth = addr2line(FULL, sorted({s["addr"] for s in rows}))
+wrong = [(hex(s["addr"]), s["func"], s["inlined"], truth[s["addr"]]) for s in rows
+         if s["func"] != truth[s["addr"]][-1] or s["inlined"] != list(reversed(truth[s["addr"]][:-1]))]
+c.check(not wrong, f"{len(wrong)} of {len(rows)} samples' function or inline chain are not addr2line's on the "
+        f"unstripped binary: {wrong[:3]}")
+n_inl = sum(1 for s in rows if s["inlined"])
+c.check(len(rows) >= 1000 and n_inl >= 0.4 * len(rows), f"{len(rows)} samples in inliner, {n_inl} in inlined code")
+print(f"{len(rows)} samples in inliner ({n_inl} in inlined code): functions and chains agree with addr2line")
+
+
+# ---------------------------------------------------------------- the profile equals the unstripped binary's
+def profile():
+    out = os.path.join(tmp, "out.json")
+    r = run([RESOLVE, "-m", MAP, "--format", "json", "-o", out, REC])
+    c.check(r.returncode == 0, f"--format json: exit {r.returncode}: {r.stderr}")
+    with open(out) as f:
+        j = json.load(f)
+    return [(p["path"], p["inlined"], p["call_sites"], p["self"]) for p in j["paths"]], r.stderr
+
+
+got, err = profile()
+c.check("note:" not in err, f"icpp-resolve noted something: {err}")
+shutil.copy(FULL, BIN)              # the same build-id: the recording's binary, unstripped
+want, _ = profile()
+shutil.copy(STRIPPED, BIN)
+c.check(got == want, "the profile of the stripped binary with its debug file differs from the unstripped one's: "
+        f"{[g for g in got if g not in want][:2]} vs {[w for w in want if w not in got][:2]}")
+sites = [s for p in got for s in p[2] if s]
+lines = [s for s in sites if re.fullmatch(r".*inliner\.c:\d+", s)]
+c.check(len(lines) >= 3 and any(any(p[1]) for p in got),
+        f"call sites with file:line in inliner.c: {len(lines)} of {len(sites)}; inlined frames in the profile: "
+        f"{any(any(p[1]) for p in got)}")
+names = {n for p in got for n in p[0]}
+c.check(not any(re.fullmatch(r"fn_[0-9a-f]+", n) for n in names), f"fn_ADDR names left: {sorted(names)[:8]}")
+
+# ---------------------------------------------------------------- a wrong CRC: refused, noted, not used
+with open(DBG, "ab") as f:
+    f.write(b"\0")
+rows, _ = script(REC)
+placeholders = sum(1 for s in rows if re.fullmatch(r"fn_[0-9a-f]+", s["func"]) and not s["inlined"])
+c.check(rows and placeholders == len(rows), f"with the debug file refused, {placeholders} of {len(rows)} samples are "
+        "fn_ADDR with no inline chain")
+got2, err = profile()
+c.check("refused" in err and "CRC-32" in err, f"icpp-resolve -m: no note of the refused debug file: {err!r}")
+def functions(prof):
+    return [[n for n, inl in zip(p[0], p[1]) if not inl] for p in prof]
+
+
+c.check(not any(any(p[1]) for p in got2), f"inlined frames without DWARF: {[p for p in got2 if any(p[1])][:2]}")
+c.check({tuple(f) for f in functions(got2)} == {tuple(f) for f in functions(got)},
+        "the map's names (trained with the debug file) were lost")
+shutil.rmtree(tmp)
+c.done()
