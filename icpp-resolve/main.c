@@ -102,7 +102,11 @@ static const char *usage_text =
     "\n"
     "Ambiguous samples (several paths share the sample's (function, height)) are\n"
     "shared among the candidate paths in proportion to their training counts;\n"
-    "the amb% column says how much of a path's weight came from such sharing.\n";
+    "the amb% column says how much of a path's weight came from such sharing.\n"
+    "Stripped functions are named, and get inlined frames and lines, from their\n"
+    "separate debug files (/usr/lib/debug, .gnu_debuglink, debuginfod when\n"
+    "DEBUGINFOD_URLS is set; ICPP_DEBUG_DIRS replaces /usr/lib/debug;\n"
+    "docs/debuginfo.md); otherwise they show as fn_ADDR.\n";
 
 /* ms: with maps given (-m, --map-dir), threads' own stacks are voted with
  * them (mapset.h), as the profile does; else each thread's first sample

@@ -513,9 +513,13 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
                             icpp_escape(ms->bins[0].path, e2, sizeof e2), icpp_escape(ms->bins[0].why, e3, sizeof e3));
     }
     /* names from symbols or a separate debug file installed since training */
-    for (size_t i = 0; i < ms->nmaps; i++)
-        if (icpp_names_refresh(ms->maps[i].pm, err) < 0)
+    for (size_t i = 0; i < ms->nmaps; i++) {
+        char note[1024];
+        if (icpp_names_refresh(ms->maps[i].pm, note, sizeof note, err) < 0)
             return -1;
+        if (note[0])
+            fprintf(stderr, "icpp-resolve: note: %s\n", note);
+    }
     if (build_union(ms, err) < 0)
         return -1;
     for (size_t i = 0; i < ms->nmaps; i++)

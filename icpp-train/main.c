@@ -51,7 +51,7 @@ static const char *usage_text =
     "                     256 functions: its first and last 8).\n"
     "  -v, --verbose      list every function that did not get the jmp hook (the\n"
     "                     slower int3, or none) with the reason, as the agent\n"
-    "                     patches it.\n"
+    "                     patches it (stripped functions as fn_ADDR).\n"
     "  -q, --quiet        no summary.\n"
     "  -h, --help         this text.\n"
     "\n"
@@ -60,6 +60,9 @@ static const char *usage_text =
     "directory in $TMPDIR, else /dev/shm, else /tmp). SIGTERM,\n"
     "SIGINT or SIGHUP sent to icpp-train go to PROG; icpp-train then waits for it\n"
     "and writes MAP. If icpp-train itself is killed, PROG is killed too.\n"
+    "MAP names stripped functions from their separate debug files\n"
+    "(docs/debuginfo.md: /usr/lib/debug or ICPP_DEBUG_DIRS, .gnu_debuglink,\n"
+    "debuginfod when DEBUGINFOD_URLS is set).\n"
     "\n"
     "Exit status: PROG's (128+N if signal N killed it); 1 if the map could not\n"
     "be written (the previous MAP is kept), 2 on bad usage.\n";
@@ -659,8 +662,11 @@ int main(int argc, char **argv)
         result = old;
     }
     /* Names for people: symbols or a separate debug file, demangled C++. */
-    if (icpp_names_refresh(result, &err) < 0)
+    char note[1024];
+    if (icpp_names_refresh(result, note, sizeof note, &err) < 0)
         die(1, "%s", err.msg);
+    if (note[0] && !quiet)
+        fprintf(stderr, "icpp-train: note: %s\n", note);
     add_meta(result, "runs", 1);
     add_meta(result, "processes", nprocs);
     add_meta(result, "threads", nthreads);

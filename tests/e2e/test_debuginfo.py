@@ -4,7 +4,8 @@ writes names every function as nm names it in the unstripped binary; every sampl
 inline chain in `icpp-resolve --script` are addr2line's on the unstripped binary; the json profile
 (names, inlined flags, call sites' file:line) is the one the unstripped binary itself gives for the
 same recording; a debug file with a wrong CRC is refused with a note, and the sample frames fall
-back to fn_ADDR."""
+back to fn_ADDR; with nothing beside the binary, a local debuginfod server (DEBUGINFOD_URLS) gives
+the names, and without DEBUGINFOD_URLS nothing does."""
 import json
 import os
 import re
@@ -149,5 +150,46 @@ def functions(prof):
 c.check(not any(any(p[1]) for p in got2), f"inlined frames without DWARF: {[p for p in got2 if any(p[1])][:2]}")
 c.check({tuple(f) for f in functions(got2)} == {tuple(f) for f in functions(got)},
         "the map's names (trained with the debug file) were lost")
+
+# ---------------------------------------------------------------- debuginfod: a local server, nothing beside the binary
+if c.check(shutil.which("debuginfod"), "no debuginfod on PATH (Debian package debuginfod)"):
+    import socket
+    import time
+    import urllib.request
+    srv = os.path.join(tmp, "srv")
+    os.makedirs(srv)
+    subprocess.run(["objcopy", "--only-keep-debug", FULL, os.path.join(srv, "inliner.debug")], check=True)
+    os.unlink(DBG)
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    d = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", os.path.join(tmp, "db.sqlite"), "-t", "1", srv],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        bid = re.search(r"Build ID: ([0-9a-f]+)", run(["readelf", "-n", FULL]).stdout).group(1)
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(120):        # until it has scanned the directory
+            try:
+                with urllib.request.urlopen(f"{url}/buildid/{bid}/debuginfo", timeout=2) as u:
+                    if u.status == 200:
+                        break
+            except OSError:
+                pass
+            time.sleep(0.25)
+        env = dict(os.environ, DEBUGINFOD_URLS=url, DEBUGINFOD_CACHE_PATH=os.path.join(tmp, "cache"))
+        r = run([RESOLVE, "--script", REC], env=env)
+        rows = [m for m in (re.search(r" (\S+)\+(0x[0-9a-f]+) (\S+)(?: inlined=(\S+))?$", ln)
+                            for ln in r.stdout.splitlines()) if m and os.path.basename(m.group(1)) == "inliner"]
+        wrong = [m.group(0) for m in rows if m.group(3) != truth[int(m.group(2), 16)][-1]]
+        c.check(r.returncode == 0 and rows and not wrong, f"through debuginfod: exit {r.returncode}, {len(wrong)} of "
+                f"{len(rows)} samples not named as addr2line names them: {wrong[:3]} {r.stderr[-300:]}")
+        r = run([RESOLVE, "--script", REC])
+        c.check(all(re.fullmatch(r"fn_[0-9a-f]+", m.group(3)) for m in
+                    (re.search(r" (\S+)\+(0x[0-9a-f]+) (\S+)(?: inlined=(\S+))?$", ln) for ln in r.stdout.splitlines())
+                    if m and os.path.basename(m.group(1)) == "inliner"), "without DEBUGINFOD_URLS, names came from somewhere")
+        print(f"debuginfod: {len(rows)} samples named through a local server")
+    finally:
+        d.terminate()
+        d.wait()
 shutil.rmtree(tmp)
 c.done()
