@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
-from e2e import Checker, built, map_paths, run, tool
+from e2e import Checker, addr2line, built, map_paths, run, tool
 
 c = Checker("e2e-debuginfo")
 TRAIN, SAMPLE, RESOLVE = tool("icpp-train"), tool("icpp-sample"), tool("icpp-resolve")
@@ -40,21 +40,6 @@ def nm_funcs(path):
         w = line.split()
         if len(w) == 4 and w[2] in "tTWi":
             out.append((int(w[0], 16), int(w[0], 16) + int(w[1], 16), w[3]))
-    return out
-
-
-def addr2line(binary, addrs):
-    """{address: [function, ...]} innermost first, the containing function last."""
-    r = run(["addr2line", "-a", "-i", "-f", "-C", "-e", binary] + [f"{a:#x}" for a in addrs])
-    out, cur, k = {}, None, 0
-    for line in r.stdout.splitlines():
-        if re.fullmatch(r"0x[0-9a-f]+", line):
-            cur, k = int(line, 16), 0
-            out[cur] = []
-        else:
-            if k % 2 == 0:
-                out[cur].append(line)
-            k += 1
     return out
 
 
