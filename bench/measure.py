@@ -21,7 +21,8 @@ Figures (--figures, comma list; default all):
              with icpp-resolve --check where that works
   names      share of the sample frames of each recording that have a real name
              (not fn_ADDR or ?), from icpp-resolve --format folded; distro
-             programs also without debug files (ICPP_DEBUG_DIRS=/nonexistent)
+             programs also without debug files (ICPP_DEBUG_DIRS=/nonexistent,
+             a map trained so: a map keeps the names it was trained with)
   sample     sampling overhead: icpp-sample vs perf record (flat, -g,
              --call-graph dwarf), equal period, over randomized setups
   train      training overhead: icpp-train vs uftrace record, over setups
@@ -432,15 +433,25 @@ class Bench:
             prog = self.programs[name]
             b = self.main_build(name)
             rows = out.setdefault(name, [])
-            envs = [("debug files", self.env)]
-            if prog.get("distro"):
-                envs.append(("no debug files", dict(self.env, ICPP_DEBUG_DIRS="/nonexistent")))
+            nodebug = dict(self.env, ICPP_DEBUG_DIRS="/nonexistent")
             for iid, e in maps.get(name, {}).get(b, {}).items():
                 if "map" not in e or "recording" not in e:
                     continue
                 row = {"build": b, "input": iid}
-                for label, env in envs:
-                    cmd = [self.resolve, "-m", e["map"], "--format", "folded", e["recording"]]
+                runs = [("debug files", self.env, e["map"])]
+                if prog.get("distro"):
+                    # a map keeps the names it was trained with: train one without debug files
+                    inp = next(i for i in prog["inputs"] if i["id"] == iid)
+                    mp = e["map"].replace(".icppmap", "-nodebug.icppmap")
+                    rm(mp)
+                    tcmd = [self.train, "-q", "--fresh", "-o", mp, "--"] + self.prog_cmd(name, b, inp)
+                    r = run(tcmd, inp["file"] if inp["stdin"] else None, nodebug, self.a.timeout)
+                    if r["rc"] != 0:
+                        self.error("icpp-train (no debug files) %s %s" % (name, iid), tcmd, r)
+                    else:
+                        runs.append(("no debug files", nodebug, mp))
+                for label, env, mp in runs:
+                    cmd = [self.resolve, "-m", mp, "--format", "folded", e["recording"]]
                     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
                     if p.returncode != 0:
                         self.error("icpp-resolve --format folded %s %s" % (name, iid), cmd,
