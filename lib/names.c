@@ -18,6 +18,14 @@ static int rename_to(icpp_pathmap *pm, uint32_t f, const char *name, icpp_err *e
     return 0;
 }
 
+/* The map has no name for f: "" or the agent's fn_ADDR. */
+static int unnamed(const icpp_pm_func *f)
+{
+    char ph[32];
+    snprintf(ph, sizeof ph, "fn_%" PRIx64, f->addr);
+    return !f->name[0] || !strcmp(f->name, ph);
+}
+
 int icpp_names_refresh(icpp_pathmap *pm, char *note, size_t notesz, icpp_err *err)
 {
     unsigned nrefused = 0;
@@ -27,9 +35,15 @@ int icpp_names_refresh(icpp_pathmap *pm, char *note, size_t notesz, icpp_err *er
     icpp_module **mods = calloc(nmod + 1, sizeof *mods);
     if (!mods)
         return icpp_err_set(err, ENOMEM, "out of memory naming functions");
+    /* only the modules with an unnamed function are opened */
+    for (size_t i = 0; i < nf; i++) {
+        const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
+        if (f->module < nmod && unnamed(f))
+            mods[f->module] = (icpp_module *)1;
+    }
     for (size_t i = 0; i < nmod; i++) {
         const icpp_pm_module *pmm = icpp_pathmap_module(pm, (uint32_t)i);
-        icpp_module *m = pmm->path && pmm->path[0] ? icpp_module_open(pmm->path, NULL) : NULL;
+        icpp_module *m = mods[i] && pmm->path && pmm->path[0] ? icpp_module_open(pmm->path, NULL) : NULL;
         const icpp_build_id *b = m ? icpp_module_build_id(m) : NULL;
         if (m && (b->len != pmm->build_id.len || memcmp(b->bytes, pmm->build_id.bytes, b->len))) {
             icpp_module_close(m);      /* another binary at that path now: its names are not ours */
@@ -51,12 +65,10 @@ int icpp_names_refresh(icpp_pathmap *pm, char *note, size_t notesz, icpp_err *er
     int r = 0;
     for (size_t i = 0; i < nf && r == 0; i++) {
         const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
-        const icpp_func *mf = f->module < nmod && mods[f->module] ? icpp_module_func_start(mods[f->module], f->addr)
-                                                                  : NULL;
-        char ph[32];
-        if (mf)
-            snprintf(ph, sizeof ph, "fn_%" PRIx64, mf->addr);
-        if (mf && strcmp(mf->name, ph)) {
+        const icpp_func *mf = NULL;
+        if (unnamed(f) && f->module < nmod && mods[f->module])
+            mf = icpp_module_func_start(mods[f->module], f->addr);
+        if (mf) {                   /* a name where the map has none; may be fn_ADDR again */
             r = rename_to(pm, (uint32_t)i, mf->name, err);
         } else {
             char *dm = icpp_demangle(f->name);

@@ -5,14 +5,14 @@
 #include "err.h"
 #include "pathmap.h"
 
-/* Give every function of the map the name its module's function table has
- * at that address (lib/module: the binary's symbols, else its separate
- * debug file's -- docs/debuginfo.md), where the module's file at the map's
- * path still has the map's build-id and names it (not the fn_ADDR of an
- * unnamed function: a name the map has stays); other functions keep their
- * name, demangled if it is a C++ symbol.  The training agent names stripped
- * functions fn_ADDR; this is where they get their real names, in
- * icpp-train (the map written) and icpp-resolve (maps trained before the
+/* Name the functions the map has no name for (fn_ADDR, as the training
+ * agent calls an unnamed function, or "") with the name their module's
+ * function table has at that address (lib/module: the binary's symbols,
+ * else its separate debug file's -- docs/debuginfo.md), where the module's
+ * file at the map's path still has the map's build-id; demangle the names of
+ * the others (C++).  A name the map has is never replaced: it is what
+ * training recorded.  This is where stripped functions get their real names,
+ * in icpp-train (the map written) and icpp-resolve (maps trained before the
  * debug file was installed).  Only names change, never an identity.
  * A debug file refused (another build-id, a wrong CRC: lib/debuginfo.h) is
  * never used; note[0..notesz) gets one line about the refusals for the
