@@ -299,11 +299,71 @@ def sqlite_analytics(scale):
     return "analytics.sql", ("\n".join(out) + "\n").encode()
 
 
+_GAS_OPS = ["addq %rax, %rbx", "subl $12, %ecx", "imulq %rsi, %rdi", "leaq 8(%rsp,%rcx,4), %rdx",
+            "movl %eax, -20(%rbp)", "xorl %r8d, %r9d", "shrq $3, %r10", "cmpq %r11, %r12", "testb $1, %al",
+            "movsd (%rdi), %xmm0", "addsd %xmm1, %xmm0", "pushq %r13", "popq %r13", "movzbl (%rsi), %eax",
+            "cvtsi2sd %eax, %xmm2", "vpaddd %ymm1, %ymm2, %ymm3", "andq $-16, %rsp", "notl %edx"]
+
+
+def gas_insns(scale):
+    """Functions of mixed x86-64 instructions with forward and backward local
+    jumps (branch relaxation), calls, data references and CFI directives:
+    the instruction parser, encoder and relaxation."""
+    r = random.Random(71)
+    out = ["\t.text\n"]
+    nf = int(8000 * scale) + 2
+    for f in range(nf):
+        out.append("\t.globl f%d\n\t.type f%d, @function\nf%d:\n\t.cfi_startproc\n" % (f, f, f))
+        nl = r.randint(3, 12)
+        for b in range(nl):
+            out.append(".L%d_%d:\n" % (f, b))
+            for _ in range(r.randint(2, 14)):
+                out.append("\t%s\n" % r.choice(_GAS_OPS))
+            k = r.random()
+            if k < 0.4:
+                out.append("\tj%s .L%d_%d\n" % (r.choice(["e", "ne", "l", "g", "be", "a"]), f, r.randrange(nl)))
+            elif k < 0.6:
+                out.append("\tcall f%d\n" % r.randrange(nf))
+            elif k < 0.75:
+                out.append("\tmovq tab%d(%%rip), %%rax\n" % r.randrange(64))
+        out.append("\tret\n\t.cfi_endproc\n\t.size f%d, .-f%d\n" % (f, f))
+    out.append("\t.data\n")
+    for t in range(64):
+        out.append("tab%d:\t.quad %s\n" % (t, ", ".join("f%d" % r.randrange(nf) for _ in range(4))))
+    return "insns.s", "".join(out).encode()
+
+
+def gas_macros(scale):
+    """Macros, .rept/.irp expansion, conditionals, expressions over symbols
+    and data directives: the macro processor, expression evaluator and
+    symbol table rather than the encoder."""
+    r = random.Random(72)
+    out = [".macro SUM a, b, c\n\t.quad \\a + \\b * \\c\n\t.long (\\a ^ \\b) & 0xffff\n.endm\n",
+           ".macro BLOCK n\n\t.irp r, rax, rbx, rcx, rdx\n\tmovq $\\n, %\\r\n\t.endr\n"
+           "\t.if \\n % 3\n\taddq $\\n, %rax\n\t.else\n\tsubq $\\n, %rax\n\t.endif\n.endm\n",
+           "\t.data\n"]
+    n = int(60000 * scale) + 2
+    for i in range(n):
+        out.append("sym%d = %d\n" % (i, r.randrange(1 << 20)))
+        k = r.random()
+        if k < 0.5:
+            out.append("\tSUM sym%d, %d, sym%d\n" % (i, r.randrange(99), r.randrange(i + 1)))
+        elif k < 0.7:
+            out.append("\t.rept %d\n\t.byte %d, (sym%d >> 3) & 0x7f\n\t.endr\n" % (r.randint(1, 6), i % 128, i))
+        else:
+            out.append("str%d:\t.asciz \"%s\"\n" % (i, "".join(r.choices("abcdefghij klmnop", k=r.randint(4, 40)))))
+    out.append("\t.text\n")
+    for i in range(n // 4):
+        out.append("\tBLOCK %d\n" % r.randrange(1000))
+    return "macros.s", "".join(out).encode()
+
+
 GENERATORS = {
     "bzip2_text": bzip2_text, "bzip2_repetitive": bzip2_repetitive, "bzip2_compressed": bzip2_compressed,
     "tcc_nested": tcc_nested, "tcc_decls": tcc_decls,
     "lua_objects": lua_objects, "lua_strings": lua_strings,
     "sqlite_oltp": sqlite_oltp, "sqlite_analytics": sqlite_analytics,
+    "gas_insns": gas_insns, "gas_macros": gas_macros,
 }
 
 

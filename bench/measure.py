@@ -6,6 +6,8 @@ writes the manifest.  report.py turns the JSON into bench/RESULTS.md.
 
 Manifest (tab-separated, one record a line):
   P  NAME  SOURCE-PACKAGE  VERSION  BINARY-FP  BINARY-NOFP
+  P  NAME  BINARY-PACKAGE  VERSION  -  -  BINARY  DEBUG-PACKAGE-AND-VERSION|-
+     (a program as the distribution ships it: its one build is "distro")
   I  NAME  SET  ID  FILE  STDIN(0|1)  ARG...       SET: main | ovh
 ARGS already have the input file substituted; STDIN 1 means FILE is fed on
 standard input.  SET 'ovh' is the (smaller) copy of the first input set that
@@ -17,6 +19,10 @@ Figures (--figures, comma list; default all):
   precision  resolve every recording with every map of the same build:
              CID resolution shares, and accuracy against the true stacks
              with icpp-resolve --check where that works
+  names      share of the sample frames of each recording that have a real name
+             (not fn_ADDR or ?), from icpp-resolve --format folded; distro
+             programs also without debug files (ICPP_DEBUG_DIRS=/nonexistent,
+             a map trained so: a map keeps the names it was trained with)
   sample     sampling overhead: icpp-sample vs perf record (flat, -g,
              --call-graph dwarf), equal period, over randomized setups
   train      training overhead: icpp-train vs uftrace record, over setups
@@ -146,6 +152,7 @@ class Bench:
         os.makedirs(self.work, exist_ok=True)
         self.env = dict(os.environ)
         self.env.pop("ICPP_BENCH_PAD", None)
+        self.env.pop("DEBUGINFOD_URLS", None)     # local debug files only: no network lookups
         self.env["LC_ALL"] = "C"
         self.programs = {}
         self.order = []
@@ -161,7 +168,12 @@ class Bench:
         with open(path) as f:
             for line in f:
                 w = line.rstrip("\n").split("\t")
-                if w[0] == "P":
+                if w[0] == "P" and w[4] == "-":
+                    self.programs[w[1]] = {"pkg": w[2], "version": w[3], "bins": {"distro": w[6]},
+                                           "distro": True, "debug_package": None if w[7] == "-" else w[7],
+                                           "inputs": [], "ovh": None}
+                    self.order.append(w[1])
+                elif w[0] == "P":
                     self.programs[w[1]] = {"pkg": w[2], "version": w[3], "bins": {"fp": w[4], "nofp": w[5]},
                                            "inputs": [], "ovh": None}
                     self.order.append(w[1])
@@ -221,8 +233,8 @@ class Bench:
         os.makedirs(os.path.join(self.work, "rec"), exist_ok=True)
         for name in self.order:
             prog = self.programs[name]
-            for build in self.builds():
-                inputs = prog["inputs"] if build == "fp" else prog["inputs"][:1]
+            for build in self.builds(name):
+                inputs = prog["inputs"] if build != "nofp" else prog["inputs"][:1]
                 for inp in inputs:
                     key = "%s-%s-%s" % (name, build, inp["id"])
                     ent = out.setdefault(name, {}).setdefault(build, {}).setdefault(inp["id"], {})
@@ -270,8 +282,14 @@ class Bench:
     def precision_period(self):
         return max(1, self.a.period * 2 // 5)
 
-    def builds(self):
+    def builds(self, name=None):
+        if name in self.programs and self.programs[name].get("distro"):
+            return ["distro"]
         return ["fp", "nofp"] if self.a.nofp else ["fp"]
+
+    def main_build(self, name):
+        """The build the overhead figures run: fp, or a distro program's one build."""
+        return self.builds(name)[0]
 
     # How each recording is resolved for figure 3: what the map alone knows, then
     # with the recording's learn samples (icpp-sample --learn, on by default),
@@ -300,7 +318,7 @@ class Bench:
         out = self.res.setdefault("precision", {})
         for name in self.order:
             rows = out.setdefault(name, [])
-            for build in self.builds():
+            for build in self.builds(name):
                 ents = maps.get(name, {}).get(build, {})
                 for tid, t in ents.items():
                     for mid, m in ents.items():
@@ -384,8 +402,70 @@ class Bench:
             if len(ex) >= 3:
                 break
         c["incorrect_examples"] = ex
+        shown = j.get("incorrect_samples") or []
+        cold = [s for s in shown if re.search(r"\.cold(\.\d+)?(;|$)", s.get("truth") or "")]
+        c["incorrect_shown"], c["incorrect_cold"] = len(shown), len(cold)
+        c["incorrect_other"] = [(s.get("truth"), s.get("candidates")) for s in shown if s not in cold][:3]
         c["cmd"] = shq(ccmd[:-1] + ["RECORDING"])
         return c
+
+    # ------------------------------------------------------------ names
+    @staticmethod
+    def named_share(folded):
+        """(frames, named frames) of icpp-resolve --format folded, weighted by samples.  A
+        frame is a function's name (" [inlined]" and the like after it); pseudo-frames
+        ("[missing] ...", "[unresolved: ...]") are no function and are not counted."""
+        tot = named = 0.0
+        for line in folded.splitlines():
+            stack, _, w = line.rpartition(" ")
+            try:
+                w = float(w)
+            except ValueError:
+                continue
+            for fr in stack.split(";"):
+                if fr.startswith("["):
+                    continue
+                fr = fr.split(" [", 1)[0]
+                tot += w
+                named += 0 if (fr in ("", "?") or re.fullmatch(r"fn_[0-9a-f]+", fr)) else w
+        return tot, named
+
+    def fig_names(self):
+        maps = self.res.get("maps", {})
+        out = self.res.setdefault("names", {})
+        for name in self.order:
+            prog = self.programs[name]
+            b = self.main_build(name)
+            rows = out.setdefault(name, [])
+            nodebug = dict(self.env, ICPP_DEBUG_DIRS="/nonexistent")
+            for iid, e in maps.get(name, {}).get(b, {}).items():
+                if "map" not in e or "recording" not in e:
+                    continue
+                row = {"build": b, "input": iid}
+                runs = [("debug files", self.env, e["map"])]
+                if prog.get("distro"):
+                    # a map keeps the names it was trained with: train one without debug files
+                    inp = next(i for i in prog["inputs"] if i["id"] == iid)
+                    mp = e["map"].replace(".icppmap", "-nodebug.icppmap")
+                    rm(mp)
+                    tcmd = [self.train, "-q", "--fresh", "-o", mp, "--"] + self.prog_cmd(name, b, inp)
+                    r = run(tcmd, inp["file"] if inp["stdin"] else None, nodebug, self.a.timeout)
+                    if r["rc"] != 0:
+                        self.error("icpp-train (no debug files) %s %s" % (name, iid), tcmd, r)
+                    else:
+                        runs.append(("no debug files", nodebug, mp))
+                for label, env, mp in runs:
+                    cmd = [self.resolve, "-m", mp, "--format", "folded", e["recording"]]
+                    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                    if p.returncode != 0:
+                        self.error("icpp-resolve --format folded %s %s" % (name, iid), cmd,
+                                   {"rc": p.returncode, "err": p.stderr.decode(errors="replace")})
+                        continue
+                    tot, named = self.named_share(p.stdout.decode(errors="replace"))
+                    row[label] = {"frames": tot, "named": named,
+                                  "cmd": shq([self.resolve, "-m", "MAP", "--format", "folded", "RECORDING"])}
+                rows.append(row)
+            self.save()
 
     # ------------------------------------------------------------ overhead figures
     def setups(self, n, variants_of, figure):
@@ -460,7 +540,8 @@ class Bench:
         def variants(name):
             if name not in cache:
                 inp = self.programs[name]["inputs"][0] if name in self.programs else None
-                cache[name] = {v: self.variant(name, "fp", inp, t, "sample", v) for v, t in tools.items()}
+                cache[name] = {v: self.variant(name, self.main_build(name), inp, t, "sample", v)
+                               for v, t in tools.items()}
                 self.res.setdefault("sample", {}).setdefault(name, {"runs": []})["input"] = \
                     inp["id"] if inp else None
             return cache[name]
@@ -481,7 +562,7 @@ class Bench:
         def variants(name):
             if name not in cache:
                 inp = self.programs[name]["ovh"] if name in self.programs else None
-                vs = {v: self.variant(name, "fp", inp, t, "train", v) for v, t in tools.items()}
+                vs = {v: self.variant(name, self.main_build(name), inp, t, "train", v) for v, t in tools.items()}
                 ent = self.res.setdefault("train", {}).setdefault(name, {"runs": []})
                 ent["input"] = inp["id"] if inp else None
                 ent["input_bytes"] = inp["size"] if inp else 0
@@ -492,7 +573,7 @@ class Bench:
                     if r.get("wall") is None:
                         self.res["errors"][-1]["what"] += " (retrying with uftrace --estimate-return)"
                         est = lambda o: [self.uftrace, "record", "--estimate-return", "-d", o, "-P", "."]  # noqa
-                        vs["uftrace"] = self.variant(name, "fp", inp, est, "train", "uftrace")
+                        vs["uftrace"] = self.variant(name, self.main_build(name), inp, est, "train", "uftrace")
                         ent["uftrace_mode"] = "--estimate-return"
                         self.res["commands"]["train"]["uftrace"] = \
                             shq([self.uftrace, "record", "-d", "OUT", "-P", ".", "PROG", "ARGS..."])
@@ -505,7 +586,7 @@ class Bench:
     # ------------------------------------------------------------ cfi, resolve, rewrite
     def fig_cfi(self):
         libc = "/lib/x86_64-linux-gnu/libc.so.6"
-        bins = [libc] + [self.programs[n]["bins"][b] for n in self.order for b in self.builds()]
+        bins = [libc] + [self.programs[n]["bins"][b] for n in self.order for b in self.builds(n)]
         cmd = [self.cfi] + bins
         log("cfi_lookup: " + shq(cmd))
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
@@ -763,7 +844,7 @@ def main():
     ap.add_argument("--tools", required=True, help="meson build directory holding the icpp tools")
     ap.add_argument("--work", required=True, help="scratch directory (maps, recordings)")
     ap.add_argument("--out", required=True, help="results JSON")
-    ap.add_argument("--figures", default="maps,precision,learnrate,cfi,resolve,large,sample,train,rewrite,stats")
+    ap.add_argument("--figures", default="maps,precision,learnrate,names,cfi,resolve,large,sample,train,rewrite,stats")
     ap.add_argument("--keep-recordings", action="store_true")
     ap.add_argument("--setups-train", type=int, default=8)
     ap.add_argument("--setups-sample", type=int, default=10)
@@ -783,7 +864,7 @@ def main():
     figs = a.figures.split(",")
     b.res["meta"]["figures"] = figs
     t0 = time.time()
-    for f in ("maps", "precision", "learnrate", "cfi", "resolve", "large", "sample", "train", "rewrite", "stats"):
+    for f in ("maps", "precision", "learnrate", "names", "cfi", "resolve", "large", "sample", "train", "rewrite", "stats"):
         if f in figs:
             t = time.time()
             log("figure %s" % f)

@@ -73,5 +73,27 @@ build_sqlite3() { # make the amalgamation (needs tclsh), then one static-linked 
           -o "$out/sqlite3" shell.c sqlite3.c -lm)
 }
 
+# Programs as the distribution ships them: the installed binary (stripped,
+# built without frame pointers), no build.  Appended to the programs of the
+# full and --quick runs; their one build is called "distro".
+#   DISTRO_BIN[NAME]  the installed binary
+#   PKG[NAME]         the Debian binary package that installs it (bench/run installs it)
+#   DBG[NAME]         its separate debug packages (space-separated: the program's, its
+#                     libraries'), each installed by bench/run when Debian's
+#                     archive has it (the -dbgsym packages of the debian-debug archive
+#                     are not reachable from the bench machines: a -dbg package of the
+#                     main archive, or none); libc's (libc6-dbg) comes with scripts/deps
+#   INPUTS[NAME]      as above
+# gas: binutils' x86-64 assembler -- a table-driven parser and encoder, hash
+# tables, an expression evaluator and macro processor, libbfd for the output;
+# Debian's main archive has its debug package.
+DISTRO_PROGRAMS=(gas)
+declare -A DISTRO_BIN DBG
+DISTRO_BIN[gas]=/usr/bin/x86_64-linux-gnu-as
+PKG[gas]=binutils-x86-64-linux-gnu
+DBG[gas]="binutils-x86-64-linux-gnu-dbg libbinutils-dbg"   # gas, and libbfd it links
+INPUTS[gas]="insns gas_insns 1 -o @OUT@ @FILE@
+macros gas_macros 1 -o @OUT@ @FILE@"
+
 # Packages the builds need beyond build-essential (tclsh for sqlite3's amalgamation).
 BUILD_DEPS=(tcl)

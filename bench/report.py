@@ -174,11 +174,21 @@ class Report:
         self.w("(nofp: map statistics, offline precision, CFI). Inputs are generated deterministically by")
         self.w("`bench/gen_inputs.py` (fixed seeds). The first input set of each program is its \"A\" set: the")
         self.w("overhead figures run it (training overhead on a smaller copy, see there).")
+        distro = [n for n in self.order if self.r["programs"][n].get("distro")]
+        if distro:
+            self.w("Programs marked *distro* are not built: the binary Debian installs is measured as shipped")
+            self.w("(stripped: `.dynsym` only; `-O2` without frame pointers; gcc's split cold parts), with its")
+            self.w("debug package where Debian's main archive has one (bench/programs.sh). Their one build is")
+            self.w("called *distro* in every table; they are not in the fp summaries.")
         self.w()
         self.w("| program | source package | input set | bytes | command |")
         self.w("|---|---|---|---|---|")
         for n in self.order:
             p = self.r["programs"][n]
+            if p.get("distro"):
+                self.w("| %s (distro) | %s %s; debug package: %s | `%s` | | |" % (
+                    n, p["pkg"], p["version"], p.get("debug_package") or "none in the archive",
+                    p["bins"]["distro"]))
             for i, inp in enumerate(p["inputs"]):
                 args = " ".join(os.path.basename(x) if x == inp["file"] else x for x in inp["args"])
                 if inp["stdin"]:
@@ -537,6 +547,8 @@ class Report:
                     n, b, lab, self.short(truth), self.short(cands[0]), more))
         self.w()
         self.learnrate(modes)
+        self.incorrect_explained(data)
+        self.names()
         self.w("Without ground truth, how the samples resolved (`icpp-resolve --format json`, shares of all")
         self.w("samples: one candidate / several / CID not in the map / no CID could be formed):")
         self.w()
@@ -559,6 +571,39 @@ class Report:
                 if self.a.check and not all(0 <= (sh_.get(k) or 0) <= 1 for k in sh_):
                     self.bad("resolve shares of %s %s out of range" % (n, lab))
         self.w()
+
+    def incorrect_explained(self, data):
+        rows = [(n, row) for n in self.order if self.r["programs"][n].get("distro")
+                for row in data.get(n, []) if row.get("kind") == "offline"]
+        if not rows:
+            return
+        self.w("### Incorrect samples of the distro programs, offline")
+        self.w()
+        self.w("Offline (trained and measured on the same input) nothing should be incorrect. The samples")
+        self.w("`--check` lists (its first 20) are classified: a true path through a split cold part")
+        self.w("(`foo.cold`, a separate function in the stripped binary's table until cold parts join their")
+        self.w("parent function, issue #12 item 2), and the rest, listed.")
+        self.w()
+        self.w("| program | input | incorrect samples | shown | with a cold part in the true path | other |")
+        self.w("|---|---|---|---|---|---|")
+        other = []
+        for n, row in rows:
+            c = row.get("check") or {}
+            bs = c.get("by_samples") or {}
+            shown = c.get("incorrect_shown")
+            cold = c.get("incorrect_cold")
+            self.w("| %s | %s | %s | %s | %s | %s |" % (n, row["train"], bs.get("incorrect", "n/a"),
+                                                     "n/a" if shown is None else shown,
+                                                     "n/a" if cold is None else cold,
+                                                     "n/a" if shown is None else shown - cold))
+            for ex in c.get("incorrect_other") or []:
+                other.append((n, row["train"], ex))
+        self.w()
+        for n, iid, (truth, cand) in other[:6]:
+            self.w("- %s %s, not a cold part:<br>true `%s`<br>resolved `%s`" % (
+                n, iid, self.short(truth), self.short((cand or "").split(" | ")[0])))
+        if other:
+            self.w()
 
     def learnrate(self, modes):
         data = self.r.get("learnrate", {})
@@ -585,6 +630,34 @@ class Report:
                     lr.get("learned", "n/a"), pct(f["precise"]), pct(f["incorrect"]), pct(f["missing"])))
         self.w()
 
+    def names(self):
+        data = self.r.get("names", {})
+        if not data:
+            return
+        self.w("### Names resolved")
+        self.w()
+        self.w("Share of the sample frames (weighted by samples, inlined frames included) that carry a real")
+        self.w("name rather than `fn_ADDR` or `?`, in `icpp-resolve -m MAP --format folded RECORDING` of each")
+        self.w("recording with its own map (section 3's recordings). Stripped functions get their names from")
+        self.w("separate debug files (docs/debuginfo.md); distro programs are also resolved with")
+        self.w("`ICPP_DEBUG_DIRS=/nonexistent`, i.e. with no debug file at all (libc's included), with a map")
+        self.w("trained the same way (a map keeps the names it was trained with).")
+        self.w()
+        self.w("| program | build | input | sample frames | named, with debug files | named, without |")
+        self.w("|---|---|---|---|---|---|")
+        for n in self.order:
+            for row in data.get(n, []):
+                def share(k):
+                    d = row.get(k)
+                    return pct(100.0 * d["named"] / d["frames"]) if d and d["frames"] else "n/a"
+                d = row.get("debug files") or {}
+                self.w("| %s | %s | %s | %s | %s | %s |" % (n, row["build"], row["input"], num(d.get("frames"), "%.0f"),
+                                                         share("debug files"),
+                                                         share("no debug files") if "no debug files" in row else ""))
+                if self.a.check and not d.get("frames"):
+                    self.bad("names of %s %s: no frames" % (n, row["input"]))
+        self.w()
+
     # -------------------------------------------------------------- figure 4
     def maps(self):
         self.w("## 4. Path maps")
@@ -599,7 +672,7 @@ class Report:
                "| hooked jmp / int3 | uninstrumented s | training s | map KiB |")
         self.w("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in self.order:
-            for b in ("fp", "nofp"):
+            for b in ("fp", "nofp", "distro"):
                 for iid, e in data.get(n, {}).get(b, {}).items():
                     st = e.get("stats")
                     if not st:

@@ -108,7 +108,11 @@ static const char *usage_text =
     "statistically ahead of the next one ('>') or not ('~': the footer says how\n"
     "many more samples would order them). A thread whose intervals between\n"
     "samples are periodic or autocorrelated (lockstep sampling) is named in the\n"
-    "report's header (text, tree, svg; json: \"sampling\"; docs/statistics.md).\n";
+    "report's header (text, tree, svg; json: \"sampling\"; docs/statistics.md).\n"
+    "Stripped functions are named, and get inlined frames and lines, from their\n"
+    "separate debug files (/usr/lib/debug, .gnu_debuglink, debuginfod when\n"
+    "DEBUGINFOD_URLS is set; ICPP_DEBUG_DIRS replaces /usr/lib/debug;\n"
+    "docs/debuginfo.md); otherwise they show as fn_ADDR.\n";
 
 /* ms: with maps given (-m, --map-dir), threads' own stacks are voted with
  * them (mapset.h), as the profile does; else each thread's first sample

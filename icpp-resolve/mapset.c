@@ -2,6 +2,7 @@
 #include "mapset.h"
 
 #include "module.h"
+#include "names.h"
 #include "escape.h"
 #include "hmap.h"
 #include "output.h"
@@ -510,6 +511,14 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
                                 icpp_escape(samples, e1, sizeof e1));
         return icpp_err_set(err, ENOENT, "%s: no path map for %s: %s", icpp_escape(samples, e1, sizeof e1),
                             icpp_escape(ms->bins[0].path, e2, sizeof e2), icpp_escape(ms->bins[0].why, e3, sizeof e3));
+    }
+    /* names from symbols or a separate debug file installed since training */
+    for (size_t i = 0; i < ms->nmaps; i++) {
+        char note[1024];
+        if (icpp_names_refresh(ms->maps[i].pm, note, sizeof note, err) < 0)
+            return -1;
+        if (note[0])
+            fprintf(stderr, "icpp-resolve: note: %s\n", note);
     }
     if (build_union(ms, err) < 0)
         return -1;

@@ -3,6 +3,7 @@
 #include "escape.h"
 #include "fsafe.h"
 #include "module.h"
+#include "names.h"
 #include "pathmap.h"
 #include "recover.h"
 
@@ -50,7 +51,7 @@ static const char *usage_text =
     "                     256 functions: its first and last 8).\n"
     "  -v, --verbose      list every function that did not get the jmp hook (the\n"
     "                     slower int3, or none) with the reason, as the agent\n"
-    "                     patches it.\n"
+    "                     patches it (stripped functions as fn_ADDR).\n"
     "  -q, --quiet        no summary.\n"
     "  -h, --help         this text.\n"
     "\n"
@@ -59,6 +60,9 @@ static const char *usage_text =
     "directory in $TMPDIR, else /dev/shm, else /tmp). SIGTERM,\n"
     "SIGINT or SIGHUP sent to icpp-train go to PROG; icpp-train then waits for it\n"
     "and writes MAP. If icpp-train itself is killed, PROG is killed too.\n"
+    "MAP names stripped functions from their separate debug files\n"
+    "(docs/debuginfo.md: /usr/lib/debug or ICPP_DEBUG_DIRS, .gnu_debuglink,\n"
+    "debuginfod when DEBUGINFOD_URLS is set).\n"
     "\n"
     "Exit status: PROG's (128+N if signal N killed it); 1 if the map could not\n"
     "be written (the previous MAP is kept), 2 on bad usage.\n";
@@ -650,13 +654,6 @@ int main(int argc, char **argv)
                          "loads, e.g. libc.so.6)" : "");
         return status ? status : 1;
     }
-    /* Names for people: demangled C++. */
-    for (uint32_t f = 0; f < icpp_pathmap_nfuncs(pm); f++) {
-        char *dm = icpp_demangle(icpp_pathmap_func(pm, f)->name);
-        if (dm)
-            icpp_pathmap_rename_func(pm, f, dm);
-        free(dm);
-    }
     size_t old_paths = old ? icpp_pathmap_nnodes(old) - 1 : 0;
     icpp_pathmap *result = pm;
     if (old) {
@@ -664,6 +661,12 @@ int main(int argc, char **argv)
             die(1, "%s", err.msg);
         result = old;
     }
+    /* Names for people: symbols or a separate debug file, demangled C++. */
+    char note[1024];
+    if (icpp_names_refresh(result, note, sizeof note, &err) < 0)
+        die(1, "%s", err.msg);
+    if (note[0] && !quiet)
+        fprintf(stderr, "icpp-train: note: %s\n", note);
     add_meta(result, "runs", 1);
     add_meta(result, "processes", nprocs);
     add_meta(result, "threads", nthreads);

@@ -262,6 +262,22 @@ oom:
     return icpp_err_set(err, ENOMEM, "out of memory reading the function table");
 }
 
+int icpp_functab_section(const uint8_t *p, size_t len, const char *name, const uint8_t **sec, size_t *n)
+{
+    img m;
+    if (open_img(&m, p, len, NULL) < 0)
+        return -1;
+    for (size_t i = 0; i < m.nsh; i++) {
+        const char *nm = shname(&m, &m.sh[i]);
+        if (!nm || strcmp(nm, name) || m.sh[i].sh_type == SHT_NOBITS || !in(&m, m.sh[i].sh_offset, m.sh[i].sh_size))
+            continue;
+        *sec = m.p + m.sh[i].sh_offset;
+        *n = m.sh[i].sh_size;
+        return 0;
+    }
+    return -1;
+}
+
 static int notes(const img *m, uint64_t off, uint64_t size, icpp_build_id *out)
 {
     if (!in(m, off, size))

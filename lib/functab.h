@@ -34,6 +34,10 @@ typedef struct icpp_ftab_entry {
  * The image is untrusted: every offset is checked. */
 int icpp_functab_build(const uint8_t *img, size_t len, icpp_ftab_entry **out, size_t *n, icpp_err *err);
 
+/* The contents of the section named `name` in the image: *sec, *n; -1 if
+ * there is none, it has no file bytes (SHT_NOBITS) or lies outside the image. */
+int icpp_functab_section(const uint8_t *img, size_t len, const char *name, const uint8_t **sec, size_t *n);
+
 /* The NT_GNU_BUILD_ID note of the image (len 0 if none). */
 int icpp_functab_build_id(const uint8_t *img, size_t len, icpp_build_id *out);
 

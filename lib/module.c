@@ -2,6 +2,7 @@
 #include "module.h"
 
 #include "codec.h"
+#include "debuginfo.h"
 #include "fsafe.h"
 #include "hmap.h"
 
@@ -36,6 +37,13 @@ struct icpp_module {
     size_t           nfuncs;
     char           **strings;   /* names we own */
     size_t           nstrings, capstrings;
+    icpp_debuginfo   dbg;       /* the separate debug file (dbg.fd < 0: none), looked up when the
+                                   binary lacks a symbol table or DWARF */
+    Elf             *dbg_elf;   /* it, read with libelf */
+    Elf             *dw_elf;    /* where DWARF comes from: elf, or dbg_elf when the binary has none */
+    icpp_debuginfo   alt;       /* the dwz common file dw_elf's .gnu_debugaltlink names */
+    Elf             *alt_elf;
+    Dwarf           *alt_dw;
     Dwarf           *dw;        /* DWARF for source lines, opened on first use */
     int              dw_tried;
     struct dwfn     *dwfns;     /* pc ranges of DWARF subprograms, sorted; built on the first inline lookup */
@@ -49,6 +57,8 @@ struct dwfn {
     uint64_t lo, hi;            /* lo first: upper_bound's key */
     Dwarf_Off die;
 };
+
+static size_t upper_bound(const void *base, size_t n, size_t stride, uint64_t addr);
 
 static int once_elf_version(void)
 {
@@ -122,6 +132,59 @@ static int build_functions(icpp_module *m, icpp_err *err)
     m->nfuncs = n;
     free(e);
     return 0;
+}
+
+/* Names from the debug file's symbol table for the functions the binary
+ * found without a name (FDE starts; docs/debuginfo.md: a debug file names
+ * functions, it never adds, moves, merges or renames one -- their identity
+ * is what training sees). */
+static int name_from_debug(icpp_module *m, icpp_err *err)
+{
+    size_t len = 0;
+    const char *raw = elf_rawfile(m->dbg_elf, &len);
+    icpp_ftab_entry *e = NULL;
+    size_t n = 0;
+    if (!raw || icpp_functab_build((const uint8_t *)raw, len, &e, &n, NULL) < 0)
+        return 0;               /* an unreadable symbol table names nothing */
+    for (size_t i = 0; i < m->nfuncs; i++) {
+        icpp_func *f = &m->funcs[i];
+        if (f->source != ICPP_FSRC_FDE)
+            continue;           /* named by .dynsym already: the name training recorded */
+        size_t k = upper_bound(e, n, sizeof *e, f->addr);
+        if (!k || e[k - 1].addr != f->addr || !e[k - 1].sym)
+            continue;
+        char *sym = own(m, strdup(e[k - 1].sym)), *d = sym ? icpp_demangle(sym) : NULL, *dem = NULL;
+        if (!sym || (d && !(dem = own(m, d)))) {
+            free(e);
+            return icpp_err_set(err, ENOMEM, "%s: out of memory", m->path);
+        }
+        f->sym = sym;
+        f->name = dem ? dem : sym;
+    }
+    free(e);
+    return 0;
+}
+
+static int attach_debug(icpp_module *m, icpp_err *err)
+{
+    size_t len = 0, n;
+    const uint8_t *raw = (const uint8_t *)elf_rawfile(m->elf, &len), *sec;
+    if (!raw)
+        return 0;
+    int has_syms = icpp_functab_section(raw, len, ".symtab", &sec, &n) == 0;
+    int has_dwarf = icpp_functab_section(raw, len, ".debug_info", &sec, &n) == 0;
+    if (has_syms && has_dwarf)
+        return 0;
+    if (icpp_debuginfo_find(m->path, raw, len, &m->dbg) < 0)
+        return icpp_err_set(err, ENOMEM, "%s: out of memory", m->path);
+    if (m->dbg.fd < 0)
+        return 0;
+    m->dbg_elf = elf_begin(m->dbg.fd, ELF_C_READ_MMAP, NULL);
+    if (!m->dbg_elf || elf_kind(m->dbg_elf) != ELF_K_ELF)
+        return 0;
+    if (!has_dwarf)
+        m->dw_elf = m->dbg_elf;
+    return has_syms ? 0 : name_from_debug(m, err);
 }
 
 static int read_headers(icpp_module *m, icpp_err *err)
@@ -236,7 +299,9 @@ icpp_module *icpp_module_open(const char *path, icpp_err *err)
         icpp_err_set(err, ICPP_EFORMAT, "%s: not an ELF file", path);
         goto fail;
     }
-    if (read_headers(m, err) < 0 || build_functions(m, err) < 0)
+    m->dbg.fd = m->alt.fd = -1;
+    m->dw_elf = m->elf;
+    if (read_headers(m, err) < 0 || build_functions(m, err) < 0 || attach_debug(m, err) < 0)
         goto fail;
     return m;
 fail:
@@ -256,6 +321,14 @@ void icpp_module_close(icpp_module *m)
     icpp_hmap_free(&m->dwnames);
     if (m->dw)
         dwarf_end(m->dw);
+    if (m->alt_dw)
+        dwarf_end(m->alt_dw);
+    if (m->alt_elf)
+        elf_end(m->alt_elf);
+    icpp_debuginfo_release(&m->alt);
+    if (m->dbg_elf)
+        elf_end(m->dbg_elf);
+    icpp_debuginfo_release(&m->dbg);
     if (m->elf)
         elf_end(m->elf);
     if (m->fd >= 0)
@@ -265,6 +338,7 @@ void icpp_module_close(icpp_module *m)
 }
 
 const char *icpp_module_path(const icpp_module *m) { return m->path; }
+const icpp_debuginfo *icpp_module_debuginfo(const icpp_module *m) { return &m->dbg; }
 Elf *icpp_module_elf(const icpp_module *m) { return m->elf; }
 int icpp_module_fd(const icpp_module *m) { return m->fd; }
 icpp_module_kind icpp_module_kind_of(const icpp_module *m) { return m->kind; }
@@ -329,11 +403,27 @@ int icpp_module_is_sigreturn(const icpp_module *m, uint64_t addr)
     return icpp_module_read(m, addr, b, sizeof b) == 0 && !memcmp(b, restore_rt, sizeof b);
 }
 
+/* The dwz common file of the debug file, given to libdw before it looks
+ * for one itself (it would open the path without our input rules). */
+static void attach_alt(icpp_module *m)
+{
+    size_t len = 0;
+    const char *raw = elf_rawfile(m->dw_elf, &len);
+    if (!raw || icpp_debuginfo_find_alt(m->dbg.path, (const uint8_t *)raw, len, &m->alt) < 0 || m->alt.fd < 0)
+        return;
+    m->alt_elf = elf_begin(m->alt.fd, ELF_C_READ_MMAP, NULL);
+    m->alt_dw = m->alt_elf ? dwarf_begin_elf(m->alt_elf, DWARF_C_READ, NULL) : NULL;
+    if (m->alt_dw)
+        dwarf_setalt(m->dw, m->alt_dw);
+}
+
 static Dwarf *module_dwarf(icpp_module *m)
 {
     if (!m->dw_tried) {
         m->dw_tried = 1;
-        m->dw = dwarf_begin_elf(m->elf, DWARF_C_READ, NULL);
+        m->dw = dwarf_begin_elf(m->dw_elf, DWARF_C_READ, NULL);
+        if (m->dw && m->dw_elf == m->dbg_elf)
+            attach_alt(m);
     }
     return m->dw;
 }
@@ -355,7 +445,8 @@ const char *icpp_module_srcline(icpp_module *m, uint64_t addr, int *line)
  * with a uint64_t key, sorted by it) have key <= addr. */
 static size_t upper_bound(const void *base, size_t n, size_t stride, uint64_t addr)
 {
-    _Static_assert(offsetof(icpp_func, addr) == 0 && offsetof(struct dwfn, lo) == 0, "keys first");
+    _Static_assert(offsetof(icpp_func, addr) == 0 && offsetof(struct dwfn, lo) == 0 &&
+                   offsetof(icpp_ftab_entry, addr) == 0, "keys first");
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <libelf.h>
 
+#include "debuginfo.h"
 #include "defs.h"
 #include "err.h"
 #include "functab.h"
@@ -34,6 +35,13 @@ icpp_module *icpp_module_open(const char *path, icpp_err *err);
 void         icpp_module_close(icpp_module *m);
 
 const char          *icpp_module_path(const icpp_module *m);
+/* The separate debug file (lib/debuginfo.h), looked up at open when the
+ * binary lacks a symbol table or DWARF: where it was found (fd >= 0) and
+ * what was refused.  Its symbol table names the functions the binary's own
+ * table lacks names for (never adding one: docs/debuginfo.md); its DWARF
+ * serves icpp_module_srcline and icpp_module_inlines when the binary has
+ * none. */
+const icpp_debuginfo *icpp_module_debuginfo(const icpp_module *m);
 Elf                 *icpp_module_elf(const icpp_module *m);
 int                  icpp_module_fd(const icpp_module *m);
 icpp_module_kind     icpp_module_kind_of(const icpp_module *m);

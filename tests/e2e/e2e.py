@@ -66,6 +66,22 @@ def script(samples):
     return out
 
 
+def addr2line(binary, addrs):
+    """{address: [function, ...]} innermost first, the containing function last
+    (binutils' addr2line: a DWARF reader that shares no code with libdw)."""
+    r = run(["addr2line", "-a", "-i", "-f", "-C", "-e", binary] + [f"{a:#x}" for a in addrs])
+    out, cur, k = {}, None, 0
+    for line in r.stdout.splitlines():
+        if re.fullmatch(r"0x[0-9a-f]+", line):
+            cur, k = int(line, 16), 0
+            out[cur] = []
+        else:
+            if k % 2 == 0:
+                out[cur].append(line)
+            k += 1
+    return out
+
+
 def map_paths(mapfile):
     """`icpp-train --paths MAP`: one (count, {height: count}, names, ids) per call path,
     names and ids (module@address) as tuples, root first."""

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
-from e2e import SOURCE, Checker, built, run, script, textproto, tool
+from e2e import SOURCE, Checker, addr2line, built, run, script, textproto, tool
 
 c = Checker("e2e-inline")
 TRAIN, SAMPLE, RESOLVE = tool("icpp-train"), tool("icpp-sample"), tool("icpp-resolve")
@@ -43,21 +43,6 @@ def resolve(fmt, *extra, samples=SAMPLES, mapfile=MAP):
     out = os.path.join(tmp, f"out.{fmt}{''.join(extra)}")
     r = run([RESOLVE, "-m", mapfile, "--format", fmt, "-o", out] + list(extra) + [samples])
     c.check(r.returncode == 0, f"--format {fmt} {extra}: exit {r.returncode}: {r.stderr}")
-    return out
-
-
-def addr2line(binary, addrs):
-    """{address: [function, ...]} innermost first, the containing function last."""
-    r = run(["addr2line", "-a", "-i", "-f", "-C", "-e", binary] + [f"{a:#x}" for a in addrs])
-    out, cur, k = {}, None, 0
-    for line in r.stdout.splitlines():
-        if re.fullmatch(r"0x[0-9a-f]+", line):
-            cur, k = int(line, 16), 0
-            out[cur] = []
-        else:
-            if k % 2 == 0:
-                out[cur].append(line)
-            k += 1
     return out
 
 

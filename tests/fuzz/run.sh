@@ -2,7 +2,7 @@
 # run.sh -- one meson fuzz test: build fuzz_NAME if needed, make seeds, fuzz for a bounded time.
 #
 # Usage: tests/fuzz/run.sh NAME MKSEEDS OUTDIR
-#   NAME     pathmap | samples | fde | functab | procmaps | replay | unwind | basevote | ...
+#   NAME     pathmap | samples | fde | functab | procmaps | replay | unwind | basevote | debuginfo | ...
 #   MKSEEDS  the seed writer (tests/fuzz/mkseeds.c, built by meson)
 #   OUTDIR   where the fuzzers are built and crash inputs kept (OUTDIR/artifacts/)
 # Environment: ICPP_FUZZ_TIME  seconds of fuzzing (default 15)
@@ -35,6 +35,7 @@ elfs=(/usr/bin/true "$mkseeds")
 "$mkseeds" "$tmp/gen" "${elfs[@]}"
 case $name in
   replay) sub=samples ;;
+  debuginfo) sub=functab ;;     # ELF files: real ones carry a .gnu_debuglink
   *)      sub=$name ;;
 esac
 if [ "$name" = perfdata ] && command -v perf >/dev/null; then
