@@ -90,9 +90,13 @@ typedef struct cie_info {
     uint8_t  fde_enc;
     uint8_t  addr_size;
     uint8_t  signal;        /* augmentation 'S': a signal-return trampoline */
+    uint64_t code_align;
+    int64_t  data_align;
+    size_t   ins, end;      /* its initial instructions, offsets from the section start */
+    uint8_t  z;             /* augmentation "z...": FDEs carry augmentation data */
 } cie_info;
 
-static int parse_cie(rd r, int eh, cie_info *ci)
+static int parse_cie(rd r, const uint8_t *sec, int eh, cie_info *ci)
 {
     uint8_t version = (uint8_t)rd_u(&r, 1);
     const uint8_t *aug = r.p;
@@ -113,18 +117,23 @@ static int parse_cie(rd r, int eh, cie_info *ci)
         if (!eh)
             ci->fde_enc = ci->addr_size == 4 ? DW_EH_PE_udata4 : DW_EH_PE_udata8;
     }
-    rd_uleb(&r);                        /* code alignment */
-    rd_sleb(&r);                        /* data alignment */
+    ci->code_align = rd_uleb(&r);
+    ci->data_align = rd_sleb(&r);
     if (version == 1)
         rd_u(&r, 1);
     else
         rd_uleb(&r);                    /* return address register */
-    if (auglen == 0 || aug[0] != 'z')
+    ci->end = (size_t)(r.end - sec);
+    ci->z = auglen > 0 && aug[0] == 'z';
+    if (!ci->z) {
+        ci->ins = (size_t)(r.p - sec);
         return r.bad ? -1 : 0;
+    }
     uint64_t alen = rd_uleb(&r);
     if (r.bad || alen > (uint64_t)(r.end - r.p))
         return -1;
     rd a = {r.p, r.p + alen, 0};
+    ci->ins = (size_t)(r.p + alen - sec);
     for (size_t i = 1; i < auglen; i++) {
         switch (aug[i]) {
         case 'L': rd_u(&a, 1); break;
@@ -149,6 +158,8 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
     *nout = 0;
     const char *name = eh ? ".eh_frame" : ".debug_frame";
     const uint8_t *sec = data, *secend = sec + size;
+    if (size > UINT32_MAX)
+        return icpp_err_set(err, ICPP_EUNSUPPORTED, "%s: section of 4 GiB or more", name);
     icpp_fde *v = NULL;
     size_t n = 0, cap = 0;
     cie_info cache[16];
@@ -199,7 +210,7 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
                 rd cb = {c.p, c.p + clen, 0};
                 rd_u(&cb, c64 ? 8 : 4);
                 ci.off = cie_off;
-                if (cb.bad || parse_cie(cb, eh, &ci) < 0)
+                if (cb.bad || parse_cie(cb, sec, eh, &ci) < 0)
                     goto corrupt;
                 cache[cache_next] = ci;
                 cache_next = (cache_next + 1) % 16;
@@ -211,6 +222,15 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
             uint64_t range = rd_enc(&b, ci.fde_enc & 0x0f, 0, 0);
             if (b.bad || lo + range < lo)       /* a range past 2^64 would give hi < lo */
                 goto corrupt;
+            if (ci.z) {                         /* the FDE's augmentation data, then its instructions */
+                uint64_t alen = rd_uleb(&b);
+                if (b.bad || alen > (uint64_t)(b.end - b.p))
+                    goto corrupt;
+                b.p += alen;
+            }
+            /* Factors outside 1..255 / -128..127 (never emitted) are stored as 0:
+             * lib/cfaprog.h refuses to read such a program. */
+            int odd = ci.code_align < 1 || ci.code_align > 255 || ci.data_align < -128 || ci.data_align > 127;
             if (range) {
                 if (n == cap) {
                     cap = cap ? 2 * cap : 256;
@@ -221,7 +241,9 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
                     }
                     v = nv;
                 }
-                v[n++] = (icpp_fde){lo, lo + range, ci.signal};
+                v[n++] = (icpp_fde){lo, lo + range, ci.signal, ci.fde_enc, odd ? 0 : (int8_t)ci.data_align,
+                                    odd ? 0 : (uint8_t)ci.code_align, (uint32_t)ci.ins, (uint32_t)ci.end,
+                                    (uint32_t)(b.p - sec), (uint32_t)(next - sec)};
             }
         }
         p = next;
