@@ -116,6 +116,7 @@ typedef struct fn {
     size_t    frame_ix;
     int32_t   d0, fdepth;       /* depth before / after the allocation */
     int32_t   frame_rbp;
+    uint8_t   frame_rbpk;       /* what rbp holds right after the allocation */
     int       have_sw;          /* an indirect jump inside the frame (switch table) */
     st        sw;
     int32_t   rsp_min;          /* shallowest byte reached from rsp inside */
@@ -397,9 +398,12 @@ static int in_parts(const fn *F, uint64_t a)
 
 /* ---- data flow ---- */
 
+/* The caller's rbp and any other value are the same to the analysis (only
+ * a frame pointer is ever relied on): without a frame pointer rbp is just
+ * another register, written on one path and not on another. */
 static int same_state(const ins *x, const st *s)
 {
-    return x->inside == s->inside && x->depth == s->depth && x->rbpk == s->rbpk &&
+    return x->inside == s->inside && x->depth == s->depth && (x->rbpk == RBP_FRAME) == (s->rbpk == RBP_FRAME) &&
            (s->rbpk != RBP_FRAME || x->rbp == s->rbp);
 }
 
@@ -632,6 +636,7 @@ static void step(fn *F, size_t i)
             F->d0 = s.depth;
             F->fdepth = s.depth + x->delta;
             F->frame_rbp = s.rbp;
+            F->frame_rbpk = s.rbpk;
             add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
             s.inside = 1;
             s.depth += x->delta;
@@ -691,6 +696,7 @@ static void step(fn *F, size_t i)
             F->frame_ix = i;
             F->d0 = F->fdepth = s.depth;
             F->frame_rbp = s.rbp;
+            F->frame_rbpk = RBP_FRAME;
             s.inside = 1;
         }
         break;
@@ -758,7 +764,7 @@ static void seed_unreached(fn *F)
         if (F->have_sw)
             s = F->sw;
         else if (F->have_frame)
-            s = (st){F->fdepth, F->frame_rbp, 1, RBP_FRAME};
+            s = (st){F->fdepth, F->frame_rbp, 1, F->frame_rbpk};
         else
             return;             /* nothing to enlarge: no need to know */
         reach(F, i, s, 0);
