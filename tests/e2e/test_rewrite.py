@@ -325,7 +325,7 @@ if not only:
         c.check(r.returncode == 0 and f.get("verify_ok"), f"frames: --verify failed: {r.stdout[-1500:]}")
         padded = {m for _a, _p, m in f["resized"]}
         c.check("sub" in padded and "enter" in padded, f"frames: want both sub and enter paddings, got {f['resized']}")
-        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], "frames")
+        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], "frames", cfi=True)
 
 # ---- 5. without frame pointers: resized, exceptions caught, gdb's backtraces unchanged ----
 
@@ -369,7 +369,7 @@ for e in corpus.load_list():
     leaf = "_ZN3exc9fail_leafEmmb"
     bt0, bt1 = gdb_bt(e.binary, leaf, ["1"]), gdb_bt(out, leaf, ["1"])
     c.check(len(bt0) >= 10 and bt0 == bt1, f"{label}: gdb backtraces at {leaf} differ:\n{bt0}\n{bt1}")
-    if len(bt0) > 1 and bt0[1][0]:
+    if c.check(len(bt0) > 1 and bt0[1][0], f"{label}: gdb gave no return address in frame #1: {bt0}"):
         at = "*%#x" % (bt0[1][0] - 5)     # the call rel32 before frame #1's return address
         bt0, bt1 = gdb_bt(e.binary, at, ["1"]), gdb_bt(out, at, ["1"])
         c.check(len(bt0) >= 9 and "descend" in bt0[0][1] and bt0 == bt1,
