@@ -1,5 +1,6 @@
 /* cfaprog.c -- an FDE's call frame program read for patching: the CFA rule over each code range, and where each CFA offset is encoded. */
 #include "cfaprog.h"
+#include "dwread.h"
 
 #include <dwarf.h>
 #include <errno.h>
@@ -8,46 +9,9 @@
 
 #define MAX_NEST 64
 
-typedef struct rd {
-    const uint8_t *p, *end;
-    int bad;
-} rd;
-
-static uint64_t rd_u(rd *r, size_t n)
-{
-    if (r->bad || (size_t)(r->end - r->p) < n) {
-        r->bad = 1;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)r->p[i] << (8 * i);
-    r->p += n;
-    return v;
-}
-
-/* LEB128 of at most 10 bytes; *len gets its length. */
-static uint64_t rd_leb(rd *r, int sign, uint8_t *len)
-{
-    uint64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b;
-    const uint8_t *start = r->p;
-    do {
-        if (r->bad || r->p >= r->end || shift > 63) {
-            r->bad = 1;
-            return 0;
-        }
-        b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-    } while (b & 0x80);
-    if (sign && shift < 64 && (b & 0x40))
-        v |= ~(uint64_t)0 << shift;
-    if (len)
-        *len = (uint8_t)(r->p - start);
-    return v;
-}
+typedef icpp_rd rd;
+#define rd_u icpp_rd_u
+#define rd_leb icpp_rd_leb
 
 static void skip_block(rd *r)
 {

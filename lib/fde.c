@@ -1,5 +1,6 @@
 /* fde.c -- FDE enumeration from raw .eh_frame/.debug_frame bytes: untrusted input, no library needed. */
 #include "fde.h"
+#include "dwread.h"
 
 #include <dwarf.h>
 #include <errno.h>
@@ -7,56 +8,17 @@
 #include <string.h>
 
 
-typedef struct rd {
-    const uint8_t *p, *end;
-    int bad;
-} rd;
-
-static uint64_t rd_u(rd *r, size_t n)
-{
-    if (r->bad || (size_t)(r->end - r->p) < n) {
-        r->bad = 1;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)r->p[i] << (8 * i);
-    r->p += n;
-    return v;
-}
+typedef icpp_rd rd;
+#define rd_u icpp_rd_u
 
 static uint64_t rd_uleb(rd *r)
 {
-    uint64_t v = 0;
-    for (unsigned shift = 0;; shift += 7) {
-        if (r->bad || r->p >= r->end || shift > 63) {
-            r->bad = 1;
-            return 0;
-        }
-        uint8_t b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-    }
+    return icpp_rd_leb(r, 0, NULL);
 }
 
 static int64_t rd_sleb(rd *r)
 {
-    int64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b;
-    do {
-        if (r->bad || r->p >= r->end || shift > 63) {
-            r->bad = 1;
-            return 0;
-        }
-        b = *r->p++;
-        v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= (int64_t)(~(uint64_t)0 << shift);     /* sign-extend; 1 << 63 would overflow int64_t */
-    return v;
+    return (int64_t)icpp_rd_leb(r, 1, NULL);
 }
 
 /* Read a DW_EH_PE-encoded value; `field` is the link-time address of the
