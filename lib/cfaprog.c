@@ -150,8 +150,8 @@ static int run(walk *w, const icpp_fde *f, const uint8_t *p, const uint8_t *end,
                 int64_t v = (int64_t)rd_leb(&r, sf, &len);
                 if (r.bad || reg > 255)
                     return -1;
-                if (sf)
-                    v *= f->data_align;
+                if (sf && __builtin_mul_overflow(v, (int64_t)f->data_align, &v))
+                    return -1;
                 cur->reg = (uint8_t)reg;
                 cur->expr = 0;
                 cur->off = v;
@@ -173,8 +173,8 @@ static int run(walk *w, const icpp_fde *f, const uint8_t *p, const uint8_t *end,
                 int64_t v = (int64_t)rd_leb(&r, sf, &len);
                 if (r.bad)
                     return -1;
-                if (sf)
-                    v *= f->data_align;
+                if (sf && __builtin_mul_overflow(v, (int64_t)f->data_align, &v))
+                    return -1;
                 cur->off = v;
                 cur->operand = add_op(w, at, len, sf, in_cie, f->data_align, v);
                 continue;
@@ -242,7 +242,7 @@ int icpp_cfaprog_fits(const icpp_cfa_operand *op, int64_t value)
             return 0;
         return bits >= 63 || (uint64_t)value < (uint64_t)1 << bits;
     }
-    if (!op->data_align || value % op->data_align)
+    if (!op->data_align || (op->data_align == -1 && value == INT64_MIN) || value % op->data_align)
         return 0;
     int64_t enc = value / op->data_align;
     if (bits >= 64)
@@ -258,8 +258,8 @@ int icpp_cfaprog_write(uint8_t *sec, size_t size, const icpp_cfa_operand *op, in
     rd r = {sec + op->at, sec + op->at + op->len, 0};
     uint8_t len = 0;
     int64_t now = (int64_t)rd_leb(&r, op->sf, &len);
-    if (op->sf)
-        now *= op->data_align;
+    if (op->sf && __builtin_mul_overflow(now, (int64_t)op->data_align, &now))
+        r.bad = 1;
     if (r.bad || len != op->len || now != op->value)
         return icpp_err_set(err, EINVAL, "CFA operand at 0x%x no longer encodes %lld", op->at,
                             (long long)op->value);

@@ -145,6 +145,8 @@ static void check_section(const char *path, int eh, int rewrite)
     CHECK(!rewrite || moved > 0, "%s: nothing rewritten", path);
     free(copy);
     free(f);
+    if (eh && cfi)
+        dwarf_cfi_end(cfi);     /* .debug_frame's belongs to dw */
     if (dw)
         dwarf_end(dw);
     elf_end(elf);
