@@ -393,7 +393,7 @@ class Bench:
             return {"error": "unreadable --check JSON: %s" % e, "cmd": shq(ccmd)}
         c = {k: j.get(k) for k in ("samples", "with_truth", "truncated_truth", "distinct_paths",
                                    "by_samples", "by_paths", "call_sites", "no_truth", "learning",
-                                   "by_learned_contexts", "inferred", "uncertain")}
+                                   "by_learned_contexts", "inferred", "uncertain", "by_samples_recursion_folded")}
         ex = []
         for s in j.get("incorrect_samples") or []:
             pair = (s.get("truth"), s.get("candidates"))
@@ -787,55 +787,83 @@ class Bench:
         self.res["stats"] = statsfig.measure(self, self.a.stats_runs)
         self.save()
 
+    @staticmethod
+    def outcome(cmd, stdin, env, timeout):
+        """(exit status, sha256 of stdout) of cmd, run in a fresh scratch directory."""
+        import hashlib
+        import tempfile
+        d = tempfile.mkdtemp(prefix="icpp-bench-out-")
+        fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
+        try:
+            p = subprocess.run(cmd, stdin=fin, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                               cwd=d, timeout=timeout)
+            return p.returncode, hashlib.sha256(p.stdout).hexdigest()
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return None, str(e)
+        finally:
+            if stdin:
+                fin.close()
+            shutil.rmtree(d, ignore_errors=True)
+
     def fig_rewrite(self):
-        ent = {"present": os.path.exists(self.rewrite), "programs": {}}
+        """Each build (fp, nofp) of each program rewritten with its own map of the A input
+        set; OUT must give every input set the original's output and exit status; then OUT
+        runs every input set under --validate and --check judges it."""
+        ent = {"present": os.path.exists(self.rewrite), "programs": {}, "programs_nofp": {}}
         self.res["rewrite"] = ent
         if not ent["present"]:
             self.save()
             return
         os.makedirs(os.path.join(self.work, "rewrite"), exist_ok=True)
         maps = self.res.get("maps", {})
-        for name in self.order:
-            prog = self.programs[name]
-            a = prog["inputs"][0]
-            m = maps.get(name, {}).get("fp", {}).get(a["id"], {})
-            if "map" not in m:
-                continue
-            out = os.path.join(self.work, "rewrite", name + ".arr")
-            rm(out)
-            cmd = [self.rewrite, "-m", m["map"], "-o", out, prog["bins"]["fp"]]
-            log("rewriting %s: %s" % (name, shq(cmd)))
-            t0 = time.perf_counter()
-            try:
-                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
-                                   timeout=self.a.timeout)
-            except subprocess.TimeoutExpired:
-                self.error("icpp-rewrite " + name, cmd, {"rc": None, "err": "timed out"})
-                continue
-            wall = time.perf_counter() - t0
-            text = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
-            e = {"cmd": shq([self.rewrite, "-m", "MAP", "-o", "OUT", "PROG"]), "map_input": a["id"]}
-            ent["programs"][name] = e
-            if p.returncode != 0 or not os.path.exists(out):
-                self.error("icpp-rewrite " + name, cmd, {"rc": p.returncode, "err": text})
-                e["error"] = tail(text, 3)
-                continue
-            e["rewrite_s"] = wall
-            e.update(self.parse_rewrite(text))
-            rows = e["precision"] = []
-            for inp in prog["inputs"]:
-                rec = os.path.join(self.work, "rewrite", "%s-%s.samples" % (name, inp["id"]))
-                rm(rec)
-                scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(self.a.period), "-o", rec,
-                        "--", out] + inp["args"]
-                r = run(scmd, inp["file"] if inp["stdin"] else None, self.env, self.a.timeout)
-                if r["rc"] != 0:
-                    self.error("icpp-sample --validate (rewritten) %s %s" % (name, inp["id"]), scmd, r)
+        for build in self.builds():
+            for name in self.order:
+                prog = self.programs[name]
+                a = prog["inputs"][0]
+                m = maps.get(name, {}).get(build, {}).get(a["id"], {})
+                if "map" not in m:
                     continue
-                rows.append({"train": a["id"], "measure": inp["id"],
-                             "kind": "offline" if inp is a else "online",
-                             "check": self.check(out + ".icppmap", rec)})
-            self.save()
+                out = os.path.join(self.work, "rewrite", "%s-%s.arr" % (name, build))
+                rm(out)
+                cmd = [self.rewrite, "-m", m["map"], "-o", out, prog["bins"][build]]
+                log("rewriting %s (%s): %s" % (name, build, shq(cmd)))
+                t0 = time.perf_counter()
+                try:
+                    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
+                                       timeout=self.a.timeout)
+                except subprocess.TimeoutExpired:
+                    self.error("icpp-rewrite " + name, cmd, {"rc": None, "err": "timed out"})
+                    continue
+                wall = time.perf_counter() - t0
+                text = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+                e = {"cmd": shq([self.rewrite, "-m", "MAP", "-o", "OUT", "PROG"]), "map_input": a["id"]}
+                ent["programs" if build == "fp" else "programs_nofp"][name] = e
+                if p.returncode != 0 or not os.path.exists(out):
+                    self.error("icpp-rewrite " + name, cmd, {"rc": p.returncode, "err": text})
+                    e["error"] = tail(text, 3)
+                    continue
+                e["rewrite_s"] = wall
+                e.update(self.parse_rewrite(text))
+                same = e["same_output"] = []
+                for inp in prog["inputs"]:
+                    stdin = inp["file"] if inp["stdin"] else None
+                    o0 = self.outcome([prog["bins"][build]] + inp["args"], stdin, self.env, self.a.timeout)
+                    o1 = self.outcome([out] + inp["args"], stdin, self.env, self.a.timeout)
+                    same.append({"input": inp["id"], "same": o0 == o1 and o0[0] is not None, "rc": o0[0]})
+                rows = e["precision"] = []
+                for inp in prog["inputs"]:
+                    rec = os.path.join(self.work, "rewrite", "%s-%s-%s.samples" % (name, build, inp["id"]))
+                    rm(rec)
+                    scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(self.a.period), "-o", rec,
+                            "--", out] + inp["args"]
+                    r = run(scmd, inp["file"] if inp["stdin"] else None, self.env, self.a.timeout)
+                    if r["rc"] != 0:
+                        self.error("icpp-sample --validate (rewritten) %s %s" % (name, inp["id"]), scmd, r)
+                        continue
+                    rows.append({"train": a["id"], "measure": inp["id"],
+                                 "kind": "offline" if inp is a else "online",
+                                 "check": self.check(out + ".icppmap", rec)})
+                self.save()
 
 
 def main():

@@ -810,51 +810,63 @@ class Report:
         self.w()
         rw = self.r.get("rewrite", {})
         if rw.get("present"):
-            progs = rw.get("programs", {})
+            progs = dict(rw.get("programs", {}), **rw.get("programs_nofp", {}))
             cmd = next((e["cmd"] for e in progs.values() if "cmd" in e), "icpp-rewrite -m MAP -o OUT PROG")
-            self.w("`%s` with MAP the fp build's map of the A input set (section 4), defaults otherwise;" %
+            self.w("`%s` with MAP the build's own map of the A input set (section 4), defaults otherwise," %
                    self.rel(cmd))
-            self.w("uniqueness before/after and the stack growth (largest height after / before) are what")
-            self.w("icpp-rewrite reports. Then OUT runs every input set under `icpp-sample --validate` and")
-            self.w("`icpp-resolve -m OUT.icppmap --check` judges it as in section 3 (offline: the A set;")
-            self.w("online: the others, with the map trained on A).")
+            self.w("for the frame-pointer (fp) and the no-frame-pointer (nofp) build; uniqueness before/after and")
+            self.w("the stack growth (largest height after / before) are what icpp-rewrite reports. \"same output\"")
+            self.w("counts the input sets on which OUT gave PROG's standard output (sha256) and exit status.")
+            self.w("Then OUT runs every input set under `icpp-sample --validate` and `icpp-resolve -m OUT.icppmap")
+            self.w("--check` judges it as in section 3 (offline: the A set; online: the others, with the map")
+            self.w("trained on A); \"folded\" is the offline figure on recursion-folded paths (`--check`'s")
+            self.w("`by_samples_recursion_folded`, docs/resolve.md).")
             self.w()
-            self.w("| program | rewrite s | unique paths before -> after | unique call weight before -> after "
-                   "| stack growth | functions resized | offline precise (samples / paths) "
-                   "| online precise (samples / paths) |")
-            self.w("|---|---|---|---|---|---|---|---|")
+            self.w("| program | build | rewrite s | unique paths before -> after | unique call weight before -> after "
+                   "| stack growth | functions resized | same output | offline precise (samples / paths) "
+                   "| offline precise, folded (samples) | online precise (samples / paths) |")
+            self.w("|---|---|---|---|---|---|---|---|---|---|---|")
             off_all, on_all = [], []
-            for n in self.order:
-                e = progs.get(n)
-                if not e:
-                    continue
-                if "error" in e:
-                    self.w("| %s | failed: %s | | | | | | |" % (n, e["error"].replace("\n", " ")[:200]))
-                    continue
-                cells = {}
-                for kind in ("offline", "online"):
-                    ps, pp = [], []
-                    for row in e.get("precision", []):
-                        c = row.get("check", {})
-                        if row["kind"] != kind or not c.get("with_truth"):
-                            continue
-                        ps.append(100.0 * (c.get("by_samples") or {}).get("precise", 0) / c["with_truth"])
-                        if c.get("distinct_paths"):
-                            pp.append(100.0 * (c.get("by_paths") or {}).get("precise", 0) / c["distinct_paths"])
-                    cells[kind] = "%s / %s" % (pct(statistics.fmean(ps)) if ps else "n/a",
-                                               pct(statistics.fmean(pp)) if pp else "n/a")
-                    if pp:
-                        (off_all if kind == "offline" else on_all).append(statistics.fmean(pp))
-                up, uc = e.get("unique_paths"), e.get("unique_calls")
-                self.w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    n, num(e.get("rewrite_s"), "%.1f"),
-                    ("%.1f%% -> %.1f%%" % tuple(up)) if up else "n/a",
-                    ("%.1f%% -> %.1f%%" % tuple(uc)) if uc else "n/a",
-                    ("x%.2f" % e["growth"]) if "growth" in e else "n/a", e.get("resized", "n/a"),
-                    cells["offline"], cells["online"]))
+            for build, key in (("fp", "programs"), ("nofp", "programs_nofp")):
+                for n in self.order:
+                    e = rw.get(key, {}).get(n)
+                    if not e:
+                        continue
+                    if "error" in e:
+                        self.w("| %s | %s | failed: %s | | | | | | | | |" % (n, build, e["error"].replace("\n", " ")[:200]))
+                        continue
+                    cells = {}
+                    folded = []
+                    for kind in ("offline", "online"):
+                        ps, pp = [], []
+                        for row in e.get("precision", []):
+                            c = row.get("check", {})
+                            if row["kind"] != kind or not c.get("with_truth"):
+                                continue
+                            ps.append(100.0 * (c.get("by_samples") or {}).get("precise", 0) / c["with_truth"])
+                            if kind == "offline" and "by_samples_recursion_folded" in c:
+                                folded.append(100.0 * c["by_samples_recursion_folded"].get("precise", 0) /
+                                              c["with_truth"])
+                            if c.get("distinct_paths"):
+                                pp.append(100.0 * (c.get("by_paths") or {}).get("precise", 0) / c["distinct_paths"])
+                        cells[kind] = "%s / %s" % (pct(statistics.fmean(ps)) if ps else "n/a",
+                                                   pct(statistics.fmean(pp)) if pp else "n/a")
+                        if pp and build == "fp":
+                            (off_all if kind == "offline" else on_all).append(statistics.fmean(pp))
+                    so = e.get("same_output")
+                    same = ("%d of %d" % (sum(1 for x in so if x.get("same")), len(so))) if so else "n/a"
+                    if self.a.check and so and not all(x.get("same") for x in so):
+                        self.bad("rewritten %s (%s) changed the output of an input set" % (n, build))
+                    up, uc = e.get("unique_paths"), e.get("unique_calls")
+                    self.w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                        n, build, num(e.get("rewrite_s"), "%.1f"),
+                        ("%.1f%% -> %.1f%%" % tuple(up)) if up else "n/a",
+                        ("%.1f%% -> %.1f%%" % tuple(uc)) if uc else "n/a",
+                        ("x%.2f" % e["growth"]) if "growth" in e else "n/a", e.get("resized", "n/a"), same,
+                        cells["offline"], pct(statistics.fmean(folded)) if folded else "n/a", cells["online"]))
             self.w()
             if off_all or on_all:
-                self.w("Mean over programs, precise by distinct paths after ARR: offline %s (paper 88%%), "
+                self.w("Mean over programs (fp builds), precise by distinct paths after ARR: offline %s (paper 88%%), "
                        "online %s (paper 74%%)." % (pct(statistics.fmean(off_all)) if off_all else "n/a",
                                                     pct(statistics.fmean(on_all)) if on_all else "n/a"))
             self.w("Not measured yet: run-time overhead of the rewritten binaries.")

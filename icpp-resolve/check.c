@@ -3,6 +3,7 @@
 
 #include "escape.h"
 #include "complete.h"
+#include "fold.h"
 #include "hmap.h"
 #include "mapset.h"
 #include "output.h"
@@ -47,6 +48,7 @@ typedef struct tally {
     uint64_t pruned[V_MAX];     /* samples that lost candidates to the recording's evidence */
     uint64_t by_alt[V_MAX];     /* samples made uncertain by an untrained path through an active context */
     uint64_t no_truth_by[ICPP_UW_MAX];
+    uint64_t folded[V_MAX];     /* the same samples judged on recursion-folded paths (fold_verdict) */
 } tally;
 
 /* The first incorrect samples, shown for auditing. */
@@ -143,6 +145,31 @@ static int sites_ok(icpp_cidx *x, const icpp_pathmap *pm, const icpp_replay *rp,
     return uniq ? 2 : 1;
 }
 
+/* A sample's verdict on recursion-folded paths (lib/fold.h): precise when
+ * every candidate folds to the path the truth folds to; ambiguous when the
+ * candidates fold to several paths, the truth's among them.  Only samples
+ * resolved to known candidates (precise, ambiguous, incorrect) change. */
+static int fold_verdict(icpp_folder *fo, const icpp_resolution *r, const int64_t *t, int nt, int complete, int v)
+{
+    if (v != V_AMBIG_OK && v != V_INCORRECT)
+        return v;
+    uint64_t h0 = icpp_folder_hash(fo, r->cand[0].node);
+    int same = h0 != 0;
+    for (uint32_t i = 1; i < r->ncand && same; i++)
+        same = icpp_folder_hash(fo, r->cand[i].node) == h0;
+    if (v == V_AMBIG_OK)
+        return same ? V_PRECISE : V_AMBIG_OK;
+    if (!same || !complete)
+        return V_INCORRECT;
+    /* incorrect unfolded: the truth may still fold to the candidates' path */
+    int64_t q[MAXF];
+    int len = 0;
+    for (int i = 0; i < nt; i++)
+        if (t[i] >= 0)
+            q[len++] = t[i];
+    return icpp_fold_hash(q, icpp_fold_path(q, (size_t)len)) == h0 ? V_PRECISE : V_INCORRECT;
+}
+
 static double pc(uint64_t a, uint64_t b)
 {
     return b ? 100.0 * (double)a / (double)b : 0.0;
@@ -168,6 +195,15 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         return 1;
     }
     icpp_unwinder *u = icpp_unwinder_new(rp);
+    icpp_folder *folders = calloc(ms->nmaps + 1, sizeof *folders);
+    if (!folders) {
+        fprintf(stderr, "icpp-resolve: out of memory\n");
+        free(vbin);
+        icpp_replay_close(rp);
+        return 1;
+    }
+    for (size_t i = 0; i < ms->nmaps; i++)
+        icpp_folder_init(&folders[i], ms->maps[i].pm);
     tally t;
     memset(&t, 0, sizeof t);
     icpp_hmap paths;            /* hash of the true path -> index into dps */
@@ -247,6 +283,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             t.by_alt[v] += r.alternative;
         }
         t.fn[v]++;
+        t.folded[fold_verdict(&folders[k], &r, tp, nt, complete, v)]++;
         if (b >= 0 && (size_t)b < nvbin)
             vbin[b][v]++;
         t.aligned += r.aligned;
@@ -334,6 +371,9 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         fprintf(out, "},\n \"by_paths\": {");
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], pv[v]);
+        fprintf(out, "},\n \"by_samples_recursion_folded\": {");
+        for (int v = 0; v < V_MAX; v++)
+            fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.folded[v]);
         fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
                 t.site_precise, t.site_contains);
         fprintf(out, " \"aligned_matches\": %" PRIu64 ",\n", t.aligned);
@@ -418,6 +458,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                     pv[v], pc(pv[v], ndps));
         fprintf(out, "%-36s %12" PRIu64 " %7.2f%%\n", "correct (precise+ambiguous)", t.fn[0] + t.fn[1],
                 pc(t.fn[0] + t.fn[1], judged));
+        fprintf(out, "recursion folded: precise %.2f%%, ambiguous-containing-truth %.2f%%, incorrect %.2f%% of samples\n",
+                pc(t.folded[V_PRECISE], judged), pc(t.folded[V_AMBIG_OK], judged), pc(t.folded[V_INCORRECT], judged));
         fprintf(out, "call-site level: precise %.2f%%, containing the truth %.2f%% of samples\n",
                 pc(t.site_precise, judged), pc(t.site_contains, judged));
         for (size_t i = 0; ms->nbins > 1 && i < ms->nbins && i < nvbin; i++) {
@@ -453,6 +495,9 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                          " precise, %" PRIu64 " incorrect\n", t.voted[V_PRECISE] + t.voted[V_INCORRECT],
                     t.voted[V_PRECISE], t.voted[V_INCORRECT]);
     }
+    for (size_t i = 0; i < ms->nmaps; i++)
+        icpp_folder_free(&folders[i]);
+    free(folders);
     free(dps);
     free(vbin);
     icpp_hmap_free(&paths);

@@ -25,7 +25,7 @@
 
 static const char *usage_text =
     "usage: icpp-resolve [-m MAP...] [--map-dir DIR] [--format FORMAT] [-n N] [-o OUT]\n"
-    "                    [--check] [--no-learn] [--save-map OUT] SAMPLES\n"
+    "                    [--check] [--no-learn] [--save-map OUT] [--fold-recursion] SAMPLES\n"
     "       icpp-resolve --script [-m MAP...] SAMPLES\n"
     "\n"
     "Turn an icpp-sample recording into call-path profiles using the path map\n"
@@ -84,7 +84,12 @@ static const char *usage_text =
     "  --check           accuracy against the true stacks of an `icpp-sample\n"
     "                    --validate` recording: precise, ambiguous-containing-\n"
     "                    truth, incorrect, missing, unresolved; by samples and\n"
-    "                    by distinct paths; call sites too (--format json too).\n"
+    "                    by distinct paths; call sites too (--format json too);\n"
+    "                    and by samples on recursion-folded paths.\n"
+    "  --fold-recursion  a recursion-folded view: a block of functions repeated\n"
+    "                    back to back in a path is shown once (f;f;f -> f,\n"
+    "                    (a;b)*k;a -> a;b;a; docs/resolve.md), and a sample\n"
+    "                    whose candidate paths all fold to one path is precise.\n"
     "  --no-complete     leave samples whose (function, height) training never saw\n"
     "                    as [missing].  By default they are completed: call paths\n"
     "                    the binary's static call graph allows, from the sample's\n"
@@ -184,7 +189,8 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 int main(int argc, char **argv)
 {
     enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
-           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR };
+           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR,
+           OPT_FOLD };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"map-dir", required_argument, 0, OPT_MAPDIR},
@@ -203,9 +209,10 @@ int main(int argc, char **argv)
                                        {"complete", no_argument, 0, OPT_COMPLETE},
                                        {"no-complete", no_argument, 0, OPT_NOCOMPLETE},
                                        {"complete-stats", no_argument, 0, OPT_CSTATS},
+                                       {"fold-recursion", no_argument, 0, OPT_FOLD},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    int c, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0;
+    int c, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0, fold = 0;
     uint32_t votes = ICPP_LEARN_VOTES;
     int evidence = -1;
     const char *out_path = NULL, *sort_name = NULL, *save_map = NULL;
@@ -264,6 +271,7 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_CHECK: check = 1; break;
+        case OPT_FOLD: fold = 1; break;
         case OPT_NOLEARN: learn = 0; break;
         case OPT_SAVEMAP: save_map = optarg; break;
         case OPT_VOTES: {
@@ -364,6 +372,7 @@ int main(int argc, char **argv)
         return 1;
     }
     prof.learn = learn ? &ms.ls : NULL;
+    prof.fold = fold;
     icpp_rsample s;
     icpp_resolution r;
     int rc;

@@ -118,6 +118,8 @@ void prof_free(profile *p)
             icpp_module_close(p->mods[i]);
     free(p->mods);
     free(p->mods_tried);
+    if (p->folder.pm)
+        icpp_folder_free(&p->folder);
     free(p->node_self);
     free(p->node_amb);
     free(p->node_inf);
@@ -306,6 +308,18 @@ static prof_extra *extra_for(profile *p, const char *label, int kind)
     return e;
 }
 
+/* Do all of r's candidates fold to the same path (lib/fold.h)? */
+static int fold_one(profile *p, const icpp_resolution *r)
+{
+    if (!p->folder.pm)
+        icpp_folder_init(&p->folder, p->pm);
+    uint64_t h = icpp_folder_hash(&p->folder, r->cand[0].node);
+    for (uint32_t i = 1; i < r->ncand && h; i++)
+        if (icpp_folder_hash(&p->folder, r->cand[i].node) != h)
+            return 0;
+    return h != 0;
+}
+
 int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icpp_resolution *r)
 {
     uint32_t ev = s->event < PROF_MAX_EVENTS ? s->event : 0;
@@ -321,6 +335,12 @@ int prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const icp
         int inf = r->kind == ICPP_RES_INFERRED ? 2 : 0;
         if (r->ncand == 1 && r->kind != ICPP_RES_UNCERTAIN)
             return add_weight(p, r->cand[0].node, (uint32_t)chain, ev, 1.0, inf);
+        if (p->fold && r->kind == ICPP_RES_AMBIGUOUS && fold_one(p, r)) {
+            /* every candidate folds to one path: precise in the folded view */
+            p->by_kind[ev][r->kind]--;
+            p->by_kind[ev][ICPP_RES_PRECISE]++;
+            return add_weight(p, r->cand[0].node, (uint32_t)chain, ev, 1.0, 0);
+        }
         /* ambiguous, or uncertain (counted with the ambiguous weight: not a sure path), or
          * several inferred paths (equal shares: completion has no counts) */
         /* Share the sample among the candidates in proportion to how often
@@ -379,13 +399,55 @@ static int64_t chain_frames(profile *p, icpp_hmap *ix, uint32_t under, uint32_t 
     return f;
 }
 
+/* --fold-recursion: node n's frame is its folded path's (lib/fold.h), shared
+ * by every node that folds to the same path (fx: (parent frame, function)
+ * -> frame); each frame keeps the first node on n's path with its function
+ * for call sites.  1 + the frame, 0 if the folded path is deeper than the
+ * outputs show (the caller places it unfolded), or -ENOMEM. */
+static int64_t folded_frame(profile *p, icpp_hmap *fx, uint32_t n)
+{
+    if (!p->folder.pm)
+        icpp_folder_init(&p->folder, p->pm);
+    const int64_t *g;
+    int64_t ng = icpp_folder_path(&p->folder, n, &g);
+    if (ng < 0)
+        return -ENOMEM;
+    if (ng > PROF_MAX_DEPTH)
+        return 0;
+    uint32_t d = icpp_pathmap_node(p->pm, n)->depth, *nodes = malloc((d + 1) * sizeof *nodes);
+    if (!nodes)
+        return -ENOMEM;
+    for (uint32_t k = n, i = d; k && i > 0; k = icpp_pathmap_node(p->pm, k)->parent)
+        nodes[--i] = k;
+    uint32_t f = 0, i = 0;
+    for (int64_t j = 0; j < ng; j++) {
+        while (i + 1 < d && icpp_pathmap_node(p->pm, nodes[i])->func != (uint32_t)g[j])
+            i++;                        /* g is a subsequence of the path: match greedily */
+        uint32_t node = j == ng - 1 ? n : nodes[i++];
+        uint64_t *v = icpp_hmap_get(fx, f, (uint64_t)g[j]);
+        if (v) {
+            f = (uint32_t)*v;
+            continue;
+        }
+        int64_t nf = new_frame(p, f, node, 0, prof_func_name(p, (uint32_t)g[j]));
+        if (nf < 0 || icpp_hmap_put(fx, f, (uint64_t)g[j], (uint64_t)nf) < 0) {
+            free(nodes);
+            return -ENOMEM;
+        }
+        f = (uint32_t)nf;
+    }
+    free(nodes);
+    return (int64_t)f + 1;
+}
+
 /* The frames: each node's function under its caller's frame -- below the
  * functions inlined at the call site, if any -- and below each node's frame,
  * the functions inlined where its samples were.  Parents precede children. */
 static int build_frames(profile *p)
 {
-    icpp_hmap ix;
+    icpp_hmap ix, fx;
     icpp_hmap_init(&ix);
+    icpp_hmap_init(&fx);
     if (grow_nodes(p) < 0)
         return -ENOMEM;
     uint32_t *node_frame = malloc(p->nnodes * sizeof *node_frame);
@@ -396,6 +458,13 @@ static int build_frames(profile *p)
     node_frame[0] = 0;
     for (uint32_t n = 1; n < p->nnodes; n++) {
         const icpp_pm_node *nd = icpp_pathmap_node(p->pm, n);
+        int64_t ff = p->fold ? folded_frame(p, &fx, n) : 0;
+        if (ff < 0)
+            goto out;
+        if (ff > 0) {
+            node_frame[n] = (uint32_t)(ff - 1);
+            continue;
+        }
         if (nd->depth > PROF_MAX_DEPTH) {
             /* Deeper than any output shows: every deeper node of this branch
              * shares one frame (a crafted chain stays one line, not N^2). */
@@ -447,6 +516,7 @@ out:
     free(node_frame);
     free(var_frame);
     icpp_hmap_free(&ix);
+    icpp_hmap_free(&fx);
     return rc;
 }
 

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fold.h"
 #include "hmap.h"
 #include "learn.h"
 #include "pathmap.h"
@@ -62,6 +63,8 @@ typedef struct profile {
     const icpp_pathmap *pm;
     const char  *map_path;
     int          inlines;               /* expand inlined frames from DWARF */
+    int          fold;                  /* --fold-recursion: paths folded (lib/fold.h); set after prof_init */
+    icpp_folder  folder;                /* for fold (initialized on first use) */
     uint32_t     nev;
     char         ev_names[PROF_MAX_EVENTS][128];
     size_t       nnodes;                /* path-map nodes */

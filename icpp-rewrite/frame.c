@@ -1,6 +1,8 @@
 /* frame.c -- which functions' frames can be enlarged safely, and the bytes that do it (whole-body Zydis analysis, CFI checked). */
 #include "frame.h"
 
+#include "cfaprog.h"
+
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -28,12 +30,18 @@
  *   - every call happens inside; no ret or jump out of the function inside;
  *     paths that join agree on the state; no other write to rsp (alloca,
  *     realignment) is reached;
- *   - nothing inside touches the caller's side of the frame through rsp, and
- *     no byte of the allocated area is reached both from rsp (moves with P)
- *     and from rbp (does not);
- *   - the CFA rule (lib/cfi.h) is rbp-based and agrees with the decoded rbp at
- *     every inside instruction (so CFI needs no change), and agrees with the
- *     decoded depth wherever it is rsp-based;
+ *   - an rsp-relative reference inside to the caller's side of the frame
+ *     (saved registers, incoming stack arguments, their addresses) gets +P
+ *     in its displacement; one that straddles the boundary, or an address
+ *     taken of a saved register or the return address, is refused; no byte
+ *     of the allocated area is reached both from rsp (moves with P) and from
+ *     rbp (does not);
+ *   - the CFA rule (lib/cfi.h) agrees with the decoded rbp or depth at every
+ *     instruction.  Where it is rsp-based inside the frame (no frame
+ *     pointer), every CFA offset of .eh_frame/.debug_frame that governs an
+ *     inside instruction gets +P in place (lib/cfaprog.h); one that also
+ *     governs an outside instruction, lives in the CIE or has no room left
+ *     is refused;
  *   - no callee-saved register is saved (per CFI) inside the allocated area;
  *   - no branch from another function lands inside it.
  * Anything else is refused with the first reason found. */
@@ -73,6 +81,7 @@ typedef struct ins {
     int32_t  sdisp;         /* rsp-based operand displacement */
     int32_t  bdisp;         /* rbp-based operand displacement */
     uint16_t ssize;         /* rsp-based access size in bytes */
+    uint8_t  disp_size;     /* bytes of the displacement of that operand (0, 1 or 4) */
     uint16_t flags;
     uint8_t  len, kind, imm_off, imm_size;
     /* state before the instruction */
@@ -107,11 +116,13 @@ typedef struct fn {
     size_t    frame_ix;
     int32_t   d0, fdepth;       /* depth before / after the allocation */
     int32_t   frame_rbp;
+    uint8_t   frame_rbpk;       /* what rbp holds right after the allocation */
     int       have_sw;          /* an indirect jump inside the frame (switch table) */
     st        sw;
     int32_t   rsp_min;          /* shallowest byte reached from rsp inside */
     int32_t   fixed_max;        /* deepest byte reached at a fixed place (rbp, or rsp outside) */
     int       rsp_ptr;          /* an rsp-derived pointer escapes inside */
+    int       rsp_cfa;          /* the CFA is rsp-based somewhere inside (no frame pointer) */
     uint64_t  outside_call;     /* a call outside the frame (0: none) */
     uint64_t  blocked[16];      /* calls found not to return (their fall-through is ignored) */
     int       nblocked;
@@ -173,6 +184,7 @@ static void classify(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
                     x->flags |= F_RSP_IDX;
                 x->sdisp = (int32_t)o->mem.disp.value;
                 x->ssize = (uint16_t)(o->size / 8 ? o->size / 8 : 1);
+                x->disp_size = (uint8_t)(in->raw.disp.size / 8);
             } else if (is_rbp(o->mem.base)) {
                 x->flags |= F_RBP_REF;
                 x->bdisp = (int32_t)o->mem.disp.value;
@@ -386,9 +398,12 @@ static int in_parts(const fn *F, uint64_t a)
 
 /* ---- data flow ---- */
 
+/* The caller's rbp and any other value are the same to the analysis (only
+ * a frame pointer is ever relied on): without a frame pointer rbp is just
+ * another register, written on one path and not on another. */
 static int same_state(const ins *x, const st *s)
 {
-    return x->inside == s->inside && x->depth == s->depth && x->rbpk == s->rbpk &&
+    return x->inside == s->inside && x->depth == s->depth && (x->rbpk == RBP_FRAME) == (s->rbpk == RBP_FRAME) &&
            (s->rbpk != RBP_FRAME || x->rbp == s->rbp);
 }
 
@@ -397,7 +412,7 @@ static int cfi_agrees(const fn *F, const ins *x, const st *s)
 {
     icpp_cfa_rule r = icpp_cfi_lookup(F->cfi, x->addr);
     if (r.kind == ICPP_CFA_RSP)
-        return !s->inside && r.off == s->depth + 8;
+        return (!s->inside || F->mode == RW_MODE_SUB) && r.off == s->depth + 8;
     if (r.kind == ICPP_CFA_RBP)
         return s->rbpk == RBP_FRAME && r.off == s->rbp + 8;
     return 0;
@@ -456,8 +471,8 @@ static void go(fn *F, const ins *x, uint64_t a, st s, uint64_t weak)
 
 static void add_patch(fn *F, uint64_t addr, uint8_t kind, int8_t sign, int32_t orig)
 {
-    for (uint32_t i = 0; i < F->npatches; i++)
-        if (F->patches[i].addr == addr)
+    for (uint32_t i = 0; i < F->npatches; i++)     /* CFA patches' addr is a file offset: another space */
+        if (F->patches[i].addr == addr && (F->patches[i].kind == RW_P_CFA) == (kind == RW_P_CFA))
             return;
     if (F->npatches == F->cappatches) {
         uint32_t nc = F->cappatches ? F->cappatches * 2 : 8;
@@ -469,17 +484,20 @@ static void add_patch(fn *F, uint64_t addr, uint8_t kind, int8_t sign, int32_t o
         F->patches = np;
         F->cappatches = nc;
     }
-    F->patches[F->npatches++] = (rw_patch){addr, kind, sign, orig};
+    F->patches[F->npatches++] = (rw_patch){addr, kind, sign, 0, 0, 0, orig};
 }
 
 static void check_cfi(fn *F, const ins *x, const st *s)
 {
     icpp_cfa_rule r = icpp_cfi_lookup(F->cfi, x->addr);
     if (s->inside) {
-        if (r.kind == ICPP_CFA_RSP)
-            refuse(F, "no frame pointer: its CFA is rsp-based inside the frame (CFI rows would need patching)",
-                   x->addr);
-        else if (r.kind != ICPP_CFA_RBP || s->rbpk != RBP_FRAME || r.off != s->rbp + 8)
+        if (r.kind == ICPP_CFA_RSP && F->mode == RW_MODE_SUB) {
+            if (r.off != s->depth + 8)
+                refuse(F, "its CFI disagrees with the decoded stack depth", x->addr);
+            F->rsp_cfa = 1;     /* its CFA offsets get +P (cfa_patches) */
+        } else if (r.kind == ICPP_CFA_RSP) {
+            refuse(F, "its CFA is rsp-based inside the frame after its frame pointer is set up", x->addr);
+        } else if (r.kind != ICPP_CFA_RBP || s->rbpk != RBP_FRAME || r.off != s->rbp + 8)
             refuse(F, "its CFI disagrees with the decoded frame pointer", x->addr);
         return;
     }
@@ -501,30 +519,57 @@ static void check_cfi(fn *F, const ins *x, const st *s)
     }
 }
 
+/* An rsp-relative reference inside the frame to the caller's side of it
+ * (depth <= d0) moves by P: its displacement gets +P. */
+static void patch_disp(fn *F, const ins *x)
+{
+    if (x->disp_size != 1 && x->disp_size != 4) {
+        refuse(F, "an rsp-relative reference above the frame has no displacement to patch", x->addr);
+        return;
+    }
+    add_patch(F, x->addr, x->disp_size == 1 ? RW_P_DISP8 : RW_P_DISP32, 1, x->sdisp);
+}
+
+/* Depths: a byte at depth d is at entry SP - d.  Inside the frame, the
+ * allocation spans depths d0+1 .. fdepth (and deeper pushes); depth d0 and
+ * above are the saved registers, the return address (0..-7) and the
+ * incoming stack arguments (-8 and above). */
 static void check_mem(fn *F, const ins *x, const st *s)
 {
-    if (x->flags & F_RSP_MEM) {
-        int32_t hi = s->depth - x->sdisp, lo = hi - x->ssize + 1;   /* byte depths */
-        if (s->inside) {
-            if (x->flags & F_RSP_IDX)
-                refuse(F, "an indexed rsp-relative access inside the frame", x->addr);
-            else if (lo <= F->d0)
-                refuse(F, "an rsp-relative access above the frame (the caller's arguments or saved registers)",
-                       x->addr);
-            else if (lo < F->rsp_min)
-                F->rsp_min = lo;
-        } else if (hi > F->fixed_max) {
-            F->fixed_max = hi;
-        }
-    }
-    if (x->flags & F_RSP_PTR) {
-        int32_t at = s->depth - x->sdisp;
-        if (s->inside) {
-            if ((x->flags & F_RSP_IDX) || at <= F->d0)
-                refuse(F, "an address above the frame is taken from rsp", x->addr);
-            F->rsp_ptr = 1;
-        } else if (at > F->fixed_max) {
-            F->fixed_max = at;
+    if (x->flags & (F_RSP_MEM | F_RSP_PTR)) {
+        int32_t at = s->depth - x->sdisp;   /* depth of the base + displacement */
+        int idx = (x->flags & F_RSP_IDX) != 0;
+        if (!s->inside) {
+            if (at > F->fixed_max)
+                F->fixed_max = at;
+        } else if (idx) {
+            /* An indexed access or address stays within the object its
+             * displacement points into (or one past its end): a local,
+             * or an incoming stack argument.  Its extent is unknown. */
+            if (at >= F->d0)
+                F->rsp_ptr = 1;
+            else if (at <= -8)
+                patch_disp(F, x);
+            else
+                refuse(F, "an indexed rsp-relative reference into the saved registers or return address", x->addr);
+        } else if (x->flags & F_RSP_MEM) {
+            int32_t hi = at, lo = hi - x->ssize + 1;   /* byte depths it touches */
+            if (lo > F->d0) {
+                if (lo < F->rsp_min)
+                    F->rsp_min = lo;
+            } else if (hi <= F->d0) {
+                patch_disp(F, x);
+            } else {
+                refuse(F, "an rsp-relative access straddles the frame boundary", x->addr);
+            }
+        } else {
+            /* An address (lea, or rsp's value).  At d0: one past the locals. */
+            if (at >= F->d0)
+                F->rsp_ptr = 1;
+            else if (at <= -8)
+                patch_disp(F, x);
+            else
+                refuse(F, "the address of a saved register or of the return address is taken from rsp", x->addr);
         }
     }
     if ((x->flags & F_RBP_REF) && s->rbpk == RBP_FRAME) {
@@ -591,6 +636,7 @@ static void step(fn *F, size_t i)
             F->d0 = s.depth;
             F->fdepth = s.depth + x->delta;
             F->frame_rbp = s.rbp;
+            F->frame_rbpk = s.rbpk;
             add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
             s.inside = 1;
             s.depth += x->delta;
@@ -650,6 +696,7 @@ static void step(fn *F, size_t i)
             F->frame_ix = i;
             F->d0 = F->fdepth = s.depth;
             F->frame_rbp = s.rbp;
+            F->frame_rbpk = RBP_FRAME;
             s.inside = 1;
         }
         break;
@@ -717,7 +764,7 @@ static void seed_unreached(fn *F)
         if (F->have_sw)
             s = F->sw;
         else if (F->have_frame)
-            s = (st){F->fdepth, F->frame_rbp, 1, RBP_FRAME};
+            s = (st){F->fdepth, F->frame_rbp, 1, F->frame_rbpk};
         else
             return;             /* nothing to enlarge: no need to know */
         reach(F, i, s, 0);
@@ -737,6 +784,7 @@ static void reset(fn *F)
     F->rsp_min = INT32_MAX;
     F->fixed_max = INT32_MIN;
     F->rsp_ptr = 0;
+    F->rsp_cfa = 0;
     F->outside_call = 0;
     F->why = NULL;
     F->where = 0;
@@ -838,9 +886,138 @@ struct rw_frames {
 
 static uint32_t room(const rw_patch *p)
 {
+    if (p->kind == RW_P_CFA) {
+        icpp_cfa_operand op = {0, p->len, p->sf, 0, p->data_align, p->orig};
+        uint32_t a = 0, b = 1u << 24;       /* largest r in [a, b) with value + r encodable */
+        if (!icpp_cfaprog_fits(&op, p->orig))
+            return 0;
+        while (b - a > 1) {
+            uint32_t mid = a + (b - a) / 2;
+            if (icpp_cfaprog_fits(&op, (int64_t)p->orig + mid))
+                a = mid;
+            else
+                b = mid;
+        }
+        return a;
+    }
+    if (p->kind == RW_P_DISP8 || p->kind == RW_P_DISP32)
+        return p->kind == RW_P_DISP8 ? (uint32_t)(INT8_MAX - p->orig) : (uint32_t)((int64_t)INT32_MAX - p->orig);
     int64_t lo = p->kind == RW_P_IMM8 ? INT8_MIN : INT32_MIN, hi = p->kind == RW_P_IMM8 ? INT8_MAX : INT32_MAX;
     int64_t r = p->sign > 0 ? hi - p->orig : p->orig - lo;
     return r < 0 ? 0 : r > UINT32_MAX ? UINT32_MAX : (uint32_t)r;
+}
+
+/* ---- CFA offsets of frames without a frame pointer ---- */
+
+/* The FDEs of one CFI section of the image. */
+typedef struct cfisrc {
+    const rw_cfisec *sec;
+    const uint8_t   *bytes;     /* the section's bytes in the image */
+    icpp_fde        *f;
+    size_t           n;
+    const char      *bad;       /* why its CFA offsets cannot be patched (NULL: they can) */
+} cfisrc;
+
+static void cfisrc_load(cfisrc *c, const rw_image *img, const rw_cfisec *sec, int eh)
+{
+    memset(c, 0, sizeof *c);
+    c->sec = sec;
+    if (!sec->size)
+        return;
+    if (sec->compressed) {
+        c->bad = eh ? "its .eh_frame is compressed (cannot be patched in place)"
+                    : "its .debug_frame is compressed (cannot be patched in place)";
+        return;
+    }
+    c->bytes = img->bytes + sec->off;
+    icpp_err err = {0};
+    if (icpp_fde_parse(c->bytes, sec->size, sec->addr, eh, &c->f, &c->n, &err) < 0)
+        c->bad = eh ? "its .eh_frame cannot be read" : "its .debug_frame cannot be read";
+}
+
+/* Every CFA offset that governs an inside instruction with an rsp-based
+ * CFA gets +P; it must govern nothing else (a reached instruction outside,
+ * or one whose CFA is not rsp-based), and must not be the CIE's. */
+static void cfa_patches(fn *F, const cfisrc *src, size_t nsrc)
+{
+    for (size_t k = 0; k < nsrc && !F->why; k++) {
+        const cfisrc *c = &src[k];
+        if (!c->sec->size)
+            continue;
+        if (c->bad) {
+            refuse(F, c->bad, 0);
+            return;
+        }
+        for (size_t i = 0; i < c->n && !F->why; i++) {
+            const icpp_fde *fd = &c->f[i];
+            int overlaps = 0;
+            for (size_t p = 0; p < F->nparts; p++)
+                overlaps |= fd->lo < F->parts[p].hi && F->parts[p].lo < fd->hi;
+            if (!overlaps)
+                continue;
+            icpp_cfaprog prog;
+            icpp_err err = {0};
+            if (icpp_cfaprog_read(c->bytes, c->sec->size, fd, &prog, &err) < 0) {
+                refuse(F, "its call frame program cannot be read (CFA offsets cannot be patched)", fd->lo);
+                return;
+            }
+            uint8_t *need = calloc(prog.nops ? prog.nops : 1, 1);   /* 1 +P, 2 unchanged */
+            if (!need) {
+                icpp_cfaprog_free(&prog);
+                refuse(F, "out of memory", fd->lo);
+                return;
+            }
+            size_t sp = 0;
+            for (size_t j = 0; j < F->n && !F->why; j++) {
+                const ins *x = &F->v[j];
+                if (!x->reached || x->addr < fd->lo || x->addr >= fd->hi)
+                    continue;
+                while (sp < prog.nspans && prog.spans[sp].hi <= x->addr)
+                    sp++;
+                if (sp == prog.nspans || prog.spans[sp].lo > x->addr) {
+                    sp = 0;     /* instructions are sorted per part, parts are not */
+                    while (sp < prog.nspans && prog.spans[sp].hi <= x->addr)
+                        sp++;
+                    if (sp == prog.nspans)
+                        continue;
+                }
+                const icpp_cfa_span *y = &prog.spans[sp];
+                int plus = x->inside && !y->expr && y->reg == 7;
+                if (y->operand < 0) {
+                    if (plus)
+                        refuse(F, "a CFA rule inside the frame has no offset to patch", x->addr);
+                    continue;
+                }
+                uint8_t want = plus ? 1 : 2;
+                if (need[y->operand] && need[y->operand] != want)
+                    refuse(F, "a CFA offset in its CFI describes code both inside and outside the frame", x->addr);
+                need[y->operand] = want;
+            }
+            for (size_t o = 0; o < prog.nops && !F->why; o++) {
+                const icpp_cfa_operand *op = &prog.ops[o];
+                if (need[o] != 1)
+                    continue;
+                if (op->in_cie) {
+                    refuse(F, "a CFA offset inside the frame is its CIE's (shared by other functions)", fd->lo);
+                    break;
+                }
+                if (op->value < INT32_MIN || op->value > INT32_MAX) {
+                    refuse(F, "a CFA offset in its CFI is out of range", fd->lo);
+                    break;
+                }
+                uint64_t at = c->sec->off + op->at;
+                add_patch(F, at, RW_P_CFA, 1, (int32_t)op->value);
+                rw_patch *pt = &F->patches[F->npatches - 1];
+                if (!F->why && pt->addr == at && pt->kind == RW_P_CFA) {
+                    pt->len = op->len;
+                    pt->sf = op->sf;
+                    pt->data_align = op->data_align;
+                }
+            }
+            free(need);
+            icpp_cfaprog_free(&prog);
+        }
+    }
 }
 
 typedef struct target {
@@ -863,6 +1040,9 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
     target *tg = NULL;
     size_t ntg = 0, captg = 0;
     Dwarf_CFI *dcfi = dwarf_getcfi_elf(icpp_module_elf(m));
+    cfisrc src[2];
+    cfisrc_load(&src[0], img, &img->eh_frame, 1);
+    cfisrc_load(&src[1], img, &img->debug_frame, 0);
     if (!fs || !(fs->v = calloc(nf ? nf : 1, sizeof *fs->v)))
         goto oom;
     F.cfi = cfi;
@@ -927,6 +1107,8 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
                     add_patch(&F, F.v[ei - 1].addr, RW_P_ENTER, 1, 0);
             }
         }
+        if (!F.why && F.rsp_cfa)
+            cfa_patches(&F, src, 2);
         if (!F.why) {
             /* Every instruction the padding moves rsp at: an unwinder (C++
              * exceptions at call sites, a debugger anywhere) must still find
@@ -962,6 +1144,8 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
             goto oom;
         memcpy(out->patches, F.patches, F.npatches * sizeof *out->patches);
         out->npatches = F.npatches;
+        for (uint32_t p = 0; p < F.npatches; p++)
+            out->ncfa += F.patches[p].kind == RW_P_CFA;
     }
     /* A function another function branches into (not at its start) cannot
      * be changed: that code would run with a state the analysis never saw. */
@@ -992,6 +1176,8 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
     free(F.v);
     free(F.work);
     free(F.patches);
+    free(src[0].f);
+    free(src[1].f);
     if (dcfi)
         dwarf_cfi_end(dcfi);
     return fs;
@@ -1000,6 +1186,8 @@ oom:
     free(F.v);
     free(F.work);
     free(F.patches);
+    free(src[0].f);
+    free(src[1].f);
     if (dcfi)
         dwarf_cfi_end(dcfi);
     rw_frames_free(fs);
@@ -1039,6 +1227,15 @@ int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err
         return icpp_err_set(err, EINVAL, "%s: padding %u is not allowed (max %u)", f->name, pad, f->maxpad);
     for (uint32_t i = 0; i < f->npatches; i++) {
         const rw_patch *p = &f->patches[i];
+        if (p->kind == RW_P_CFA) {
+            icpp_cfa_operand op = {0, p->len, p->sf, 0, p->data_align, p->orig};
+            if (p->addr > img->len)
+                return icpp_err_set(err, ICPP_EFORMAT, "%s: CFA offset at file offset 0x%" PRIx64 " is not in the file",
+                                    f->name, p->addr);
+            if (icpp_cfaprog_write(img->bytes + p->addr, img->len - p->addr, &op, (int64_t)p->orig + pad, err) < 0)
+                return icpp_err_prefix(err, "%s", f->name);
+            continue;
+        }
         size_t avail;
         uint8_t *c = rw_image_code(img, p->addr, &avail);
         if (!c)
@@ -1060,6 +1257,19 @@ int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err
             int32_t nv = (int32_t)v;
             uint8_t le[4] = {(uint8_t)nv, (uint8_t)(nv >> 8), (uint8_t)(nv >> 16), (uint8_t)(nv >> 24)};
             memcpy(c + in.raw.imm[0].offset, le, size);
+            break;
+        }
+        case RW_P_DISP8:
+        case RW_P_DISP32: {
+            int64_t v = (int64_t)p->orig + pad;
+            size_t size = p->kind == RW_P_DISP8 ? 1 : 4;
+            if (in.raw.disp.size != size * 8 || in.raw.disp.value != p->orig ||
+                (size == 1 ? v > INT8_MAX : v > INT32_MAX))
+                return icpp_err_set(err, EINVAL, "%s: displacement at 0x%" PRIx64 " cannot take %u more", f->name,
+                                    p->addr, pad);
+            int32_t nv = (int32_t)v;
+            uint8_t le[4] = {(uint8_t)nv, (uint8_t)(nv >> 8), (uint8_t)(nv >> 16), (uint8_t)(nv >> 24)};
+            memcpy(c + in.raw.disp.offset, le, size);
             break;
         }
         case RW_P_ENTER:

@@ -24,13 +24,18 @@ typedef enum rw_pkind {
     RW_P_IMM32,             /* a sign-extended 32-bit immediate gets sign*P */
     RW_P_ENTER,             /* 55 48 89 e5 -> c8 Plo Phi 00 */
     RW_P_LEAVE,             /* 5d -> c9 */
+    RW_P_DISP8,             /* an rsp-relative reference above the frame: its 8-bit displacement gets +P */
+    RW_P_DISP32,            /* ... its 32-bit displacement gets +P */
+    RW_P_CFA,               /* a CFA offset in .eh_frame/.debug_frame gets +P (same bytes, lib/cfaprog.h) */
 } rw_pkind;
 
 typedef struct rw_patch {
-    uint64_t addr;          /* link-time address of the bytes to change */
+    uint64_t addr;          /* link-time address of the instruction; RW_P_CFA: file offset of the operand */
     uint8_t  kind;          /* rw_pkind */
     int8_t   sign;          /* immediates: +1 the value grows by P, -1 it shrinks by P */
-    int32_t  orig;          /* original immediate */
+    uint8_t  len, sf;       /* RW_P_CFA: the operand's bytes, 1 if SLEB128 factored by data_align */
+    int8_t   data_align;    /* RW_P_CFA */
+    int32_t  orig;          /* original immediate, displacement or CFA offset */
 } rw_patch;
 
 /* Options of the analysis. */
@@ -48,13 +53,16 @@ typedef struct rw_frame {
     uint8_t     mode;       /* rw_mode */
     uint32_t    frame;      /* bytes the prologue allocates today (0 for ENTER) */
     uint32_t    maxpad;     /* largest padding the encodings allow, a multiple of 16 (0 if refused) */
+    uint32_t    ncfa;       /* of the patches, CFA offsets in the CFI (a frame without frame pointer) */
     rw_patch   *patches;
     uint32_t    npatches;
 } rw_frame;
 
 typedef struct rw_frames rw_frames;
 
-/* Analyse every function of module m (its bytes in img, its CFA table cfi).
+/* Analyse every function of module m (its bytes in img, its CFA table cfi;
+ * img's .eh_frame and .debug_frame for the CFA offsets of frames without a
+ * frame pointer).
  * Never fails for a function: a function that cannot be proven safe gets a
  * reason instead.  NULL only when out of memory or the CFI cannot be read. */
 rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const icpp_cfi *cfi,

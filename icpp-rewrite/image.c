@@ -37,6 +37,23 @@ static void find_build_id(rw_image *img, Elf *elf)
     }
 }
 
+static void find_cfi_sections(rw_image *img, Elf *elf)
+{
+    size_t shstrndx;
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+        return;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+        GElf_Shdr sh;
+        const char *n;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS || !(n = elf_strptr(elf, shstrndx, sh.sh_name)))
+            continue;
+        rw_cfisec *c = !strcmp(n, ".eh_frame") ? &img->eh_frame : !strcmp(n, ".debug_frame") ? &img->debug_frame : NULL;
+        if (!c || sh.sh_offset > img->len || sh.sh_size > img->len - sh.sh_offset)
+            continue;
+        *c = (rw_cfisec){sh.sh_offset, sh.sh_size, sh.sh_addr, (sh.sh_flags & SHF_COMPRESSED) != 0};
+    }
+}
+
 int rw_image_load(rw_image *img, const icpp_module *m, icpp_err *err)
 {
     memset(img, 0, sizeof *img);
@@ -70,6 +87,7 @@ int rw_image_load(rw_image *img, const icpp_module *m, icpp_err *err)
         return icpp_err_set(err, ICPP_EFORMAT, "%s: no loadable segment", icpp_module_path(m));
     }
     find_build_id(img, elf);
+    find_cfi_sections(img, elf);
     return 0;
 }
 

@@ -17,6 +17,13 @@ typedef struct rw_seg {
     uint32_t flags;                 /* PF_X | PF_W | PF_R */
 } rw_seg;
 
+/* A call frame information section, patched in place (lib/cfaprog.h). */
+typedef struct rw_cfisec {
+    size_t   off, size;             /* file offset and bytes; size 0: the file has no such section */
+    uint64_t addr;                  /* link-time address (0 for .debug_frame) */
+    int      compressed;            /* SHF_COMPRESSED: cannot be patched in place */
+} rw_cfisec;
+
 typedef struct rw_image {
     uint8_t *bytes;                 /* the whole file, copied; patches go here */
     size_t   len;
@@ -25,6 +32,7 @@ typedef struct rw_image {
     size_t   bid_off;               /* file offset of the NT_GNU_BUILD_ID descriptor */
     uint8_t  bid_len;               /* its length; 0 if the file has none */
     mode_t   mode;                  /* permission bits of the original file */
+    rw_cfisec eh_frame, debug_frame;
 } rw_image;
 
 /* Copy the bytes of m's file and index its loadable segments and build-id

@@ -289,8 +289,9 @@ int main(int argc, char **argv)
             if (f->why)
                 printf("%s\t%#" PRIx64 "\trefused: %s%s", esc(f->name), f->addr, f->why, f->where ? " at " : "");
             else
-                printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches)", esc(f->name), f->addr,
-                       f->mode == RW_MODE_ENTER ? "enter" : "sub", f->frame, f->maxpad, f->npatches);
+                printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches%s)", esc(f->name), f->addr,
+                       f->mode == RW_MODE_ENTER ? "enter" : "sub", f->frame, f->maxpad, f->npatches,
+                       f->ncfa ? ", no frame pointer: CFA offsets in the CFI among them" : "");
             if (f->why && f->where)
                 printf("%#" PRIx64, f->where);
             putchar('\n');

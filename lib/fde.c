@@ -1,5 +1,6 @@
 /* fde.c -- FDE enumeration from raw .eh_frame/.debug_frame bytes: untrusted input, no library needed. */
 #include "fde.h"
+#include "dwread.h"
 
 #include <dwarf.h>
 #include <errno.h>
@@ -7,56 +8,17 @@
 #include <string.h>
 
 
-typedef struct rd {
-    const uint8_t *p, *end;
-    int bad;
-} rd;
-
-static uint64_t rd_u(rd *r, size_t n)
-{
-    if (r->bad || (size_t)(r->end - r->p) < n) {
-        r->bad = 1;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)r->p[i] << (8 * i);
-    r->p += n;
-    return v;
-}
+typedef icpp_rd rd;
+#define rd_u icpp_rd_u
 
 static uint64_t rd_uleb(rd *r)
 {
-    uint64_t v = 0;
-    for (unsigned shift = 0;; shift += 7) {
-        if (r->bad || r->p >= r->end || shift > 63) {
-            r->bad = 1;
-            return 0;
-        }
-        uint8_t b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-    }
+    return icpp_rd_leb(r, 0, NULL);
 }
 
 static int64_t rd_sleb(rd *r)
 {
-    int64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b;
-    do {
-        if (r->bad || r->p >= r->end || shift > 63) {
-            r->bad = 1;
-            return 0;
-        }
-        b = *r->p++;
-        v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= (int64_t)(~(uint64_t)0 << shift);     /* sign-extend; 1 << 63 would overflow int64_t */
-    return v;
+    return (int64_t)icpp_rd_leb(r, 1, NULL);
 }
 
 /* Read a DW_EH_PE-encoded value; `field` is the link-time address of the
@@ -90,9 +52,13 @@ typedef struct cie_info {
     uint8_t  fde_enc;
     uint8_t  addr_size;
     uint8_t  signal;        /* augmentation 'S': a signal-return trampoline */
+    uint64_t code_align;
+    int64_t  data_align;
+    size_t   ins, end;      /* its initial instructions, offsets from the section start */
+    uint8_t  z;             /* augmentation "z...": FDEs carry augmentation data */
 } cie_info;
 
-static int parse_cie(rd r, int eh, cie_info *ci)
+static int parse_cie(rd r, const uint8_t *sec, int eh, cie_info *ci)
 {
     uint8_t version = (uint8_t)rd_u(&r, 1);
     const uint8_t *aug = r.p;
@@ -113,18 +79,23 @@ static int parse_cie(rd r, int eh, cie_info *ci)
         if (!eh)
             ci->fde_enc = ci->addr_size == 4 ? DW_EH_PE_udata4 : DW_EH_PE_udata8;
     }
-    rd_uleb(&r);                        /* code alignment */
-    rd_sleb(&r);                        /* data alignment */
+    ci->code_align = rd_uleb(&r);
+    ci->data_align = rd_sleb(&r);
     if (version == 1)
         rd_u(&r, 1);
     else
         rd_uleb(&r);                    /* return address register */
-    if (auglen == 0 || aug[0] != 'z')
+    ci->end = (size_t)(r.end - sec);
+    ci->z = auglen > 0 && aug[0] == 'z';
+    if (!ci->z) {
+        ci->ins = (size_t)(r.p - sec);
         return r.bad ? -1 : 0;
+    }
     uint64_t alen = rd_uleb(&r);
     if (r.bad || alen > (uint64_t)(r.end - r.p))
         return -1;
     rd a = {r.p, r.p + alen, 0};
+    ci->ins = (size_t)(r.p + alen - sec);
     for (size_t i = 1; i < auglen; i++) {
         switch (aug[i]) {
         case 'L': rd_u(&a, 1); break;
@@ -149,6 +120,8 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
     *nout = 0;
     const char *name = eh ? ".eh_frame" : ".debug_frame";
     const uint8_t *sec = data, *secend = sec + size;
+    if (size > UINT32_MAX)
+        return icpp_err_set(err, ICPP_EUNSUPPORTED, "%s: section of 4 GiB or more", name);
     icpp_fde *v = NULL;
     size_t n = 0, cap = 0;
     cie_info cache[16];
@@ -199,7 +172,7 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
                 rd cb = {c.p, c.p + clen, 0};
                 rd_u(&cb, c64 ? 8 : 4);
                 ci.off = cie_off;
-                if (cb.bad || parse_cie(cb, eh, &ci) < 0)
+                if (cb.bad || parse_cie(cb, sec, eh, &ci) < 0)
                     goto corrupt;
                 cache[cache_next] = ci;
                 cache_next = (cache_next + 1) % 16;
@@ -211,6 +184,15 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
             uint64_t range = rd_enc(&b, ci.fde_enc & 0x0f, 0, 0);
             if (b.bad || lo + range < lo)       /* a range past 2^64 would give hi < lo */
                 goto corrupt;
+            if (ci.z) {                         /* the FDE's augmentation data, then its instructions */
+                uint64_t alen = rd_uleb(&b);
+                if (b.bad || alen > (uint64_t)(b.end - b.p))
+                    goto corrupt;
+                b.p += alen;
+            }
+            /* Factors outside 1..255 / -128..127 (never emitted) are stored as 0:
+             * lib/cfaprog.h refuses to read such a program. */
+            int odd = ci.code_align < 1 || ci.code_align > 255 || ci.data_align < -128 || ci.data_align > 127;
             if (range) {
                 if (n == cap) {
                     cap = cap ? 2 * cap : 256;
@@ -221,7 +203,9 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
                     }
                     v = nv;
                 }
-                v[n++] = (icpp_fde){lo, lo + range, ci.signal};
+                v[n++] = (icpp_fde){lo, lo + range, ci.signal, ci.fde_enc, odd ? 0 : (int8_t)ci.data_align,
+                                    odd ? 0 : (uint8_t)ci.code_align, (uint32_t)ci.ins, (uint32_t)ci.end,
+                                    (uint32_t)(b.p - sec), (uint32_t)(next - sec)};
             }
         }
         p = next;

@@ -11,13 +11,19 @@
 typedef struct icpp_fde {
     uint64_t lo, hi;        /* [lo, hi) link-time addresses */
     uint8_t  signal;        /* its CIE says 'S': signal-return trampoline code */
+    uint8_t  fde_enc;       /* DW_EH_PE encoding of its addresses (DW_CFA_set_loc) */
+    int8_t   data_align;    /* its CIE's data alignment factor (both 0 if outside -128..127 / 1..255) */
+    uint8_t  code_align;    /* its CIE's code alignment factor */
+    uint32_t cie_ins, cie_end;  /* section offsets of its CIE's initial instructions [cie_ins, cie_end) */
+    uint32_t ins, end;      /* section offsets of its own instructions [ins, end) (lib/cfaprog.h) */
 } icpp_fde;
 
 /* All FDEs of a .eh_frame (eh = 1) or .debug_frame (eh = 0) section whose
  * bytes are data[0..size) and whose link-time address is sh_addr, in file
  * order; *out is malloc'd.  Everything is bounds-checked: a corrupt section
  * is an error, never a crash.  Used by the CFI table, the function table
- * and the training agent (which links no ELF library). */
+ * and the training agent (which links no ELF library).  A section of 4 GiB
+ * or more is refused (the instruction offsets are 32-bit). */
 int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp_fde **out, size_t *n,
                    icpp_err *err);
 

@@ -63,14 +63,14 @@ __asm__(".text\n"
 	"ret\n"
 	EPILOGUE(ok_enter2)
 
-	/* bad_above: reads its saved %rbp through %rsp (above the frame). */
-	PROLOGUE(bad_above)
+	/* ok_above: reads its saved %rbp through %rsp (above the frame): the displacement gets +P. */
+	PROLOGUE(ok_above)
 	"sub $0x10,%rsp\n"
 	"mov 0x10(%rsp),%rax\n"
 	"call lf\n"
 	"leave\n.cfi_def_cfa %rsp,8\n"
 	"ret\n"
-	EPILOGUE(bad_above)
+	EPILOGUE(ok_above)
 
 	/* bad_mixed: the same slot through %rbp and through %rsp. */
 	PROLOGUE(bad_mixed)
@@ -102,13 +102,49 @@ __asm__(".text\n"
 	"ret\n"
 	EPILOGUE(bad_alloca)
 
-	/* bad_nofp: no frame pointer; the CFA is rsp-based inside the frame. */
-	".globl bad_nofp\n.type bad_nofp,@function\nbad_nofp:\n.cfi_startproc\n"
-	"sub $0x18,%rsp\n.cfi_def_cfa_offset 32\n"
+	/* ok_nofp: no frame pointer (the CFA is rsp-based inside the frame: its
+	 * offsets get +P), the frame of ok_sub (lf collides below them); reads
+	 * its saved %rbx through %rsp and through the address of its incoming
+	 * arguments (both displacements get +P): returns lf's value + 1 only if
+	 * both reads found the caller's %rbx. */
+	".globl ok_nofp\n.type ok_nofp,@function\nok_nofp:\n.cfi_startproc\n"
+	"push %rbx\n.cfi_def_cfa_offset 16\n.cfi_offset %rbx,-16\n"
+	"sub $0x20,%rsp\n.cfi_def_cfa_offset 48\n"
 	"call lf\n"
-	"add $0x18,%rsp\n.cfi_def_cfa_offset 8\n"
+	"mov 0x20(%rsp),%rcx\n"
+	"lea 0x30(%rsp),%rdx\n"
+	"mov -0x10(%rdx),%rdx\n"
+	"cmp %rcx,%rbx\n"
+	"jne 1f\n"
+	"cmp %rdx,%rbx\n"
+	"jne 1f\n"
+	"add $1,%rax\n"
+	"1: add $0x20,%rsp\n.cfi_def_cfa_offset 16\n"
+	"pop %rbx\n.cfi_def_cfa_offset 8\n"
 	"ret\n"
-	EPILOGUE(bad_nofp)
+	EPILOGUE(ok_nofp)
+
+	/* bad_straddle: a 16-byte load across the frame boundary (locals and saved %rbx). */
+	".globl bad_straddle\n.type bad_straddle,@function\nbad_straddle:\n.cfi_startproc\n"
+	"push %rbx\n.cfi_def_cfa_offset 16\n.cfi_offset %rbx,-16\n"
+	"sub $0x10,%rsp\n.cfi_def_cfa_offset 32\n"
+	"movdqu 0x8(%rsp),%xmm0\n"
+	"call lf\n"
+	"add $0x10,%rsp\n.cfi_def_cfa_offset 16\n"
+	"pop %rbx\n.cfi_def_cfa_offset 8\n"
+	"ret\n"
+	EPILOGUE(bad_straddle)
+
+	/* bad_retaddr: takes the address of its return address from %rsp. */
+	".globl bad_retaddr\n.type bad_retaddr,@function\nbad_retaddr:\n.cfi_startproc\n"
+	"push %rbx\n.cfi_def_cfa_offset 16\n.cfi_offset %rbx,-16\n"
+	"sub $0x10,%rsp\n.cfi_def_cfa_offset 32\n"
+	"lea 0x18(%rsp),%rax\n"
+	"call lf\n"
+	"add $0x10,%rsp\n.cfi_def_cfa_offset 16\n"
+	"pop %rbx\n.cfi_def_cfa_offset 8\n"
+	"ret\n"
+	EPILOGUE(bad_retaddr)
 
 	/* bad_pop: leaves the frame with a pop, not an add. */
 	PROLOGUE(bad_pop)
@@ -121,15 +157,17 @@ __asm__(".text\n"
 	EPILOGUE(bad_pop));
 
 unsigned long ok_sub(unsigned long), ok_args(unsigned long), ok_same(unsigned long);
-unsigned long ok_enter(unsigned long), ok_enter2(unsigned long), bad_above(unsigned long);
+unsigned long ok_enter(unsigned long), ok_enter2(unsigned long), ok_above(unsigned long);
 unsigned long bad_mixed(unsigned long), bad_shrink(unsigned long), bad_alloca(unsigned long);
-unsigned long bad_nofp(unsigned long), bad_pop(unsigned long);
+unsigned long ok_nofp(unsigned long), bad_pop(unsigned long), bad_straddle(unsigned long);
+unsigned long bad_retaddr(unsigned long);
 
 int main(void)
 {
 	unsigned long (*const cases[])(unsigned long) = {ok_sub,     ok_args,    ok_same,    ok_enter,
-							 ok_enter2,  bad_above,  bad_mixed,  bad_shrink,
-							 bad_alloca, bad_nofp,   bad_pop};
+							 ok_enter2,  ok_above,   bad_mixed,  bad_shrink,
+							 bad_alloca, ok_nofp,    bad_pop,    bad_straddle,
+							 bad_retaddr};
 	unsigned long r = 0;
 	for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++)
 		r ^= cases[i](r + i);

@@ -125,9 +125,20 @@ def build_id(binary):
     return m.group(1) if m else None
 
 
-def changed_only_where_allowed(prog, out, resized, label):
+def cfi_sections(binary):
+    """[(offset, end)] of .eh_frame and .debug_frame in the file (readelf)."""
+    r = run(["readelf", "-SW", binary])
+    out = []
+    for m in re.finditer(r"\]\s+(\.eh_frame|\.debug_frame)\s+\S+\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)", r.stdout):
+        off, size = int(m.group(2), 16), int(m.group(3), 16)
+        out.append((off, off + size))
+    return out
+
+
+def changed_only_where_allowed(prog, out, resized, label, cfi=False):
     """Every byte that differs between PROG and OUT lies in a resized function or
-    in the build-id note."""
+    in the build-id note (or, cfi: in the CFI sections, whose CFA offsets frames
+    without a frame pointer patch)."""
     a, b = open(prog, "rb").read(), open(out, "rb").read()
     if not c.check(len(a) == len(b), f"{label}: OUT has another size ({len(a)} vs {len(b)})"):
         return
@@ -136,7 +147,7 @@ def changed_only_where_allowed(prog, out, resized, label):
     bid_at = a.find(bid) if bid else -1
     ranges = func_ranges(prog)
     segs = file_offsets(prog)
-    allowed = []
+    allowed = cfi_sections(prog) if cfi else []
     for start in resized:
         for lo, hi in ranges.get(start, []):
             for va, off, sz in segs:
@@ -299,11 +310,13 @@ if not only:
             "ok_same": "ok: sub, frame 32",
             "ok_enter": "ok: enter",
             "ok_enter2": "ok: enter",
-            "bad_above": "refused: an rsp-relative access above the frame",
+            "ok_above": "ok: sub, frame 16, up to +96 (2 patches)",
             "bad_mixed": "refused: the frame's locals are reached both through rsp and at fixed places",
             "bad_shrink": "refused: calls a function outside the enlarged frame",
             "bad_alloca": "refused: a dynamic stack adjustment",
-            "bad_nofp": "refused: no frame pointer",
+            "ok_nofp": "ok: sub, frame 32, up to +64 (5 patches, no frame pointer: CFA offsets in the CFI among them)",
+            "bad_straddle": "refused: an rsp-relative access straddles the frame boundary",
+            "bad_retaddr": "refused: the address of a saved register or of the return address",
             "bad_pop": "refused: a pop crosses the frame boundary",
         }
         for name, text in want.items():
@@ -312,14 +325,23 @@ if not only:
         c.check(r.returncode == 0 and f.get("verify_ok"), f"frames: --verify failed: {r.stdout[-1500:]}")
         padded = {m for _a, _p, m in f["resized"]}
         c.check("sub" in padded and "enter" in padded, f"frames: want both sub and enter paddings, got {f['resized']}")
-        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], "frames")
+        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], "frames", cfi=True)
 
-# ---- 5. without frame pointers nothing is patched ---------------------------------------
+# ---- 5. without frame pointers: resized, exceptions caught, gdb's backtraces unchanged ----
+
+
+def gdb_bt(binary, where, args):
+    """gdb's backtrace at the first stop at `where`: [(pc or None, function)] (frame #0 has no pc)."""
+    r = run(["gdb", "-batch", "-nx", "-ex", "break " + where, "-ex", "run", "-ex", "bt", "--args", binary] + args,
+            timeout=120)
+    frames = re.findall(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) \(", r.stdout, re.M)
+    return [(int(pc, 16) if pc else None, fn) for _n, pc, fn in frames]
+
 
 for e in corpus.load_list():
     if only and e.prog not in only:
         continue
-    if "nofp" not in e.tags or e.prog not in ("recurse", "exceptions") or "static" in e.tags:
+    if "nofp" not in e.tags or e.prog not in ("recurse", "exceptions", "orders") or "static" in e.tags:
         continue
     label = f"{e.prog}.{e.config}"
     d = os.path.join(tmp, label)
@@ -329,8 +351,29 @@ for e in corpus.load_list():
     out = os.path.join(d, "out")
     r = rewrite(e.binary, m0, out, "--enter", "--verify")
     f = report(r.stdout)
+    # --verify: identical output and exit status (exceptions.cpp prints how many it caught), and
+    # a training of OUT measures exactly the predicted heights.
     c.check(r.returncode == 0 and f.get("verify_ok"), f"{label}: --verify failed: {r.stdout[-1500:]}")
-    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label)
+    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label, cfi=True)
+    figures.append((e.prog, e.config, f))
+    if e.prog == "recurse":
+        continue        # its recursive functions have no sub to enlarge (push-only frames)
+    c.check(f.get("nresized", 0) > 0, f"{label}: no function without a frame pointer was resized: {r.stdout[-1500:]}")
+    if e.prog != "exceptions" or "O2" not in e.tags:
+        continue
+    # Exceptions are thrown from fail_leaf through the descend frames: descend must be resized.
+    lines = re.findall(r"^\s+0x[0-9a-f]+\s+\+\d+\s+sub\s+frame.*$", r.stdout, re.M)
+    c.check(any("exc::descend(" in x for x in lines), f"{label}: descend not resized: {lines}")
+    # gdb unwinds the rewritten binary as the original: at fail_leaf (7 resized frames below it), and
+    # at the call instruction inside the innermost resized descend.
+    leaf = "_ZN3exc9fail_leafEmmb"
+    bt0, bt1 = gdb_bt(e.binary, leaf, ["1"]), gdb_bt(out, leaf, ["1"])
+    c.check(len(bt0) >= 10 and bt0 == bt1, f"{label}: gdb backtraces at {leaf} differ:\n{bt0}\n{bt1}")
+    if c.check(len(bt0) > 1 and bt0[1][0], f"{label}: gdb gave no return address in frame #1: {bt0}"):
+        at = "*%#x" % (bt0[1][0] - 5)     # the call rel32 before frame #1's return address
+        bt0, bt1 = gdb_bt(e.binary, at, ["1"]), gdb_bt(out, at, ["1"])
+        c.check(len(bt0) >= 9 and "descend" in bt0[0][1] and bt0 == bt1,
+                f"{label}: gdb backtraces inside descend differ:\n{bt0}\n{bt1}")
 
 # ---- 6. bad input -----------------------------------------------------------------------
 
