@@ -167,6 +167,14 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         icpp_replay_close(rp);
         return 1;
     }
+    /* a perf.data: the same inferred thread bases as its profile */
+    icpp_basevote *bv = mapset_infer_bases(ms, samples, stderr, &err);
+    if (!bv) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        free(vbin);
+        icpp_replay_close(rp);
+        return 1;
+    }
     icpp_unwinder *u = icpp_unwinder_new(rp);
     tally t;
     memset(&t, 0, sizeof t);
@@ -184,6 +192,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
         if (s.learn)
             continue;       /* learning input: never judged */
+        icpp_basevote_apply(bv, &s);
         t.total++;
         if (s.x.nregs)
             any_regs = 1;
@@ -457,6 +466,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     free(vbin);
     icpp_hmap_free(&paths);
     icpp_unwinder_free(u);
+    icpp_basevote_free(bv);
     icpp_replay_close(rp);
     return 0;
 }
