@@ -1,6 +1,7 @@
 /* functab.c -- an ELF file's function table and build-id from its raw bytes (no ELF library: the training agent uses it too). */
 #include "functab.h"
 
+#include "coldpart.h"
 #include "fde.h"
 
 #include <elf.h>
@@ -184,6 +185,21 @@ static int link_cold(icpp_ftab_entry *v, size_t n)
     return 0;
 }
 
+/* Executable PT_LOAD segments: where code is in the image (at most max). */
+static size_t code_segs(const img *m, icpp_code_seg *out, size_t max)
+{
+    const Elf64_Ehdr *eh = m->eh;
+    if (eh->e_phentsize != sizeof(Elf64_Phdr) || !in(m, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr)) ||
+        eh->e_phoff % 8)
+        return 0;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(m->p + eh->e_phoff);
+    size_t k = 0;
+    for (size_t i = 0; i < eh->e_phnum && k < max; i++)
+        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) && in(m, ph[i].p_offset, ph[i].p_filesz))
+            out[k++] = (icpp_code_seg){ph[i].p_vaddr, ph[i].p_offset, ph[i].p_filesz};
+    return k;
+}
+
 int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size_t *nout, icpp_err *err)
 {
     img m;
@@ -245,6 +261,10 @@ int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size
             x.v[w++] = x.v[i];
     x.n = w;
     if (link_cold(x.v, x.n) < 0)
+        goto oom;
+    /* stripped cold parts: from the jumps that enter them */
+    icpp_code_seg segs[16];
+    if (icpp_coldpart_link(p, len, segs, code_segs(&m, segs, 16), x.v, x.n) < 0)
         goto oom;
     /* Mark entries whose first bytes (what a hook would overwrite) touch
      * signal-return code: the kernel returns into it, nobody calls it. */

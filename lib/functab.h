@@ -29,8 +29,9 @@ typedef struct icpp_ftab_entry {
  * address, one entry per start: FUNC and IFUNC symbols of .symtab and
  * .dynsym with aliases folded (preferred name: global, then weak, then
  * local; fewest leading '_'; shortest), plus the starts of .eh_frame FDEs
- * that no sized symbol covers (stripped code).  gcc's split-off "foo.cold"
- * parts get owner = foo.  *out is malloc'd; names point into img.
+ * that no sized symbol covers (stripped code).  gcc's split-off cold parts
+ * ("foo.cold", or stripped: lib/coldpart.h) get owner = foo, the rule of
+ * docs/definitions.md.  *out is malloc'd; names point into img.
  * The image is untrusted: every offset is checked. */
 int icpp_functab_build(const uint8_t *img, size_t len, icpp_ftab_entry **out, size_t *n, icpp_err *err);
 
