@@ -56,13 +56,15 @@ typedef struct shown {
     int64_t height;
 } shown;
 
-static void names_of(const icpp_pathmap *pm, const int64_t *t, int nt, char *buf, size_t sz)
+/* Names of path-map functions t[0..nt); where t[i] < 0 (a function the map
+ * does not know) the binary's own name, tn[i], if tn is given. */
+static void names_of(const icpp_pathmap *pm, const int64_t *t, const char *const *tn, int nt, char *buf, size_t sz)
 {
     size_t o = 0;
     buf[0] = 0;
     for (int i = 0; i < nt && o + 2 < sz; i++)
         o += (size_t)snprintf(buf + o, sz - o, "%s%s", i ? ";" : "",
-                              t[i] >= 0 ? icpp_pathmap_func(pm, (uint32_t)t[i])->name : "?");
+                              t[i] >= 0 ? icpp_pathmap_func(pm, (uint32_t)t[i])->name : tn && tn[i] ? tn[i] : "?");
 }
 
 /* A distinct true path: its samples and how they fared. */
@@ -71,9 +73,10 @@ typedef struct dpath {
 } dpath;
 
 /* True path of a sample as path-map function indices, root first; -1 for a
- * function the map does not know.  Returns the length, or -1. */
+ * function the map does not know, whose name from the binary (its owner's,
+ * for a cold part) goes to names[] (NULL: none).  Returns the length. */
 static int truth_path(icpp_cidx *x, const icpp_completer *c, const icpp_replay *rp, const icpp_uframe *fr, int n,
-                      int64_t *out)
+                      int64_t *out, const char **names)
 {
     int k = 0;
     for (int i = n - 1; i >= 0; i--) {
@@ -87,6 +90,8 @@ static int truth_path(icpp_cidx *x, const icpp_completer *c, const icpp_replay *
             int32_t m = icpp_cidx_module(x, (uint32_t)f->module, &rm->build_id);
             out[k] = m >= 0 ? icpp_complete_func(c, (uint32_t)m, f->func->owner) : -1;
         }
+        const icpp_func *of = rm && rm->mod && f->func ? icpp_module_func_start(rm->mod, f->func->owner) : NULL;
+        names[k] = of ? of->name : f->func ? f->func->name : NULL;
         k++;
     }
     return k;
@@ -186,6 +191,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     static shown shownv[MAX_SHOWN];
     size_t nshown = 0;
     static int64_t tp[MAXF];
+    static const char *tpn[MAXF];   /* the binary's names of tp's frames */
     icpp_rsample s;
     icpp_resolution r;
     int rc, any_regs = 0;
@@ -225,7 +231,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         const icpp_pathmap *pm = ms->maps[k].pm;
         icpp_cidx *x = ms->maps[k].x;
         /* after resolving: completion may have added functions of the truth (to this map) */
-        int nt = truth_path(x, r.kind == ICPP_RES_INFERRED ? ms->maps[k].cpl : NULL, rp, fr, nf, tp);
+        int nt = truth_path(x, r.kind == ICPP_RES_INFERRED ? ms->maps[k].cpl : NULL, rp, fr, nf, tp, tpn);
         int v;
         uint32_t hit = 0, hit_i = 0;
         if (r.kind == ICPP_RES_INFERRED) {
@@ -261,7 +267,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         t.aligned += r.aligned;
         if ((v == V_INCORRECT || v == V_INF_BAD) && nshown < MAX_SHOWN) {
             shown *sh = &shownv[nshown++];
-            names_of(pm, tp, nt, sh->truth, sizeof sh->truth);
+            names_of(pm, tp, tpn, nt, sh->truth, sizeof sh->truth);
             sh->height = s.height;
             size_t o = 0;
             sh->cand[0] = 0;
@@ -272,7 +278,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                 for (uint32_t k = 0; k < d && k < MAXF; k++)
                     q[k] = p[k];
                 char tmp[2048];
-                names_of(pm, q, (int)(d < MAXF ? d : MAXF), tmp, sizeof tmp);
+                names_of(pm, q, NULL, (int)(d < MAXF ? d : MAXF), tmp, sizeof tmp);
                 o += (size_t)snprintf(sh->cand + o, sizeof sh->cand - o, "%s%s", c ? " | " : "", tmp);
             }
         }

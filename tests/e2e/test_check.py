@@ -54,6 +54,51 @@ for e in corpus.load_list(built("tests/programs/corpus-list.txt")):
     total["eh"] += len(eh)
     total["binaries"] += 1
 c.check(total["good"] >= 0.99 * total["judged"], f"corpus: correct {total['good']} of {total['judged']}")
+
+# Stripped, cold.c's hot.cold is an FDE without a symbol: it must still be
+# hot's (docs/definitions.md), in training, resolving and --check alike.
+# The profile's fn_ADDR names are named by the unstripped twin's symbols and
+# must be cold.c's documented paths, main;hot;slow;leaf (slow called from
+# the cold part) among them.
+cold = {(e.prog, e.config): e for e in corpus.load_list(built("tests/programs/corpus-list.txt")) if e.prog == "cold"}
+for config in ("O2-nofp-pie", "O2-fp-nopie") if not only or "cold" in only else ():
+    e = cold[("cold", config)]
+    binary = built(f"tests/programs/cold.{config}.stripped")
+    label = f"cold.{config}.stripped"
+    mapfile, samples = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".samples")
+    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", binary, "8"])
+    r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", samples, "--", binary, "8"])
+    if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{label}: training or sampling failed: {r.stderr}"):
+        continue
+    r = run([tool("icpp-resolve"), "-m", mapfile, "--check", "--format", "json", samples])
+    if not c.check(r.returncode == 0, f"{label}: --check failed: {r.stderr}"):
+        continue
+    d = json.loads(r.stdout)
+    b, judged = d["by_samples"], d["with_truth"]
+    good = b["precise"] + b["ambiguous-containing-truth"]
+    c.check(judged >= 100 and b["incorrect"] == 0 and good >= 0.98 * judged,
+            f"{label}: {judged} judged, {b['incorrect']} incorrect, {good} correct: {d['incorrect_samples'][:2]}")
+    syms = {}
+    for line in run(["nm", e.binary]).stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] in "tT":
+            syms[int(f[0], 16)] = f[2]
+    r = run([tool("icpp-resolve"), "-m", mapfile, "--format", "json", samples])
+    if not c.check(r.returncode == 0, f"{label}: resolving failed: {r.stderr}"):
+        continue
+    prof = json.loads(r.stdout)
+    req, opt = corpus.paths_for(e)
+    documented, own_funcs = req | opt, corpus.functions(e)
+    seen = set()
+    for p in prof["paths"]:
+        names = [syms.get(int(n[3:], 16), n) if n.startswith("fn_") else n for n in p["path"]]
+        own = tuple(n for n in names if n in own_funcs)
+        if not own or own[0] != "main":
+            continue
+        c.check(own in documented and not any(".cold" in n for n in names),
+                f"{label}: path {';'.join(names)} is not documented")
+        seen.add(own)
+    c.check(("main", "hot", "slow", "leaf") in seen, f"{label}: main;hot;slow;leaf not seen: {sorted(seen)}")
 print(f"{total['binaries']} binaries: {total['good']} of {total['judged']} samples correct "
       f"({100.0 * total['good'] / max(total['judged'], 1):.2f}%), {total['precise']} precise, "
       f"{total['eh']} taken inside exception dispatch")
