@@ -98,13 +98,13 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
     /* Owners: a part's jumper may itself be a part (follow, bounded). */
     int linked = 0;
     for (size_t i = 0; i < n; i++) {
-        if (c[i].from == UINT64_MAX || c[i].called || c[i].several || !c[i].not_tail)
+        if (c[i].from == UINT64_MAX || c[i].called || c[i].several || !(c[i].not_tail || v[i].framed))
             continue;
         uint64_t o = c[i].from;
         for (int hop = 0; hop < 8; hop++) {
             size_t k = entry_at(v, n, o);
             if (k == SIZE_MAX || v[k].addr != o || c[k].from == UINT64_MAX || c[k].called || c[k].several ||
-                !c[k].not_tail || c[k].from == v[i].addr)
+                !(c[k].not_tail || v[k].framed) || c[k].from == v[i].addr)
                 break;
             o = c[k].from;
         }

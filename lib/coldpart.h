@@ -16,10 +16,11 @@ typedef struct icpp_code_seg {
 /* The rule of docs/definitions.md ("cold part") for code without a symbol:
  * an FDE-only entry of v[0..n) (sorted, as icpp_functab_build makes it)
  * that no direct call reaches, and that direct jumps from outside it reach
- * from the code of exactly one function F -- at least one of them a
- * conditional jump or a jump past its first byte (only plain jmps to its
- * start are tail calls of a function) -- is F's cold part: its owner
- * becomes F's owner.  Code is decoded (Zydis) linearly over every entry's
+ * from the code of exactly one function F is F's cold part (its owner
+ * becomes F's owner) if it is not a function's entry: its FDE starts inside
+ * a frame (entry->framed), or at least one of the jumps is conditional or
+ * lands past its first byte.  (A block with CFA = rsp + 8 at its start
+ * reached only by plain jmps to its start is a tail-called function.)  Code is decoded (Zydis) linearly over every entry's
  * [addr, addr + size), from the image's executable segments segs[0..nseg);
  * nothing is decoded when v has no FDE-only entry.  Returns how many
  * entries got an owner, -1 if out of memory.  The image is untrusted:

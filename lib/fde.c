@@ -90,7 +90,77 @@ typedef struct cie_info {
     uint8_t  fde_enc;
     uint8_t  addr_size;
     uint8_t  signal;        /* augmentation 'S': a signal-return trampoline */
+    uint8_t  aug_z;         /* augmentation 'z': FDEs have an augmentation length */
+    int64_t  data_align;
+    const uint8_t *init, *init_end;     /* initial instructions */
 } cie_info;
+
+/* The CFA rule at the start of an FDE: run its CIE's initial instructions,
+ * then its own up to the first row change (advance_loc, set_loc).
+ * state: reg/off of the rule, or reg = -1 once it is an expression or
+ * unknown.  Returns 0, or -1 for an instruction it cannot skip. */
+typedef struct cfa_state {
+    int64_t reg, off;
+} cfa_state;
+
+static int run_cfa(rd r, int64_t data_align, cfa_state *st)
+{
+    while (r.p < r.end && !r.bad) {
+        uint8_t op = (uint8_t)rd_u(&r, 1);
+        switch (op >> 6) {
+        case 1: return 0;                           /* advance_loc: the first row ends */
+        case 2: rd_uleb(&r); continue;              /* offset */
+        case 3: continue;                           /* restore */
+        }
+        switch (op) {
+        case DW_CFA_nop: case DW_CFA_remember_state: case DW_CFA_restore_state: break;
+        case DW_CFA_set_loc: case DW_CFA_advance_loc1: case DW_CFA_advance_loc2: case DW_CFA_advance_loc4:
+            return 0;
+        case DW_CFA_offset_extended: case DW_CFA_register: case DW_CFA_val_offset:
+        case DW_CFA_GNU_negative_offset_extended:
+            rd_uleb(&r);
+            rd_uleb(&r);
+            break;
+        case DW_CFA_offset_extended_sf: case DW_CFA_val_offset_sf:
+            rd_uleb(&r);
+            rd_sleb(&r);
+            break;
+        case DW_CFA_restore_extended: case DW_CFA_undefined: case DW_CFA_same_value: case DW_CFA_GNU_args_size:
+            rd_uleb(&r);
+            break;
+        case DW_CFA_def_cfa:
+            st->reg = (int64_t)rd_uleb(&r);
+            st->off = (int64_t)rd_uleb(&r);
+            break;
+        case DW_CFA_def_cfa_sf:
+            st->reg = (int64_t)rd_uleb(&r);
+            st->off = (int64_t)((uint64_t)rd_sleb(&r) * (uint64_t)data_align);   /* untrusted: wraps, never UB */
+            break;
+        case DW_CFA_def_cfa_register: st->reg = (int64_t)rd_uleb(&r); break;
+        case DW_CFA_def_cfa_offset: st->off = (int64_t)rd_uleb(&r); break;
+        case DW_CFA_def_cfa_offset_sf: st->off = (int64_t)((uint64_t)rd_sleb(&r) * (uint64_t)data_align); break;
+        case DW_CFA_def_cfa_expression: {
+            uint64_t n = rd_uleb(&r);
+            st->reg = -1;
+            if (n > (uint64_t)(r.end - r.p))
+                return -1;
+            r.p += n;
+            break;
+        }
+        case DW_CFA_expression: case DW_CFA_val_expression: {
+            rd_uleb(&r);
+            uint64_t n = rd_uleb(&r);
+            if (n > (uint64_t)(r.end - r.p))
+                return -1;
+            r.p += n;
+            break;
+        }
+        default:
+            return -1;
+        }
+    }
+    return r.bad ? -1 : 0;
+}
 
 static int parse_cie(rd r, int eh, cie_info *ci)
 {
@@ -114,16 +184,21 @@ static int parse_cie(rd r, int eh, cie_info *ci)
             ci->fde_enc = ci->addr_size == 4 ? DW_EH_PE_udata4 : DW_EH_PE_udata8;
     }
     rd_uleb(&r);                        /* code alignment */
-    rd_sleb(&r);                        /* data alignment */
+    ci->data_align = rd_sleb(&r);
     if (version == 1)
         rd_u(&r, 1);
     else
         rd_uleb(&r);                    /* return address register */
+    ci->aug_z = 0;
+    ci->init = r.p;
+    ci->init_end = r.end;
     if (auglen == 0 || aug[0] != 'z')
         return r.bad ? -1 : 0;
     uint64_t alen = rd_uleb(&r);
     if (r.bad || alen > (uint64_t)(r.end - r.p))
         return -1;
+    ci->aug_z = 1;
+    ci->init = r.p + alen;
     rd a = {r.p, r.p + alen, 0};
     for (size_t i = 1; i < auglen; i++) {
         switch (aug[i]) {
@@ -211,6 +286,17 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
             uint64_t range = rd_enc(&b, ci.fde_enc & 0x0f, 0, 0);
             if (b.bad || lo + range < lo)       /* a range past 2^64 would give hi < lo */
                 goto corrupt;
+            /* the CFA at lo: a function entered by a call has rsp+8 */
+            uint8_t entry = ICPP_FDE_ENTRY_UNKNOWN;
+            cfa_state cs = {-1, 0};
+            rd ins = b;
+            if (ci.aug_z) {
+                uint64_t alen = rd_uleb(&ins);
+                ins.p = !ins.bad && alen <= (uint64_t)(ins.end - ins.p) ? ins.p + alen : ins.end;
+            }
+            if (run_cfa((rd){ci.init, ci.init_end, 0}, ci.data_align, &cs) == 0 &&
+                run_cfa(ins, ci.data_align, &cs) == 0 && cs.reg >= 0)
+                entry = cs.reg == 7 && cs.off == 8 ? ICPP_FDE_ENTRY_CALL : ICPP_FDE_ENTRY_FRAME;
             if (range) {
                 if (n == cap) {
                     cap = cap ? 2 * cap : 256;
@@ -221,7 +307,7 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
                     }
                     v = nv;
                 }
-                v[n++] = (icpp_fde){lo, lo + range, ci.signal};
+                v[n++] = (icpp_fde){lo, lo + range, ci.signal, entry};
             }
         }
         p = next;

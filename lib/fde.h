@@ -7,10 +7,18 @@
 
 #include "err.h"
 
+/* What the CFA rule at an FDE's first address says about that address. */
+typedef enum icpp_fde_entry {
+    ICPP_FDE_ENTRY_UNKNOWN = 0, /* an expression, or instructions not read */
+    ICPP_FDE_ENTRY_CALL,        /* CFA = rsp + 8: the shape of a function entered by a call */
+    ICPP_FDE_ENTRY_FRAME,       /* any other register rule: code inside a frame (a cold part) */
+} icpp_fde_entry;
+
 /* The code range of one FDE. */
 typedef struct icpp_fde {
     uint64_t lo, hi;        /* [lo, hi) link-time addresses */
     uint8_t  signal;        /* its CIE says 'S': signal-return trampoline code */
+    uint8_t  entry;         /* icpp_fde_entry: the CFA rule at lo */
 } icpp_fde;
 
 /* All FDEs of a .eh_frame (eh = 1) or .debug_frame (eh = 0) section whose

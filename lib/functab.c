@@ -123,7 +123,7 @@ static int collect_symbols(const img *m, vec *x)
                 continue;
             icpp_ftab_entry e = {sym[k].st_value, sym[k].st_size, sym[k].st_value, nm,
                                  s->sh_type == SHT_SYMTAB ? ICPP_FSRC_SYMTAB : ICPP_FSRC_DYNSYM,
-                                 (uint8_t)ELF64_ST_BIND(sym[k].st_info), 0};
+                                 (uint8_t)ELF64_ST_BIND(sym[k].st_info), 0, 0};
             if (push(x, e) < 0)
                 return -1;
         }
@@ -242,7 +242,7 @@ int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size
         for (size_t k = 0; k < nf; k++)
             if (f[k].lo && !covered(x.v, nsym, f[k].lo) &&
                 push(&x, (icpp_ftab_entry){f[k].lo, f[k].hi - f[k].lo, f[k].lo, NULL, ICPP_FSRC_FDE, STB_LOCAL,
-                                           f[k].signal}) < 0) {
+                                           f[k].signal, f[k].entry == ICPP_FDE_ENTRY_FRAME}) < 0) {
                 free(f);
                 goto oom;
             }

@@ -23,6 +23,8 @@ typedef struct icpp_ftab_entry {
     uint8_t     bind;       /* STB_* of the chosen symbol */
     uint8_t     signal;     /* overlaps signal-return trampoline code (an 'S' FDE, e.g.
                                glibc's __restore_rt): never entered by a call, never hook it */
+    uint8_t     framed;     /* FDE-only: its FDE starts inside a frame (CFA is not rsp+8 there),
+                               so no call enters it there (lib/coldpart.h) */
 } icpp_ftab_entry;
 
 /* Every function of the ELF image img[0..len) (a whole file), sorted by
