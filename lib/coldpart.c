@@ -46,8 +46,29 @@ static const uint8_t *code_at(const uint8_t *img, size_t len, const icpp_code_se
     return NULL;
 }
 
-int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs, size_t nseg, icpp_ftab_entry *v,
-                       size_t n)
+void icpp_insn_decode_zydis(const uint8_t *code, size_t avail, icpp_insn *out)
+{
+    ZydisDecoder d;     /* a few stores: cheaper than sharing one between threads */
+    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    ZydisDecoderEnableMode(&d, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
+    ZydisDecodedInstruction in;
+    memset(out, 0, sizeof *out);
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&d, NULL, code, avail, &in)))
+        return;
+    out->len = in.length;
+    if (in.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY || !in.raw.imm[0].is_relative)
+        return;
+    uint8_t op = in.opcode;
+    if (in.opcode_map == ZYDIS_OPCODE_MAP_DEFAULT)
+        out->branch = op == 0xe8 ? ICPP_INSN_CALL : op == 0xe9 || op == 0xeb ? ICPP_INSN_JMP
+                    : op >= 0x70 && op <= 0x7f ? ICPP_INSN_JCC : ICPP_INSN_OTHER;
+    else if (in.opcode_map == ZYDIS_OPCODE_MAP_0F && op >= 0x80 && op <= 0x8f)
+        out->branch = ICPP_INSN_JCC;
+    out->rel = in.raw.imm[0].value.s;
+}
+
+int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs, size_t nseg, icpp_insn_decoder decode,
+                       icpp_ftab_entry *v, size_t n)
 {
     size_t ncand = 0;
     for (size_t i = 0; i < n; i++)
@@ -59,30 +80,26 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
         return -1;
     for (size_t i = 0; i < n; i++)
         c[i].from = UINT64_MAX;
-    ZydisDecoder d;
-    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-    ZydisDecoderEnableMode(&d, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
     for (size_t j = 0; j < n; j++) {
         const uint8_t *code = v[j].size ? code_at(img, len, segs, nseg, v[j].addr, v[j].size) : NULL;
         if (!code)
             continue;
-        ZydisDecodedInstruction in;
+        icpp_insn in;
         for (uint64_t o = 0; o < v[j].size;) {
-            if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&d, NULL, code + o, v[j].size - o, &in))) {
+            decode(code + o, v[j].size - o, &in);
+            if (in.len == 0 || in.len > v[j].size - o) {
                 o++;
                 continue;
             }
             uint64_t at = v[j].addr + o;
-            o += in.length;
-            ZydisInstructionCategory cat = in.meta.category;
-            if (!(in.attributes & ZYDIS_ATTRIB_IS_RELATIVE) || in.raw.imm[0].is_relative == 0 ||
-                (cat != ZYDIS_CATEGORY_CALL && cat != ZYDIS_CATEGORY_COND_BR && cat != ZYDIS_CATEGORY_UNCOND_BR))
+            o += in.len;
+            if (in.branch == ICPP_INSN_OTHER)
                 continue;
-            uint64_t t = at + in.length + (uint64_t)in.raw.imm[0].value.s;
+            uint64_t t = at + in.len + (uint64_t)in.rel;
             size_t k = entry_at(v, n, t);
             if (k == SIZE_MAX || k == j || v[k].source != ICPP_FSRC_FDE || v[k].owner != v[k].addr || v[k].signal)
                 continue;
-            if (cat == ZYDIS_CATEGORY_CALL) {
+            if (in.branch == ICPP_INSN_CALL) {
                 c[k].called = 1;
                 continue;
             }
@@ -91,7 +108,7 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
                 c[k].from = src;
             else if (c[k].from != src)
                 c[k].several = 1;
-            if (cat == ZYDIS_CATEGORY_COND_BR || t != v[k].addr)
+            if (in.branch == ICPP_INSN_JCC || t != v[k].addr)
                 c[k].not_tail = 1;
         }
     }

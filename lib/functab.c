@@ -202,6 +202,12 @@ static size_t code_segs(const img *m, icpp_code_seg *out, size_t max)
 
 int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size_t *nout, icpp_err *err)
 {
+    return icpp_functab_build_with(p, len, icpp_insn_decode_zydis, out, nout, err);
+}
+
+int icpp_functab_build_with(const uint8_t *p, size_t len, icpp_insn_decoder decode, icpp_ftab_entry **out,
+                            size_t *nout, icpp_err *err)
+{
     img m;
     *out = NULL;
     *nout = 0;
@@ -264,7 +270,7 @@ int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size
         goto oom;
     /* stripped cold parts: from the jumps that enter them */
     icpp_code_seg segs[16];
-    if (icpp_coldpart_link(p, len, segs, code_segs(&m, segs, 16), x.v, x.n) < 0)
+    if (icpp_coldpart_link(p, len, segs, code_segs(&m, segs, 16), decode, x.v, x.n) < 0)
         goto oom;
     /* Mark entries whose first bytes (what a hook would overwrite) touch
      * signal-return code: the kernel returns into it, nobody calls it. */

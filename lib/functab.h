@@ -37,6 +37,12 @@ typedef struct icpp_ftab_entry {
  * The image is untrusted: every offset is checked. */
 int icpp_functab_build(const uint8_t *img, size_t len, icpp_ftab_entry **out, size_t *n, icpp_err *err);
 
+/* The same, decoding code (for stripped cold parts) with `decode` (the
+ * type is lib/coldpart.h's); icpp_functab_build uses Zydis. */
+typedef struct icpp_insn icpp_insn;
+int icpp_functab_build_with(const uint8_t *img, size_t len, void (*decode)(const uint8_t *, size_t, icpp_insn *),
+                            icpp_ftab_entry **out, size_t *n, icpp_err *err);
+
 /* The NT_GNU_BUILD_ID note of the image (len 0 if none). */
 int icpp_functab_build_id(const uint8_t *img, size_t len, icpp_build_id *out);
 
