@@ -1,6 +1,8 @@
 /* gt_module.c -- ELF modules for icpp-gt: load bias, CFI, function symbols. */
 #include "gt_module.h"
 
+#include "gt_cold.h"
+
 #include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -191,6 +193,7 @@ static void setup(gt_module *m)
     m->dw = dwarf_begin_elf(m->elf, DWARF_C_READ, NULL);
     if (m->dw)
         m->dbg_cfi = dwarf_getcfi(m->dw);
+    gt_cold_find(m);
     if (!m->eh_cfi && !m->dbg_cfi)
         snprintf(m->error, sizeof m->error, "%s: no .eh_frame or .debug_frame",
                  m->path);
@@ -295,6 +298,32 @@ bool gt_module_bias(const gt_module *m, uint64_t start, uint64_t pgoff,
 bool gt_module_func(const gt_module *m, uint64_t addr, bool have_fde,
                     uint64_t *start, const char **name)
 {
+    uint64_t owner;
+    const char *oname;
+    if (!gt_module_sym(m, addr, start, name)) {
+        if (!have_fde)
+            return false;   /* the FDE before ADDR need not cover it */
+        size_t lo = 0, hi = m->nfdes;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (m->fdes[mid] <= addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == 0)
+            return false;
+        *start = m->fdes[lo - 1];
+    }
+    if (gt_cold_owner(m, *start, &owner, &oname)) {
+        *start = owner;
+        *name = oname;
+    }
+    return true;
+}
+
+bool gt_module_sym(const gt_module *m, uint64_t addr, uint64_t *start, const char **name)
+{
     *start = addr;
     *name = NULL;
     /* Last symbol with sym.addr <= addr, then walk back over a few more in
@@ -319,20 +348,6 @@ bool gt_module_func(const gt_module *m, uint64_t addr, bool have_fde,
     if (best) {
         *start = best->addr;
         *name = best->name;
-        return true;
-    }
-    if (!have_fde)
-        return false;   /* the FDE before ADDR need not cover it */
-    lo = 0, hi = m->nfdes;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (m->fdes[mid] <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo > 0) {
-        *start = m->fdes[lo - 1];
         return true;
     }
     return false;
@@ -363,6 +378,7 @@ void gt_module_free_all(void)
         free(m->loads);
         free(m->syms);
         free(m->fdes);
+        free(m->parts);
         free(m->path);
         free(m);
     }
