@@ -1,11 +1,14 @@
 /* gt_cold.c -- gcc's split-off cold parts for icpp-gt: which function each belongs to.
  *
  * The rule is docs/definitions.md's ("cold part"), implemented here again,
- * on purpose without lib/ (which the tools share): symbols first (foo.cold,
- * foo.cold.N, foo.part.N.cold belong to the function named before
- * ".cold"); then, for FDEs no symbol covers, the jumps into them, found by
- * decoding every FDE's code with Zydis (full decode, mnemonics and
- * absolute targets), and the CFA at the FDE's first byte from libdw. */
+ * on purpose without lib/ (which the tools share) and another way: symbols
+ * first (foo.cold, foo.cold.N, foo.part.N.cold belong to the function named
+ * before ".cold"); for an FDE no symbol covers, asked about only when a
+ * frame lands in it, the branches into it are found by a byte scan for
+ * every rel8/rel32 call, jmp and jcc encoding that would land there, each
+ * confirmed by decoding (Zydis, full decode) the code around it from its
+ * FDE's start; the CFA at the FDE's first byte comes from libdw.  Lazy,
+ * because icpp-gt must keep draining its rings while the program runs. */
 #include "gt_cold.h"
 
 #include <Zydis/Zydis.h>
@@ -14,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *xcalloc(size_t n, size_t sz)
+static void *xrealloc(void *p, size_t n)
 {
-    void *p = calloc(n ? n : 1, sz);
+    p = realloc(p, n ? n : 1);
     if (!p) {
         fprintf(stderr, "icpp-gt: out of memory\n");
         exit(125);
@@ -24,13 +27,39 @@ static void *xcalloc(size_t n, size_t sz)
     return p;
 }
 
+/* A possible branch: bytes at `site` that would jump to `target`. */
+typedef struct gt_hit {
+    uint64_t target, site;
+} gt_hit;
+
+/* A start asked about: the answer. */
+typedef struct gt_answer {
+    uint64_t start;
+    uint64_t owner;         /* == start: a function of its own */
+    const char *name;
+    int busy;               /* being decided (a cycle of parts) */
+} gt_answer;
+
+struct gt_cold {
+    gt_part   *parts;  size_t nparts;      /* by symbol, sorted by start */
+    gt_hit    *hits;   size_t nhits;       /* sorted by target */
+    int        scanned;
+    gt_answer *ans;    size_t nans, capans; /* sorted by start */
+};
+
 static int part_cmp(const void *a, const void *b)
 {
     const gt_part *x = a, *y = b;
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* The owner's name of "foo.cold[.N]" / "foo.part.N.cold", or NULL. */
+static int hit_cmp(const void *a, const void *b)
+{
+    const gt_hit *x = a, *y = b;
+    return x->target < y->target ? -1 : x->target > y->target;
+}
+
+/* The owner of "foo.cold[.N]" / "foo.part.N.cold", or NULL. */
 static const gt_sym *cold_parent(const gt_module *m, const char *name)
 {
     const char *c = strstr(name, ".cold");
@@ -46,21 +75,93 @@ static const gt_sym *cold_parent(const gt_module *m, const char *name)
     return NULL;
 }
 
-/* The bytes of [addr, addr + n) from the file, or NULL. */
+void gt_cold_find(gt_module *m)
+{
+    gt_cold *c = xrealloc(NULL, sizeof *c);
+    memset(c, 0, sizeof *c);
+    m->cold = c;
+    size_t cap = 0;
+    for (size_t i = 0; i < m->nsyms; i++) {
+        const gt_sym *p = strstr(m->syms[i].name, ".cold") ? cold_parent(m, m->syms[i].name) : NULL;
+        if (!p)
+            continue;
+        if (c->nparts == cap) {
+            cap = cap ? 2 * cap : 16;
+            c->parts = xrealloc(c->parts, cap * sizeof *c->parts);
+        }
+        c->parts[c->nparts++] = (gt_part){m->syms[i].addr, p->addr, p->name};
+    }
+    qsort(c->parts, c->nparts, sizeof *c->parts, part_cmp);
+}
+
+void gt_cold_free(gt_module *m)
+{
+    if (!m->cold)
+        return;
+    free(m->cold->parts);
+    free(m->cold->hits);
+    free(m->cold->ans);
+    free(m->cold);
+    m->cold = NULL;
+}
+
+/* Executable bytes of [addr, addr + n), or NULL. */
 static const uint8_t *code(const gt_module *m, uint64_t addr, uint64_t n)
 {
     size_t flen;
     const char *raw = elf_rawfile(m->elf, &flen);
     for (size_t i = 0; raw && i < m->nloads; i++) {
         const gt_load *l = &m->loads[i];
-        if ((l->flags & PF_X) && addr >= l->vaddr && addr + n <= l->vaddr + l->filesz &&
+        if ((l->flags & PF_X) && addr >= l->vaddr && addr - l->vaddr <= l->filesz && n <= l->filesz - (addr - l->vaddr) &&
             l->offset + (addr - l->vaddr) + n <= flen)
             return (const uint8_t *)raw + l->offset + (addr - l->vaddr);
     }
     return NULL;
 }
 
-/* Index of the FDE (start .. next start) holding addr, or -1. */
+/* Every byte offset of the executable segments that could encode a direct
+ * call, jmp or jcc: the target it would have. */
+static void scan(gt_module *m)
+{
+    gt_cold *c = m->cold;
+    size_t cap = 0;
+    c->scanned = 1;
+    for (size_t i = 0; i < m->nloads; i++) {
+        const gt_load *l = &m->loads[i];
+        const uint8_t *b = (l->flags & PF_X) ? code(m, l->vaddr, l->filesz) : NULL;
+        if (!b)
+            continue;
+        for (uint64_t o = 0; o + 2 <= l->filesz; o++) {
+            uint8_t op = b[o];
+            int64_t rel;
+            uint64_t len;
+            if ((op == 0xe8 || op == 0xe9) && o + 5 <= l->filesz) {
+                int32_t r;
+                memcpy(&r, b + o + 1, 4);
+                rel = r, len = 5;
+            } else if (op == 0x0f && b[o + 1] >= 0x80 && b[o + 1] <= 0x8f && o + 6 <= l->filesz) {
+                int32_t r;
+                memcpy(&r, b + o + 2, 4);
+                rel = r, len = 6;
+            } else if (op == 0xeb || (op >= 0x70 && op <= 0x7f)) {
+                rel = (int8_t)b[o + 1], len = 2;
+            } else {
+                continue;
+            }
+            uint64_t t = l->vaddr + o + len + (uint64_t)rel;
+            if (t < l->vaddr || t >= l->vaddr + l->filesz)
+                continue;
+            if (c->nhits == cap) {
+                cap = cap ? 2 * cap : 4096;
+                c->hits = xrealloc(c->hits, cap * sizeof *c->hits);
+            }
+            c->hits[c->nhits++] = (gt_hit){t, l->vaddr + o};
+        }
+    }
+    qsort(c->hits, c->nhits, sizeof *c->hits, hit_cmp);
+}
+
+/* Index of the last FDE starting at or before addr, or -1. */
 static long fde_at(const gt_module *m, uint64_t addr)
 {
     long lo = 0, hi = (long)m->nfdes;
@@ -74,7 +175,62 @@ static long fde_at(const gt_module *m, uint64_t addr)
     return lo - 1;
 }
 
-/* Is the CFA at the FDE's first byte rsp + 8 (a function entered by a call)? */
+enum { NONE, CALL, JMP, JCC };
+
+/* Decode the code around `site` from the start of its FDE: the branch an
+ * instruction holding `site` makes to `target` (CALL, JMP, JCC), or NONE. */
+static int confirm(const gt_module *m, uint64_t site, uint64_t target)
+{
+    long k = fde_at(m, site);
+    if (k < 0)
+        return NONE;
+    uint64_t lo = m->fdes[k], avail = site + 16 - lo;
+    const uint8_t *b = code(m, lo, avail);
+    if (!b)
+        b = code(m, lo, avail = site + 6 - lo);
+    if (!b)
+        return NONE;
+    ZydisDecoder dec;
+    ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    ZydisDecodedInstruction in;
+    ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
+    for (uint64_t o = 0; lo + o <= site;) {
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, b + o, avail - o, &in, op))) {
+            o++;
+            continue;
+        }
+        uint64_t at = lo + o, t;
+        o += in.length;
+        if (at + in.length <= site)
+            continue;
+        /* the instruction that holds site */
+        int kind = in.mnemonic == ZYDIS_MNEMONIC_CALL ? CALL : in.mnemonic == ZYDIS_MNEMONIC_JMP ? JMP
+                 : in.meta.category == ZYDIS_CATEGORY_COND_BR && in.mnemonic != ZYDIS_MNEMONIC_JRCXZ &&
+                   in.mnemonic != ZYDIS_MNEMONIC_JECXZ && in.mnemonic != ZYDIS_MNEMONIC_LOOP &&
+                   in.mnemonic != ZYDIS_MNEMONIC_LOOPE && in.mnemonic != ZYDIS_MNEMONIC_LOOPNE ? JCC : NONE;
+        if (kind == NONE || op[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+            !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &op[0], at, &t)) || t != target)
+            return NONE;
+        return kind;
+    }
+    return NONE;
+}
+
+/* The function (start) the code at addr belongs to by symbol (a named part:
+ * its owner), else its FDE's start. */
+static uint64_t func_of(const gt_module *m, uint64_t addr)
+{
+    uint64_t start;
+    const char *name;
+    if (gt_module_sym(m, addr, &start, &name)) {
+        const gt_sym *p = strstr(name, ".cold") ? cold_parent(m, name) : NULL;
+        return p ? p->addr : start;
+    }
+    long k = fde_at(m, addr);
+    return k >= 0 ? m->fdes[k] : addr;
+}
+
+/* Is the CFA at addr rsp + 8 (the shape of a function entered by a call)? */
 static bool entry_shape(const gt_module *m, uint64_t addr)
 {
     Dwarf_Frame *fr;
@@ -88,134 +244,124 @@ static bool entry_shape(const gt_module *m, uint64_t addr)
     return call;
 }
 
-typedef struct fde_info {
-    bool     candidate;     /* no symbol covers its start */
-    bool     called, several, not_tail;
-    uint64_t from;          /* function (start) whose code jumps in, 0 none */
-} fde_info;
-
-/* The function (start) the code at addr belongs to, by symbol, else its FDE. */
-static uint64_t func_of(const gt_module *m, uint64_t addr, long k)
+static gt_answer *answer_of(gt_cold *c, uint64_t start, bool add)
 {
-    uint64_t start;
-    const char *name;
-    if (gt_module_sym(m, addr, &start, &name)) {
-        const gt_sym *p = strstr(name, ".cold") ? cold_parent(m, name) : NULL;
-        return p ? p->addr : start;
-    }
-    return m->fdes[k];
-}
-
-void gt_cold_find(gt_module *m)
-{
-    size_t cap = 0;
-    /* By symbol. */
-    for (size_t i = 0; i < m->nsyms; i++) {
-        const gt_sym *p = cold_parent(m, m->syms[i].name);
-        if (!p)
-            continue;
-        if (m->nparts == cap) {
-            cap = cap ? 2 * cap : 16;
-            gt_part *np = realloc(m->parts, cap * sizeof *np);
-            if (!np)
-                exit(125);
-            m->parts = np;
-        }
-        m->parts[m->nparts++] = (gt_part){m->syms[i].addr, p->addr, p->name};
-    }
-    /* By code, for FDEs without a symbol. */
-    fde_info *fi = xcalloc(m->nfdes, sizeof *fi);
-    size_t ncand = 0;
-    for (size_t k = 0; k < m->nfdes; k++) {
-        uint64_t start;
-        const char *name;
-        fi[k].candidate = !gt_module_sym(m, m->fdes[k], &start, &name) && (k == 0 || m->fdes[k] != m->fdes[k - 1]);
-        ncand += fi[k].candidate;
-    }
-    ZydisDecoder dec;
-    ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-    for (size_t k = 0; ncand && k + 1 < m->nfdes; k++) {
-        uint64_t lo = m->fdes[k], hi = m->fdes[k + 1];
-        const uint8_t *b = hi > lo ? code(m, lo, hi - lo) : NULL;
-        if (!b)
-            continue;
-        ZydisDecodedInstruction in;
-        ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
-        for (uint64_t o = 0; o < hi - lo;) {
-            if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, b + o, hi - lo - o, &in, op))) {
-                o++;
-                continue;
-            }
-            uint64_t at = lo + o, t;
-            o += in.length;
-            bool call = in.mnemonic == ZYDIS_MNEMONIC_CALL;
-            bool jmp = in.mnemonic == ZYDIS_MNEMONIC_JMP;
-            bool jcc = in.meta.category == ZYDIS_CATEGORY_COND_BR && in.mnemonic != ZYDIS_MNEMONIC_JRCXZ &&
-                       in.mnemonic != ZYDIS_MNEMONIC_JECXZ && in.mnemonic != ZYDIS_MNEMONIC_LOOP &&
-                       in.mnemonic != ZYDIS_MNEMONIC_LOOPE && in.mnemonic != ZYDIS_MNEMONIC_LOOPNE;
-            if (!(call || jmp || jcc) || op[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
-                !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &op[0], at, &t)))
-                continue;
-            long j = fde_at(m, t);
-            if (j < 0 || (size_t)j == k || !fi[j].candidate)
-                continue;
-            if (call) {
-                fi[j].called = true;
-                continue;
-            }
-            uint64_t src = func_of(m, at, (long)k);
-            if (!fi[j].from)
-                fi[j].from = src;
-            else if (fi[j].from != src)
-                fi[j].several = true;
-            fi[j].not_tail |= jcc || t != m->fdes[j];
-        }
-    }
-    for (size_t k = 0; k < m->nfdes; k++) {
-        fde_info *f = &fi[k];
-        if (!f->candidate || !f->from || f->called || f->several || (!f->not_tail && entry_shape(m, m->fdes[k])))
-            continue;
-        /* the jumper may itself be a part: follow (bounded) */
-        uint64_t o = f->from;
-        for (int hop = 0; hop < 8; hop++) {
-            long j = fde_at(m, o);
-            if (j < 0 || m->fdes[j] != o || !fi[j].candidate || !fi[j].from || fi[j].called || fi[j].several ||
-                (!fi[j].not_tail && entry_shape(m, o)) || fi[j].from == m->fdes[k])
-                break;
-            o = fi[j].from;
-        }
-        if (o == m->fdes[k])
-            continue;
-        if (m->nparts == cap) {
-            cap = cap ? 2 * cap : 16;
-            gt_part *np = realloc(m->parts, cap * sizeof *np);
-            if (!np)
-                exit(125);
-            m->parts = np;
-        }
-        uint64_t os;
-        const char *on = NULL;
-        if (!gt_module_sym(m, o, &os, &on) || os != o)
-            on = NULL;
-        m->parts[m->nparts++] = (gt_part){m->fdes[k], o, on};
-    }
-    free(fi);
-    qsort(m->parts, m->nparts, sizeof *m->parts, part_cmp);
-}
-
-bool gt_cold_owner(const gt_module *m, uint64_t start, uint64_t *owner, const char **name)
-{
-    size_t lo = 0, hi = m->nparts;
+    size_t lo = 0, hi = c->nans;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (m->parts[mid].start < start)
+        if (c->ans[mid].start < start)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo == m->nparts || m->parts[lo].start != start)
+    if (lo < c->nans && c->ans[lo].start == start)
+        return &c->ans[lo];
+    if (!add)
+        return NULL;
+    if (c->nans == c->capans) {
+        c->capans = c->capans ? 2 * c->capans : 64;
+        c->ans = xrealloc(c->ans, c->capans * sizeof *c->ans);
+    }
+    memmove(&c->ans[lo + 1], &c->ans[lo], (c->nans - lo) * sizeof *c->ans);
+    c->nans++;
+    c->ans[lo] = (gt_answer){start, start, NULL, 0};
+    return &c->ans[lo];
+}
+
+/* Decide whether the FDE-only function at `start` (FDE index k) is a part. */
+static void decide(gt_module *m, uint64_t start, long k, int depth)
+{
+    gt_cold *c = m->cold;
+    gt_answer *a = answer_of(c, start, true);
+    a->busy = 1;
+    if (!c->scanned)
+        scan(m);
+    uint64_t end = (size_t)k + 1 < m->nfdes ? m->fdes[k + 1] : start + 1;
+    size_t lo = 0, hi = c->nhits;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->hits[mid].target < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bool called = false, several = false, not_tail = false;
+    uint64_t from = 0;
+    for (size_t i = lo; i < c->nhits && c->hits[i].target < end && !called; i++) {
+        const gt_hit *h = &c->hits[i];
+        int kind = confirm(m, h->site, h->target);
+        if (kind == NONE)
+            continue;
+        uint64_t src = func_of(m, h->site);
+        if (src == start)
+            continue;       /* its own loops */
+        if (kind == CALL) {
+            called = true;
+            break;
+        }
+        if (from && from != src)
+            several = true;
+        from = from ? from : src;
+        not_tail |= kind == JCC || h->target != start;
+    }
+    uint64_t owner = start;
+    const char *name = NULL;
+    if (from && !called && !several && (not_tail || !entry_shape(m, start))) {
+        owner = from;
+        uint64_t s;
+        const char *n;
+        if (gt_module_sym(m, from, &s, &n) && s == from) {
+            name = n;
+        } else if (depth < 8) {        /* the jumper has no symbol: it may be a part itself */
+            long j = fde_at(m, from);
+            gt_answer *up = answer_of(c, from, false);
+            if (!up && j >= 0 && m->fdes[j] == from) {
+                decide(m, from, j, depth + 1);
+                up = answer_of(c, from, false);
+            }
+            if (up && !up->busy) {
+                owner = up->owner;
+                name = up->name;
+            }
+        }
+    }
+    a = answer_of(c, start, false);     /* the array may have moved */
+    a->owner = owner == start ? start : owner;
+    a->name = owner == start ? NULL : name;
+    a->busy = 0;
+}
+
+bool gt_cold_owner(gt_module *m, uint64_t start, bool by_fde, uint64_t *owner, const char **name)
+{
+    gt_cold *c = m->cold;
+    if (!c)
         return false;
-    *owner = m->parts[lo].owner;
-    *name = m->parts[lo].owner_name;
+    size_t lo = 0, hi = c->nparts;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->parts[mid].start < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < c->nparts && c->parts[lo].start == start) {
+        *owner = c->parts[lo].owner;
+        *name = c->parts[lo].owner_name;
+        return true;
+    }
+    if (!by_fde)
+        return false;
+    gt_answer *a = answer_of(c, start, false);
+    if (!a) {
+        long k = fde_at(m, start);
+        if (k < 0 || m->fdes[k] != start)
+            return false;
+        decide(m, start, k, 0);
+        a = answer_of(c, start, false);
+    }
+    if (!a || a->busy || a->owner == start)
+        return false;
+    *owner = a->owner;
+    *name = a->name;
     return true;
 }

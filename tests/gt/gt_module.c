@@ -295,12 +295,14 @@ bool gt_module_bias(const gt_module *m, uint64_t start, uint64_t pgoff,
     return true;
 }
 
-bool gt_module_func(const gt_module *m, uint64_t addr, bool have_fde,
+bool gt_module_func(gt_module *m, uint64_t addr, bool have_fde,
                     uint64_t *start, const char **name)
 {
     uint64_t owner;
     const char *oname;
+    bool by_fde = false;
     if (!gt_module_sym(m, addr, start, name)) {
+        by_fde = true;
         if (!have_fde)
             return false;   /* the FDE before ADDR need not cover it */
         size_t lo = 0, hi = m->nfdes;
@@ -315,7 +317,7 @@ bool gt_module_func(const gt_module *m, uint64_t addr, bool have_fde,
             return false;
         *start = m->fdes[lo - 1];
     }
-    if (gt_cold_owner(m, *start, &owner, &oname)) {
+    if (gt_cold_owner(m, *start, by_fde, &owner, &oname)) {
         *start = owner;
         *name = oname;
     }
@@ -378,7 +380,7 @@ void gt_module_free_all(void)
         free(m->loads);
         free(m->syms);
         free(m->fdes);
-        free(m->parts);
+        gt_cold_free(m);
         free(m->path);
         free(m);
     }
