@@ -47,6 +47,8 @@ typedef struct tally {
     uint64_t pruned[V_MAX];     /* samples that lost candidates to the recording's evidence */
     uint64_t by_alt[V_MAX];     /* samples made uncertain by an untrained path through an active context */
     uint64_t no_truth_by[ICPP_UW_MAX];
+    uint64_t plt[V_MAX + 1];    /* samples whose pc is in a PLT stub, by verdict ([V_MAX]: no truth) */
+    uint64_t cold[V_MAX + 1];   /* samples with a frame in a cold part (docs/definitions.md) */
 } tally;
 
 /* The first incorrect samples, shown for auditing. */
@@ -128,9 +130,11 @@ static int sites_ok(icpp_cidx *x, const icpp_pathmap *pm, const icpp_replay *rp,
 {
     int uniq = 1;
     /* leaf-first: frame i (i >= 1) holds the return address of the call
-     * into frame i-1, i.e. the call site of node depth-(i-1). */
+     * into frame i-1, i.e. the call site of node depth-(i-1).  A PLT stub's
+     * frame is no node: the path's leaf is its caller, frame 1. */
     uint32_t cur = node;
-    for (int i = 1; i < n && cur; i++) {
+    int skip = n > 0 && fr[0].func && fr[0].func->plt;
+    for (int i = 1 + skip; i < n && cur; i++) {
         const icpp_pm_node *nd = icpp_pathmap_node(pm, cur);
         const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)fr[i].module);
         int32_t pmod = rm ? icpp_cidx_module(x, (uint32_t)fr[i].module, &rm->build_id) : -1;
@@ -205,9 +209,14 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         int nf = 0;
         int st = icpp_unwind(u, &s, fr, MAXF, &nf);
         int complete = st == ICPP_UW_ROOT;
+        int in_plt = (s.func && s.func->plt) || (nf > 0 && fr[0].func && fr[0].func->plt), in_cold = 0;
+        for (int i = 0; i < nf && !in_cold; i++)
+            in_cold = fr[i].func && fr[i].func->owner != fr[i].func->addr;
         if (nf == 0 || (!complete && st != ICPP_UW_TRUNCATED)) {
             t.no_truth++;
             t.no_truth_by[st < ICPP_UW_MAX ? st : 0]++;
+            t.plt[V_MAX] += in_plt;
+            t.cold[V_MAX] += in_cold;
             continue;
         }
         t.truncated += !complete;
@@ -224,6 +233,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         }
         if (k < 0) {        /* no map for this process's executable */
             t.fn[V_UNRESOLVED]++;
+            t.plt[V_UNRESOLVED] += in_plt;
+            t.cold[V_UNRESOLVED] += in_cold;
             if (b >= 0 && (size_t)b < nvbin)
                 vbin[b][V_UNRESOLVED]++;
             continue;
@@ -262,6 +273,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             t.by_alt[v] += r.alternative;
         }
         t.fn[v]++;
+        t.plt[v] += in_plt;
+        t.cold[v] += in_cold;
         if (b >= 0 && (size_t)b < nvbin)
             vbin[b][v]++;
         t.aligned += r.aligned;
@@ -352,6 +365,13 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
                 t.site_precise, t.site_contains);
         fprintf(out, " \"aligned_matches\": %" PRIu64 ",\n", t.aligned);
+        for (int w = 0; w < 2; w++) {
+            const uint64_t *g = w ? t.cold : t.plt;
+            fprintf(out, " \"%s\": {", w ? "cold_part_samples" : "plt_samples");
+            for (int v = 0; v < V_MAX; v++)
+                fprintf(out, "\"%s\": %" PRIu64 ", ", vname[v], g[v]);
+            fprintf(out, "\"no_truth\": %" PRIu64 "},\n", g[V_MAX]);
+        }
         fprintf(out, " \"by_learned_contexts\": {");
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.by_learned[v]);
@@ -443,6 +463,21 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             fputs("):", out);
             for (int v = 0; v < V_MAX; v++)
                 fprintf(out, " %s %" PRIu64, vname[v], vbin[i][v]);
+            fputc('\n', out);
+        }
+        for (int w = 0; w < 2; w++) {
+            const uint64_t *g = w ? t.cold : t.plt;
+            uint64_t all = g[V_MAX];
+            for (int v = 0; v < V_MAX; v++)
+                all += g[v];
+            if (!all)
+                continue;
+            fprintf(out, "%s: %" PRIu64, w ? "samples with a cold-part frame" : "samples in a PLT stub", all);
+            for (int v = 0; v < V_MAX; v++)
+                if (g[v])
+                    fprintf(out, ", %s %" PRIu64, vname[v], g[v]);
+            if (g[V_MAX])
+                fprintf(out, ", no true stack %" PRIu64, g[V_MAX]);
             fputc('\n', out);
         }
         if (t.aligned)

@@ -123,7 +123,7 @@ static int collect_symbols(const img *m, vec *x)
                 continue;
             icpp_ftab_entry e = {sym[k].st_value, sym[k].st_size, sym[k].st_value, nm,
                                  s->sh_type == SHT_SYMTAB ? ICPP_FSRC_SYMTAB : ICPP_FSRC_DYNSYM,
-                                 (uint8_t)ELF64_ST_BIND(sym[k].st_info), 0, 0};
+                                 (uint8_t)ELF64_ST_BIND(sym[k].st_info), 0, 0, 0};
             if (push(x, e) < 0)
                 return -1;
         }
@@ -248,7 +248,7 @@ int icpp_functab_build_with(const uint8_t *p, size_t len, icpp_insn_decoder deco
         for (size_t k = 0; k < nf; k++)
             if (f[k].lo && !covered(x.v, nsym, f[k].lo) &&
                 push(&x, (icpp_ftab_entry){f[k].lo, f[k].hi - f[k].lo, f[k].lo, NULL, ICPP_FSRC_FDE, STB_LOCAL,
-                                           f[k].signal, f[k].entry == ICPP_FDE_ENTRY_FRAME}) < 0) {
+                                           f[k].signal, f[k].entry == ICPP_FDE_ENTRY_FRAME, 0}) < 0) {
                 free(f);
                 goto oom;
             }
@@ -272,6 +272,15 @@ int icpp_functab_build_with(const uint8_t *p, size_t len, icpp_insn_decoder deco
     icpp_code_seg segs[16];
     if (icpp_coldpart_link(p, len, segs, code_segs(&m, segs, 16), decode, x.v, x.n) < 0)
         goto oom;
+    /* PLT stubs: FDE-only code in a PLT section. */
+    for (size_t i = 0; i < m.nsh; i++) {
+        const char *nm = shname(&m, &m.sh[i]);
+        if (!nm || (strcmp(nm, ".plt") && strcmp(nm, ".plt.sec") && strcmp(nm, ".plt.got") && strcmp(nm, ".plt.bnd")))
+            continue;
+        for (size_t k = 0; k < x.n; k++)
+            if (x.v[k].source == ICPP_FSRC_FDE && x.v[k].addr - m.sh[i].sh_addr < m.sh[i].sh_size)
+                x.v[k].plt = 1;
+    }
     /* Mark entries whose first bytes (what a hook would overwrite) touch
      * signal-return code: the kernel returns into it, nobody calls it. */
     for (size_t i = 0; i < x.n; i++)

@@ -25,6 +25,8 @@ typedef struct icpp_ftab_entry {
                                glibc's __restore_rt): never entered by a call, never hook it */
     uint8_t     framed;     /* FDE-only: its FDE starts inside a frame (CFA is not rsp+8 there),
                                so no call enters it there (lib/coldpart.h) */
+    uint8_t     plt;        /* PLT stubs (.plt, .plt.sec, .plt.got, .plt.bnd): not a function; a sample
+                               or frame there belongs to the calling context (never hook it) */
 } icpp_ftab_entry;
 
 /* Every function of the ELF image img[0..len) (a whole file), sorted by

@@ -117,7 +117,7 @@ static int build_functions(icpp_module *m, icpp_err *err)
             free(e);
             return icpp_err_set(err, ENOMEM, "%s: out of memory", m->path);
         }
-        m->funcs[i] = (icpp_func){e[i].addr, e[i].size, dem ? dem : sym, sym, e[i].source, e[i].owner};
+        m->funcs[i] = (icpp_func){e[i].addr, e[i].size, dem ? dem : sym, sym, e[i].source, e[i].owner, e[i].plt};
     }
     m->nfuncs = n;
     free(e);

@@ -26,6 +26,8 @@ typedef struct icpp_func {
     uint8_t     source;     /* icpp_func_source */
     uint64_t    owner;      /* function whose frame this code runs in: addr itself, or for a
                                split-off part (gcc's foo.cold) the start of foo */
+    uint8_t     plt;        /* PLT stubs: no function; a sample there is charged to the calling
+                               context (lib/plt.h) */
 } icpp_func;
 
 /* Open an ELF file and read its headers, build-id and function table.

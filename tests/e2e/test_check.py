@@ -48,6 +48,14 @@ for e in corpus.load_list(built("tests/programs/corpus-list.txt")):
     # agent wrote its data, docs/train.md) is a visible share of one program;
     # over the corpus the share must be >= 99%.
     c.check(good >= 0.98 * judged, f"{label}: correct {good} of {judged} ({b})")
+    if e.prog == "plt" and "static" not in e.tags:
+        # samples in the PLT stubs: an entry SP from binutils' CFA expression,
+        # charged to the calling context (main;spin, main;outer;spin)
+        p = d["plt_samples"]
+        inplt = sum(p.values())
+        pgood = p["precise"] + p["ambiguous-containing-truth"]
+        c.check(inplt >= 20 and p["no_truth"] == 0 and pgood >= 0.95 * inplt,
+                f"{label}: samples in PLT stubs {p}")
     total["judged"] += judged
     total["good"] += good
     total["precise"] += b["precise"]
