@@ -289,6 +289,17 @@ static void decide(gt_module *m, uint64_t start, long k, int depth)
     uint64_t from = 0;
     for (size_t i = lo; i < c->nhits && c->hits[i].target < end && !called; i++) {
         const gt_hit *h = &c->hits[i];
+        if (h->site >= start && h->site < end)
+            continue;       /* its own loops: never counted, not worth a decode */
+        /* a function's code: a symbol's, or an FDE's (not a gap without CFI) */
+        uint64_t ss;
+        const char *sn;
+        Dwarf_Frame *fr;
+        if (!gt_module_sym(m, h->site, &ss, &sn)) {
+            if (!gt_module_frame(m, h->site, &fr))
+                continue;
+            free(fr);
+        }
         int kind = confirm(m, h->site, h->target);
         if (kind == NONE)
             continue;
