@@ -32,8 +32,9 @@ struct icpp_module {
     int              is_static;
     icpp_build_id    build_id;
     uint64_t         text_lo, text_hi;
-    icpp_func       *funcs;     /* sorted by addr, unique addr */
+    icpp_func       *funcs;     /* sorted by addr, unique addr; built on first use (funcs_of) */
     size_t           nfuncs;
+    int              funcs_built;
     char           **strings;   /* names we own */
     size_t           nstrings, capstrings;
     Dwarf           *dw;        /* DWARF for source lines, opened on first use */
@@ -236,7 +237,7 @@ icpp_module *icpp_module_open(const char *path, icpp_err *err)
         icpp_err_set(err, ICPP_EFORMAT, "%s: not an ELF file", path);
         goto fail;
     }
-    if (read_headers(m, err) < 0 || build_functions(m, err) < 0)
+    if (read_headers(m, err) < 0)
         goto fail;
     return m;
 fail:
@@ -270,8 +271,27 @@ int icpp_module_fd(const icpp_module *m) { return m->fd; }
 icpp_module_kind icpp_module_kind_of(const icpp_module *m) { return m->kind; }
 int icpp_module_is_static(const icpp_module *m) { return m->is_static; }
 const icpp_build_id *icpp_module_build_id(const icpp_module *m) { return &m->build_id; }
-size_t icpp_module_nfuncs(const icpp_module *m) { return m->nfuncs; }
-const icpp_func *icpp_module_funcs(const icpp_module *m) { return m->funcs; }
+/* The function table, built on first use: finding stripped cold parts
+ * decodes the module's code (~30-60 ms for libc), which a reader that
+ * needs only the CFI (icpp-sample's learn samples) must not pay while its
+ * ring buffers fill.  Out of memory leaves the module without functions. */
+static const icpp_module *funcs_of(const icpp_module *cm)
+{
+    icpp_module *m = (icpp_module *)cm;     /* the object is never const: only the table is filled in */
+    if (!m->funcs_built) {
+        icpp_err err;
+        m->funcs_built = 1;
+        if (build_functions(m, &err) < 0) {
+            free(m->funcs);
+            m->funcs = NULL;
+            m->nfuncs = 0;
+        }
+    }
+    return m;
+}
+
+size_t icpp_module_nfuncs(const icpp_module *m) { return funcs_of(m)->nfuncs; }
+const icpp_func *icpp_module_funcs(const icpp_module *m) { return funcs_of(m)->funcs; }
 
 void icpp_module_text_range(const icpp_module *m, uint64_t *lo, uint64_t *hi)
 {
@@ -491,6 +511,7 @@ int icpp_module_inlines(icpp_module *m, uint64_t addr, const char **out, int max
 
 const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr)
 {
+    m = funcs_of(m);
     size_t i = upper_bound(m->funcs, m->nfuncs, sizeof *m->funcs, addr);
     if (i == 0)
         return NULL;
@@ -504,6 +525,7 @@ const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr)
 
 const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr)
 {
+    m = funcs_of(m);
     size_t i = upper_bound(m->funcs, m->nfuncs, sizeof *m->funcs, addr);
     return (i && m->funcs[i - 1].addr == addr) ? &m->funcs[i - 1] : NULL;
 }
