@@ -20,21 +20,30 @@ c = Checker("e2e-check")
 tmp = tempfile.mkdtemp(prefix="icpp-check-")
 only = sys.argv[1:]
 total = collections.Counter()
+
+
+def offline_check(binary, label):
+    """Train and record --validate on the same input (offline, the issue's case);
+    `icpp-resolve --check --format json`: the parsed report, or None (checked failed)."""
+    mapfile, samples = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".samples")
+    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", binary, "8"])
+    r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", samples, "--",
+             binary, "8"])
+    if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{label}: training or sampling failed: {r.stderr}"):
+        return None
+    r = run([tool("icpp-resolve"), "-m", mapfile, "--check", "--format", "json", samples])
+    if not c.check(r.returncode == 0, f"{label}: --check failed: {r.stderr}"):
+        return None
+    return json.loads(r.stdout)
+
+
 for e in corpus.load_list(built("tests/programs/corpus-list.txt")):
     if "static" in e.tags or (only and e.prog not in only):
         continue
     label = f"{e.prog}.{e.config}"
-    mapfile, samples = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".samples")
-    # offline: trained on the same input as sampled (the issue's case)
-    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", e.binary, "8"])
-    r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", samples, "--",
-             e.binary, "8"])
-    if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{label}: training or sampling failed: {r.stderr}"):
+    d = offline_check(e.binary, label)
+    if d is None:
         continue
-    r = run([tool("icpp-resolve"), "-m", mapfile, "--check", "--format", "json", samples])
-    if not c.check(r.returncode == 0, f"{label}: --check failed: {r.stderr}"):
-        continue
-    d = json.loads(r.stdout)
     b, judged = d["by_samples"], d["with_truth"]
     # A sample taken while libgcc's unwinder installs the landing pad's registers
     # (_Unwind_RaiseException phase 2) has a true stack that is neither the old
@@ -73,15 +82,10 @@ for config in ("O2-nofp-pie", "O2-fp-nopie") if not only or "cold" in only else 
     e = cold[("cold", config)]
     binary = built(f"tests/programs/cold.{config}.stripped")
     label = f"cold.{config}.stripped"
+    d = offline_check(binary, label)
+    if d is None:
+        continue
     mapfile, samples = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".samples")
-    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", binary, "8"])
-    r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", samples, "--", binary, "8"])
-    if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{label}: training or sampling failed: {r.stderr}"):
-        continue
-    r = run([tool("icpp-resolve"), "-m", mapfile, "--check", "--format", "json", samples])
-    if not c.check(r.returncode == 0, f"{label}: --check failed: {r.stderr}"):
-        continue
-    d = json.loads(r.stdout)
     b, judged = d["by_samples"], d["with_truth"]
     good = b["precise"] + b["ambiguous-containing-truth"]
     c.check(judged >= 100 and b["incorrect"] == 0 and good >= 0.98 * judged,

@@ -17,14 +17,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *xrealloc(void *p, size_t n)
+/* The first of n records (stride bytes each, a uint64_t key first) whose key
+ * is >= key: every table here is sorted by such a key. */
+static size_t lower(const void *base, size_t n, size_t stride, uint64_t key)
 {
-    p = realloc(p, n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "icpp-gt: out of memory\n");
-        exit(125);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        uint64_t k;
+        memcpy(&k, (const char *)base + mid * stride, sizeof k);
+        if (k < key)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return p;
+    return lo;
 }
 
 /* A possible branch: bytes at `site` that would jump to `target`. */
@@ -77,7 +84,7 @@ static const gt_sym *cold_parent(const gt_module *m, const char *name)
 
 void gt_cold_find(gt_module *m)
 {
-    gt_cold *c = xrealloc(NULL, sizeof *c);
+    gt_cold *c = gt_xrealloc(NULL, sizeof *c);
     memset(c, 0, sizeof *c);
     m->cold = c;
     size_t cap = 0;
@@ -87,7 +94,7 @@ void gt_cold_find(gt_module *m)
             continue;
         if (c->nparts == cap) {
             cap = cap ? 2 * cap : 16;
-            c->parts = xrealloc(c->parts, cap * sizeof *c->parts);
+            c->parts = gt_xrealloc(c->parts, cap * sizeof *c->parts);
         }
         c->parts[c->nparts++] = (gt_part){m->syms[i].addr, p->addr, p->name};
     }
@@ -153,7 +160,7 @@ static void scan(gt_module *m)
                 continue;
             if (c->nhits == cap) {
                 cap = cap ? 2 * cap : 4096;
-                c->hits = xrealloc(c->hits, cap * sizeof *c->hits);
+                c->hits = gt_xrealloc(c->hits, cap * sizeof *c->hits);
             }
             c->hits[c->nhits++] = (gt_hit){t, l->vaddr + o};
         }
@@ -164,15 +171,10 @@ static void scan(gt_module *m)
 /* Index of the last FDE starting at or before addr, or -1. */
 static long fde_at(const gt_module *m, uint64_t addr)
 {
-    long lo = 0, hi = (long)m->nfdes;
-    while (lo < hi) {
-        long mid = (lo + hi) / 2;
-        if (m->fdes[mid] <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo - 1;
+    size_t i = lower(m->fdes, m->nfdes, sizeof *m->fdes, addr);
+    if (i < m->nfdes && m->fdes[i] == addr)
+        return (long)i;
+    return (long)i - 1;
 }
 
 enum { NONE, CALL, JMP, JCC };
@@ -246,21 +248,14 @@ static bool entry_shape(const gt_module *m, uint64_t addr)
 
 static gt_answer *answer_of(gt_cold *c, uint64_t start, bool add)
 {
-    size_t lo = 0, hi = c->nans;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c->ans[mid].start < start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = lower(c->ans, c->nans, sizeof *c->ans, start);
     if (lo < c->nans && c->ans[lo].start == start)
         return &c->ans[lo];
     if (!add)
         return NULL;
     if (c->nans == c->capans) {
         c->capans = c->capans ? 2 * c->capans : 64;
-        c->ans = xrealloc(c->ans, c->capans * sizeof *c->ans);
+        c->ans = gt_xrealloc(c->ans, c->capans * sizeof *c->ans);
     }
     memmove(&c->ans[lo + 1], &c->ans[lo], (c->nans - lo) * sizeof *c->ans);
     c->nans++;
@@ -277,14 +272,7 @@ static void decide(gt_module *m, uint64_t start, long k, int depth)
     if (!c->scanned)
         scan(m);
     uint64_t end = (size_t)k + 1 < m->nfdes ? m->fdes[k + 1] : start + 1;
-    size_t lo = 0, hi = c->nhits;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c->hits[mid].target < start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = lower(c->hits, c->nhits, sizeof *c->hits, start);
     bool called = false, several = false, not_tail = false;
     uint64_t from = 0;
     for (size_t i = lo; i < c->nhits && c->hits[i].target < end && !called; i++) {
@@ -347,14 +335,7 @@ bool gt_cold_owner(gt_module *m, uint64_t start, bool by_fde, uint64_t *owner, c
     gt_cold *c = m->cold;
     if (!c)
         return false;
-    size_t lo = 0, hi = c->nparts;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c->parts[mid].start < start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = lower(c->parts, c->nparts, sizeof *c->parts, start);
     if (lo < c->nparts && c->parts[lo].start == start) {
         *owner = c->parts[lo].owner;
         *name = c->parts[lo].owner_name;

@@ -15,7 +15,7 @@
 static gt_module **modules;     /* every module ever asked for */
 static size_t nmodules, capmodules;
 
-static void *xrealloc(void *p, size_t n)
+void *gt_xrealloc(void *p, size_t n)
 {
     p = realloc(p, n ? n : 1);
     if (!p) {
@@ -59,7 +59,7 @@ static void load_symbols(gt_module *m)
     if (!d)
         return;
     size_t n = ush.sh_size / ush.sh_entsize;
-    m->syms = xrealloc(NULL, n * sizeof *m->syms);
+    m->syms = gt_xrealloc(NULL, n * sizeof *m->syms);
     for (size_t i = 0; i < n; i++) {
         GElf_Sym s;
         if (!gelf_getsym(d, (int)i, &s))
@@ -142,7 +142,7 @@ static void load_fdes(gt_module *m)
             return;
         if (count > (uint64_t)(end - p))
             return;
-        m->fdes = xrealloc(NULL, count * sizeof *m->fdes);
+        m->fdes = gt_xrealloc(NULL, count * sizeof *m->fdes);
         for (uint64_t k = 0; k < count; k++) {
             uint64_t loc, fde;
             if (!read_enc(&p, end, tab_enc, ph.p_vaddr, &loc) ||
@@ -159,7 +159,7 @@ static void load_phdrs(gt_module *m)
     size_t nph;
     if (elf_getphdrnum(m->elf, &nph) != 0)
         return;
-    m->loads = xrealloc(NULL, nph * sizeof *m->loads);
+    m->loads = gt_xrealloc(NULL, nph * sizeof *m->loads);
     for (size_t i = 0; i < nph; i++) {
         GElf_Phdr ph;
         if (gelf_getphdr(m->elf, (int)i, &ph) && ph.p_type == PT_LOAD)
@@ -202,14 +202,14 @@ static void setup(gt_module *m)
 
 static gt_module *new_module(const char *path)
 {
-    gt_module *m = xrealloc(NULL, sizeof *m);
+    gt_module *m = gt_xrealloc(NULL, sizeof *m);
     memset(m, 0, sizeof *m);
     m->path = strdup(path);
     m->index = -1;
     m->fd = -1;
     if (nmodules == capmodules) {
         capmodules = capmodules ? 2 * capmodules : 32;
-        modules = xrealloc(modules, capmodules * sizeof *modules);
+        modules = gt_xrealloc(modules, capmodules * sizeof *modules);
     }
     modules[nmodules++] = m;
     return m;
@@ -258,7 +258,7 @@ gt_module *gt_module_vdso(void)
         snprintf(m->error, sizeof m->error, "[vdso]: not found in icpp-gt itself");
         return m;
     }
-    m->image = xrealloc(NULL, size);
+    m->image = gt_xrealloc(NULL, size);
     memcpy(m->image, (void *)base, size);
     elf_version(EV_CURRENT);
     m->elf = elf_memory(m->image, size);

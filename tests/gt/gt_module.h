@@ -85,4 +85,7 @@ bool gt_module_frame(const gt_module *m, uint64_t addr, Dwarf_Frame **frame);
 
 void gt_module_free_all(void);
 
+/* realloc, or exit 125 with a message when out of memory. */
+void *gt_xrealloc(void *p, size_t n);
+
 #endif
