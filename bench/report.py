@@ -545,6 +545,7 @@ class Report:
                 more = " (and %d more candidates)" % (len(cands) - 1) if len(cands) > 1 else ""
                 self.w("- %s %s %s:<br>true `%s`<br>resolved `%s`%s" % (
                     n, b, lab, self.short(truth), self.short(cands[0]), more))
+        self.gaps(data, modes)
         self.w()
         self.learnrate(modes)
         self.incorrect_explained(data)
@@ -604,6 +605,38 @@ class Report:
                 n, iid, self.short(truth), self.short((cand or "").split(" | ")[0])))
         if other:
             self.w()
+
+    def gaps(self, data, modes):
+        """Samples in PLT stubs and with a cold-part frame (issue #12), offline rows, last mode."""
+        rows = []
+        for n in self.order:
+            for row in data.get(n, []):
+                c = (row.get("checks") or {}).get(modes[-1][0]) or {}
+                if row["kind"] == "offline" and (c.get("plt_samples") or c.get("cold_part_samples")):
+                    rows.append((n, row, c))
+        if not rows:
+            return
+        self.w()
+        self.w("Samples whose pc is in a PLT stub, and samples with a frame in a split-off cold part (`foo.cold`),")
+        self.w("as `--check` judged them (offline rows, last mode; correct: the true path among the candidates,")
+        self.w("whatever the status; incorrect: not among them; docs/definitions.md says whose these samples are):")
+        self.w()
+        self.w("| program | build | in a PLT stub | correct | incorrect | missing | unresolved | no truth "
+               "| with a cold-part frame | correct | incorrect | missing | unresolved | no truth |")
+        self.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+        def cells(g):
+            g = g or {}
+            tot = sum(v for v in g.values() if isinstance(v, int))
+            ok = g.get("precise", 0) + g.get("ambiguous-containing-truth", 0)
+            bad = g.get("incorrect", 0) + g.get("uncertain-not-containing-truth", 0) + \
+                g.get("inferred-incorrect", 0) + g.get("inferred-ambiguous-without-truth", 0)
+            rest = tot - ok - bad - g.get("missing", 0) - g.get("unresolved", 0) - g.get("no_truth", 0)
+            return [str(tot), str(ok + rest), str(bad), str(g.get("missing", 0)), str(g.get("unresolved", 0)),
+                    str(g.get("no_truth", 0))]
+        for n, row, c in rows:
+            self.w("| %s | %s | %s |" % (n, row["build"], " | ".join(cells(c.get("plt_samples")) +
+                                                                   cells(c.get("cold_part_samples")))))
 
     def learnrate(self, modes):
         data = self.r.get("learnrate", {})

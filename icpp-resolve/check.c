@@ -49,6 +49,8 @@ typedef struct tally {
     uint64_t by_alt[V_MAX];     /* samples made uncertain by an untrained path through an active context */
     uint64_t no_truth_by[ICPP_UW_MAX];
     uint64_t folded[V_MAX];     /* the same samples judged on recursion-folded paths (fold_verdict) */
+    uint64_t plt[V_MAX + 1];    /* samples whose pc is in a PLT stub, by verdict ([V_MAX]: no truth) */
+    uint64_t cold[V_MAX + 1];   /* samples with a frame in a cold part (docs/definitions.md) */
 } tally;
 
 /* The first incorrect samples, shown for auditing. */
@@ -58,13 +60,15 @@ typedef struct shown {
     int64_t height;
 } shown;
 
-static void names_of(const icpp_pathmap *pm, const int64_t *t, int nt, char *buf, size_t sz)
+/* Names of path-map functions t[0..nt); where t[i] < 0 (a function the map
+ * does not know) the binary's own name, tn[i], if tn is given. */
+static void names_of(const icpp_pathmap *pm, const int64_t *t, const char *const *tn, int nt, char *buf, size_t sz)
 {
     size_t o = 0;
     buf[0] = 0;
     for (int i = 0; i < nt && o + 2 < sz; i++)
         o += (size_t)snprintf(buf + o, sz - o, "%s%s", i ? ";" : "",
-                              t[i] >= 0 ? icpp_pathmap_func(pm, (uint32_t)t[i])->name : "?");
+                              t[i] >= 0 ? icpp_pathmap_func(pm, (uint32_t)t[i])->name : tn && tn[i] ? tn[i] : "?");
 }
 
 /* A distinct true path: its samples and how they fared. */
@@ -73,9 +77,10 @@ typedef struct dpath {
 } dpath;
 
 /* True path of a sample as path-map function indices, root first; -1 for a
- * function the map does not know.  Returns the length, or -1. */
+ * function the map does not know, whose name from the binary (its owner's,
+ * for a cold part) goes to names[] (NULL: none).  Returns the length. */
 static int truth_path(icpp_cidx *x, const icpp_completer *c, const icpp_replay *rp, const icpp_uframe *fr, int n,
-                      int64_t *out)
+                      int64_t *out, const char **names)
 {
     int k = 0;
     for (int i = n - 1; i >= 0; i--) {
@@ -89,6 +94,8 @@ static int truth_path(icpp_cidx *x, const icpp_completer *c, const icpp_replay *
             int32_t m = icpp_cidx_module(x, (uint32_t)f->module, &rm->build_id);
             out[k] = m >= 0 ? icpp_complete_func(c, (uint32_t)m, f->func->owner) : -1;
         }
+        const icpp_func *of = rm && rm->mod && f->func ? icpp_module_func_start(rm->mod, f->func->owner) : NULL;
+        names[k] = of ? of->name : f->func ? f->func->name : NULL;
         k++;
     }
     return k;
@@ -125,9 +132,11 @@ static int sites_ok(icpp_cidx *x, const icpp_pathmap *pm, const icpp_replay *rp,
 {
     int uniq = 1;
     /* leaf-first: frame i (i >= 1) holds the return address of the call
-     * into frame i-1, i.e. the call site of node depth-(i-1). */
+     * into frame i-1, i.e. the call site of node depth-(i-1).  A PLT stub's
+     * frame is no node: the path's leaf is its caller, frame 1. */
     uint32_t cur = node;
-    for (int i = 1; i < n && cur; i++) {
+    int skip = n > 0 && fr[0].func && fr[0].func->plt;
+    for (int i = 1 + skip; i < n && cur; i++) {
         const icpp_pm_node *nd = icpp_pathmap_node(pm, cur);
         const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)fr[i].module);
         int32_t pmod = rm ? icpp_cidx_module(x, (uint32_t)fr[i].module, &rm->build_id) : -1;
@@ -194,6 +203,14 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         icpp_replay_close(rp);
         return 1;
     }
+    /* a perf.data: the same inferred thread bases as its profile */
+    icpp_basevote *bv = mapset_infer_bases(ms, samples, stderr, &err);
+    if (!bv) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        free(vbin);
+        icpp_replay_close(rp);
+        return 1;
+    }
     icpp_unwinder *u = icpp_unwinder_new(rp);
     icpp_folder *folders = calloc(ms->nmaps + 1, sizeof *folders);
     if (!folders) {
@@ -214,21 +231,28 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     static shown shownv[MAX_SHOWN];
     size_t nshown = 0;
     static int64_t tp[MAXF];
+    static const char *tpn[MAXF];   /* the binary's names of tp's frames */
     icpp_rsample s;
     icpp_resolution r;
     int rc, any_regs = 0;
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
         if (s.learn)
             continue;       /* learning input: never judged */
+        icpp_basevote_apply(bv, &s);
         t.total++;
         if (s.x.nregs)
             any_regs = 1;
         int nf = 0;
         int st = icpp_unwind(u, &s, fr, MAXF, &nf);
         int complete = st == ICPP_UW_ROOT;
+        int in_plt = (s.func && s.func->plt) || (nf > 0 && fr[0].func && fr[0].func->plt), in_cold = 0;
+        for (int i = 0; i < nf && !in_cold; i++)
+            in_cold = fr[i].func && fr[i].func->owner != fr[i].func->addr;
         if (nf == 0 || (!complete && st != ICPP_UW_TRUNCATED)) {
             t.no_truth++;
             t.no_truth_by[st < ICPP_UW_MAX ? st : 0]++;
+            t.plt[V_MAX] += in_plt;
+            t.cold[V_MAX] += in_cold;
             continue;
         }
         t.truncated += !complete;
@@ -245,6 +269,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         }
         if (k < 0) {        /* no map for this process's executable */
             t.fn[V_UNRESOLVED]++;
+            t.plt[V_UNRESOLVED] += in_plt;
+            t.cold[V_UNRESOLVED] += in_cold;
             if (b >= 0 && (size_t)b < nvbin)
                 vbin[b][V_UNRESOLVED]++;
             continue;
@@ -252,7 +278,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         const icpp_pathmap *pm = ms->maps[k].pm;
         icpp_cidx *x = ms->maps[k].x;
         /* after resolving: completion may have added functions of the truth (to this map) */
-        int nt = truth_path(x, r.kind == ICPP_RES_INFERRED ? ms->maps[k].cpl : NULL, rp, fr, nf, tp);
+        int nt = truth_path(x, r.kind == ICPP_RES_INFERRED ? ms->maps[k].cpl : NULL, rp, fr, nf, tp, tpn);
         int v;
         uint32_t hit = 0, hit_i = 0;
         if (r.kind == ICPP_RES_INFERRED) {
@@ -284,12 +310,14 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         }
         t.fn[v]++;
         t.folded[fold_verdict(&folders[k], &r, tp, nt, complete, v)]++;
+        t.plt[v] += in_plt;
+        t.cold[v] += in_cold;
         if (b >= 0 && (size_t)b < nvbin)
             vbin[b][v]++;
         t.aligned += r.aligned;
         if ((v == V_INCORRECT || v == V_INF_BAD) && nshown < MAX_SHOWN) {
             shown *sh = &shownv[nshown++];
-            names_of(pm, tp, nt, sh->truth, sizeof sh->truth);
+            names_of(pm, tp, tpn, nt, sh->truth, sizeof sh->truth);
             sh->height = s.height;
             size_t o = 0;
             sh->cand[0] = 0;
@@ -300,7 +328,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                 for (uint32_t k = 0; k < d && k < MAXF; k++)
                     q[k] = p[k];
                 char tmp[2048];
-                names_of(pm, q, (int)(d < MAXF ? d : MAXF), tmp, sizeof tmp);
+                names_of(pm, q, NULL, (int)(d < MAXF ? d : MAXF), tmp, sizeof tmp);
                 o += (size_t)snprintf(sh->cand + o, sizeof sh->cand - o, "%s%s", c ? " | " : "", tmp);
             }
         }
@@ -377,6 +405,13 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
                 t.site_precise, t.site_contains);
         fprintf(out, " \"aligned_matches\": %" PRIu64 ",\n", t.aligned);
+        for (int w = 0; w < 2; w++) {
+            const uint64_t *g = w ? t.cold : t.plt;
+            fprintf(out, " \"%s\": {", w ? "cold_part_samples" : "plt_samples");
+            for (int v = 0; v < V_MAX; v++)
+                fprintf(out, "\"%s\": %" PRIu64 ", ", vname[v], g[v]);
+            fprintf(out, "\"no_truth\": %" PRIu64 "},\n", g[V_MAX]);
+        }
         fprintf(out, " \"by_learned_contexts\": {");
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.by_learned[v]);
@@ -472,6 +507,21 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                 fprintf(out, " %s %" PRIu64, vname[v], vbin[i][v]);
             fputc('\n', out);
         }
+        for (int w = 0; w < 2; w++) {
+            const uint64_t *g = w ? t.cold : t.plt;
+            uint64_t all = g[V_MAX];
+            for (int v = 0; v < V_MAX; v++)
+                all += g[v];
+            if (!all)
+                continue;
+            fprintf(out, "%s: %" PRIu64, w ? "samples with a cold-part frame" : "samples in a PLT stub", all);
+            for (int v = 0; v < V_MAX; v++)
+                if (g[v])
+                    fprintf(out, ", %s %" PRIu64, vname[v], g[v]);
+            if (g[V_MAX])
+                fprintf(out, ", no true stack %" PRIu64, g[V_MAX]);
+            fputc('\n', out);
+        }
         if (t.aligned)
             fprintf(out, "%" PRIu64 " samples under a signal frame matched their context modulo the frame's "
                          "64-byte alignment\n", t.aligned);
@@ -502,6 +552,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     free(vbin);
     icpp_hmap_free(&paths);
     icpp_unwinder_free(u);
+    icpp_basevote_free(bv);
     icpp_replay_close(rp);
     return 0;
 }

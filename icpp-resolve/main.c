@@ -355,16 +355,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
         return 1;
     }
-    /* A perf.data has no thread bases: infer them from the map's heights (lib/basevote.h). */
-    icpp_basevote *bv = icpp_basevote_infer(samples, pm, 0, 0, &err);
+    icpp_basevote *bv = mapset_infer_bases(&ms, samples, stderr, &err);
     if (!bv) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
-    }
-    for (size_t i = 0; i < icpp_basevote_nthreads(bv); i++) {
-        char line[512];
-        icpp_basevote_describe(bv, i, line, sizeof line);
-        fprintf(stderr, "icpp-resolve: %s: %s\n", samples, line);
     }
     profile prof;
     if (prof_init(&prof, pm, map_path, inlines) < 0) {

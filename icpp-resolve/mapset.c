@@ -628,6 +628,17 @@ int32_t mapset_resolve(mapset *ms, const icpp_replay *rp, icpp_rsample *s, icpp_
     return k;
 }
 
+icpp_basevote *mapset_infer_bases(const mapset *ms, const char *samples, FILE *log, icpp_err *err)
+{
+    icpp_basevote *bv = icpp_basevote_infer(samples, ms->all, 0, 0, err);
+    for (size_t i = 0; bv && log && i < icpp_basevote_nthreads(bv); i++) {
+        char line[512];
+        icpp_basevote_describe(bv, i, line, sizeof line);
+        fprintf(log, "icpp-resolve: %s: %s\n", samples, line);
+    }
+    return bv;
+}
+
 void mapset_names(const mapset *ms, char *buf, size_t sz)
 {
     size_t o = 0;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "basevote.h"
 #include "complete.h"
 #include "err.h"
 #include "learn.h"
@@ -110,6 +111,11 @@ int  mapset_prepare(mapset *ms, const char *samples, icpp_err *err);
 /* Tell a replay of the same recording each thread's own stack (from the
  * vote in mapset_prepare); call right after opening it.  0 or -ENOMEM. */
 int  mapset_apply_stacks(const mapset *ms, icpp_replay *rp);
+/* A perf.data has no thread bases: infer them from the union's heights
+ * (lib/basevote.h; an ICPP sample file gives an empty vote) and say on log
+ * what was inferred for each thread.  Give each replayed sample to
+ * icpp_basevote_apply.  NULL and *err on failure. */
+icpp_basevote *mapset_infer_bases(const mapset *ms, const char *samples, FILE *log, icpp_err *err);
 /* --save-map: write the map learning added to (refused if none was). */
 int  mapset_save_learned(const mapset *ms, const char *path, icpp_err *err);
 /* The binary of a sample (-1 if its process's executable is unknown). */

@@ -706,6 +706,11 @@ uint32_t icpp_callgraph_callers(const icpp_callgraph *g, uint64_t callee, const 
     return (uint32_t)(e - lo);
 }
 
+const char *icpp_callgraph_plt_name(icpp_callgraph *g, uint64_t addr)
+{
+    return plt_name(g, addr);
+}
+
 uint32_t icpp_callgraph_plt_callers(const icpp_callgraph *g, const char *name, const icpp_cg_site *const **out)
 {
     size_t lo = 0, hi = g->nby_name;

@@ -58,6 +58,9 @@ const icpp_cg_site *icpp_callgraph_site_at(const icpp_callgraph *g, uint64_t ret
 uint32_t icpp_callgraph_callers(const icpp_callgraph *g, uint64_t callee, const icpp_cg_site *const **out);
 /* PLT sites (with a delta) that import `name`. */
 uint32_t icpp_callgraph_plt_callers(const icpp_callgraph *g, const char *name, const icpp_cg_site *const **out);
+/* The imported symbol a PLT stub starting at addr jumps to (through its
+ * GOT slot), or NULL (not a stub's start, or PLT0). */
+const char *icpp_callgraph_plt_name(icpp_callgraph *g, uint64_t addr);
 /* Indirect sites with a delta. */
 uint32_t icpp_callgraph_indirect(const icpp_callgraph *g, const icpp_cg_site *const **out);
 /* 1 if the function starting at addr has its address taken (a rip-relative

@@ -193,6 +193,107 @@ static uint8_t classify_regs(Dwarf_Frame *fr)
     return (uint8_t)(ra << 6 | rbp);
 }
 
+/* A CFA expression that needs no memory and no register but %rsp and %rip
+ * -- binutils' PLT rule, CFA = rsp + 8 + ((rip & 15) >= 11) << 3 (the
+ * stub's push moves rsp) -- evaluated at rsp and rip.  0 and *out, or -1
+ * for anything a passive sample cannot evaluate.  (lib/unwind.c, the truth,
+ * has its own evaluator on purpose.) */
+static int eval_regs(const Dwarf_Op *ops, size_t nops, uint64_t rsp, uint64_t rip, uint64_t *out)
+{
+    uint64_t st[16];
+    int n = 0;
+#define PUSH(v) do { if (n == 16) return -1; st[n++] = (v); } while (0)
+#define BIN(expr) do { if (n < 2) return -1; uint64_t a = st[n - 2], b = st[n - 1]; (void)a; (void)b; \
+                       st[n - 2] = (expr); n--; } while (0)
+    for (size_t i = 0; i < nops; i++) {
+        unsigned op = ops[i].atom;
+        if (op >= DW_OP_lit0 && op <= DW_OP_lit31) {
+            PUSH((uint64_t)(op - DW_OP_lit0));
+            continue;
+        }
+        if (op == DW_OP_breg7 || op == DW_OP_breg16 || op == DW_OP_bregx) {
+            uint64_t reg = op == DW_OP_bregx ? ops[i].number : op - DW_OP_breg0;
+            uint64_t off = op == DW_OP_bregx ? ops[i].number2 : ops[i].number;
+            if (reg != 7 && reg != 16)
+                return -1;
+            PUSH((reg == 7 ? rsp : rip) + off);
+            continue;
+        }
+        switch (op) {
+        case DW_OP_const1u: case DW_OP_const1s: case DW_OP_const2u: case DW_OP_const2s:
+        case DW_OP_const4u: case DW_OP_const4s: case DW_OP_const8u: case DW_OP_const8s:
+        case DW_OP_constu: case DW_OP_consts:
+            PUSH(ops[i].number);
+            break;
+        case DW_OP_plus_uconst: if (n < 1) return -1; st[n - 1] += ops[i].number; break;
+        case DW_OP_plus: BIN(a + b); break;
+        case DW_OP_minus: BIN(a - b); break;
+        case DW_OP_mul: BIN(a * b); break;
+        case DW_OP_and: BIN(a & b); break;
+        case DW_OP_or: BIN(a | b); break;
+        case DW_OP_xor: BIN(a ^ b); break;
+        case DW_OP_shl: BIN(b < 64 ? a << b : 0); break;
+        case DW_OP_shr: BIN(b < 64 ? a >> b : 0); break;
+        case DW_OP_shra: BIN(b < 64 ? (uint64_t)((int64_t)a >> b) : (uint64_t)((int64_t)a >> 63)); break;
+        case DW_OP_ge: BIN((int64_t)a >= (int64_t)b); break;
+        case DW_OP_gt: BIN((int64_t)a > (int64_t)b); break;
+        case DW_OP_le: BIN((int64_t)a <= (int64_t)b); break;
+        case DW_OP_lt: BIN((int64_t)a < (int64_t)b); break;
+        case DW_OP_eq: BIN(a == b); break;
+        case DW_OP_ne: BIN(a != b); break;
+        case DW_OP_dup: {
+            if (n < 1) return -1;
+            uint64_t t = st[n - 1];
+            PUSH(t);
+            break;
+        }
+        case DW_OP_drop: if (n < 1) return -1; n--; break;
+        case DW_OP_swap: {
+            if (n < 2) return -1;
+            uint64_t t = st[n - 1];
+            st[n - 1] = st[n - 2];
+            st[n - 2] = t;
+            break;
+        }
+        case DW_OP_neg: if (n < 1) return -1; st[n - 1] = -st[n - 1]; break;
+        case DW_OP_not: if (n < 1) return -1; st[n - 1] = ~st[n - 1]; break;
+        case DW_OP_nop: break;
+        default: return -1;     /* memory, other registers, control flow */
+        }
+    }
+#undef PUSH
+#undef BIN
+    if (n < 1)
+        return -1;
+    *out = st[n - 1];
+    return 0;
+}
+
+/* The longest row whose expression is evaluated pc by pc (a PLT of 64K
+ * stubs); longer ones stay "expression". */
+#define EXPR_SPAN_MAX (1u << 20)
+
+/* Rows for [pc, next) whose CFA is an expression: where, at each pc, it is
+ * rsp plus a constant, rsp-based rows (merged where equal). */
+static int expr_rows(Dwarf_Frame *fr, uint64_t pc, uint64_t next, uint8_t x, segv *out)
+{
+    Dwarf_Op *ops;
+    size_t nops;
+    int32_t expr = pack(ICPP_CFA_EXPR, 0, 0);
+    if (next - pc > EXPR_SPAN_MAX || dwarf_frame_cfa(fr, &ops, &nops) != 0 || nops == 0)
+        return segv_push(out, pc, next, expr, x);
+    for (uint64_t a = pc; a < next; a++) {
+        /* two values of rsp tell "rsp + constant" from anything else */
+        uint64_t v0, v1, r0 = 0x7ff000000000, r1 = 0x7ff000100000;
+        int32_t w = expr;
+        if (eval_regs(ops, nops, r0, a, &v0) == 0 && eval_regs(ops, nops, r1, a, &v1) == 0 && v1 - v0 == r1 - r0)
+            w = pack(ICPP_CFA_RSP, 7, (int64_t)(v0 - r0));
+        if (segv_push(out, a, a + 1, w, x) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Walk the CFI rows of [lo, hi) with libdw and append segments. */
 static int walk_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, segv *out)
 {
@@ -210,7 +311,14 @@ static int walk_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, segv *out)
                 next = e;
             w = classify(fr);
             x = classify_regs(fr);
+            if (next > hi)
+                next = hi;
+            int r = W_KIND(w) == ICPP_CFA_EXPR ? expr_rows(fr, pc, next, x, out) : segv_push(out, pc, next, w, x);
             free(fr);
+            if (r < 0)
+                return -1;
+            pc = next;
+            continue;
         }
         if (next > hi)
             next = hi;

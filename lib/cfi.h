@@ -17,7 +17,8 @@ typedef enum icpp_cfa_kind {
     ICPP_CFA_RSP,           /* CFA = rsp + off */
     ICPP_CFA_RBP,           /* CFA = rbp + off */
     ICPP_CFA_REG,           /* CFA = other register + off: not in a sample */
-    ICPP_CFA_EXPR,          /* DWARF expression (needs memory): not passive */
+    ICPP_CFA_EXPR,          /* DWARF expression that needs memory or other registers: not passive
+                               (one of rsp and rip alone, binutils' PLT rule, is tabulated as RSP rows) */
     ICPP_CFA_UNDEF,         /* CFA undefined: outermost frame */
 } icpp_cfa_kind;
 

@@ -58,6 +58,73 @@ typedef struct cie_info {
     uint8_t  z;             /* augmentation "z...": FDEs carry augmentation data */
 } cie_info;
 
+/* The CFA rule at the start of an FDE: run its CIE's initial instructions,
+ * then its own up to the first row change (advance_loc, set_loc).
+ * state: reg/off of the rule, or reg = -1 once it is an expression or
+ * unknown.  Returns 0, or -1 for an instruction it cannot skip. */
+typedef struct cfa_state {
+    int64_t reg, off;
+} cfa_state;
+
+static int run_cfa(rd r, int64_t data_align, cfa_state *st)
+{
+    while (r.p < r.end && !r.bad) {
+        uint8_t op = (uint8_t)rd_u(&r, 1);
+        switch (op >> 6) {
+        case 1: return 0;                           /* advance_loc: the first row ends */
+        case 2: rd_uleb(&r); continue;              /* offset */
+        case 3: continue;                           /* restore */
+        }
+        switch (op) {
+        case DW_CFA_nop: case DW_CFA_remember_state: case DW_CFA_restore_state: break;
+        case DW_CFA_set_loc: case DW_CFA_advance_loc1: case DW_CFA_advance_loc2: case DW_CFA_advance_loc4:
+            return 0;
+        case DW_CFA_offset_extended: case DW_CFA_register: case DW_CFA_val_offset:
+        case DW_CFA_GNU_negative_offset_extended:
+            rd_uleb(&r);
+            rd_uleb(&r);
+            break;
+        case DW_CFA_offset_extended_sf: case DW_CFA_val_offset_sf:
+            rd_uleb(&r);
+            rd_sleb(&r);
+            break;
+        case DW_CFA_restore_extended: case DW_CFA_undefined: case DW_CFA_same_value: case DW_CFA_GNU_args_size:
+            rd_uleb(&r);
+            break;
+        case DW_CFA_def_cfa:
+            st->reg = (int64_t)rd_uleb(&r);
+            st->off = (int64_t)rd_uleb(&r);
+            break;
+        case DW_CFA_def_cfa_sf:
+            st->reg = (int64_t)rd_uleb(&r);
+            st->off = (int64_t)((uint64_t)rd_sleb(&r) * (uint64_t)data_align);   /* untrusted: wraps, never UB */
+            break;
+        case DW_CFA_def_cfa_register: st->reg = (int64_t)rd_uleb(&r); break;
+        case DW_CFA_def_cfa_offset: st->off = (int64_t)rd_uleb(&r); break;
+        case DW_CFA_def_cfa_offset_sf: st->off = (int64_t)((uint64_t)rd_sleb(&r) * (uint64_t)data_align); break;
+        case DW_CFA_def_cfa_expression: {
+            uint64_t n = rd_uleb(&r);
+            st->reg = -1;
+            if (n > (uint64_t)(r.end - r.p))
+                return -1;
+            r.p += n;
+            break;
+        }
+        case DW_CFA_expression: case DW_CFA_val_expression: {
+            rd_uleb(&r);
+            uint64_t n = rd_uleb(&r);
+            if (n > (uint64_t)(r.end - r.p))
+                return -1;
+            r.p += n;
+            break;
+        }
+        default:
+            return -1;
+        }
+    }
+    return r.bad ? -1 : 0;
+}
+
 static int parse_cie(rd r, const uint8_t *sec, int eh, cie_info *ci)
 {
     uint8_t version = (uint8_t)rd_u(&r, 1);
@@ -190,6 +257,12 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
                     goto corrupt;
                 b.p += alen;
             }
+            /* the CFA at lo: a function entered by a call has rsp+8 */
+            uint8_t entry = ICPP_FDE_ENTRY_UNKNOWN;
+            cfa_state cs = {-1, 0};
+            if (run_cfa((rd){sec + ci.ins, sec + ci.end, 0}, ci.data_align, &cs) == 0 &&
+                run_cfa((rd){b.p, b.end, 0}, ci.data_align, &cs) == 0 && cs.reg >= 0)
+                entry = cs.reg == 7 && cs.off == 8 ? ICPP_FDE_ENTRY_CALL : ICPP_FDE_ENTRY_FRAME;
             /* Factors outside 1..255 / -128..127 (never emitted) are stored as 0:
              * lib/cfaprog.h refuses to read such a program. */
             int odd = ci.code_align < 1 || ci.code_align > 255 || ci.data_align < -128 || ci.data_align > 127;
@@ -203,7 +276,7 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
                     }
                     v = nv;
                 }
-                v[n++] = (icpp_fde){lo, lo + range, ci.signal, ci.fde_enc, odd ? 0 : (int8_t)ci.data_align,
+                v[n++] = (icpp_fde){lo, lo + range, ci.signal, entry, ci.fde_enc, odd ? 0 : (int8_t)ci.data_align,
                                     odd ? 0 : (uint8_t)ci.code_align, (uint32_t)ci.ins, (uint32_t)ci.end,
                                     (uint32_t)(b.p - sec), (uint32_t)(next - sec)};
             }

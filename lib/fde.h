@@ -7,10 +7,18 @@
 
 #include "err.h"
 
+/* What the CFA rule at an FDE's first address says about that address. */
+typedef enum icpp_fde_entry {
+    ICPP_FDE_ENTRY_UNKNOWN = 0, /* an expression, or instructions not read */
+    ICPP_FDE_ENTRY_CALL,        /* CFA = rsp + 8: the shape of a function entered by a call */
+    ICPP_FDE_ENTRY_FRAME,       /* any other register rule: code inside a frame (a cold part) */
+} icpp_fde_entry;
+
 /* The code range of one FDE. */
 typedef struct icpp_fde {
     uint64_t lo, hi;        /* [lo, hi) link-time addresses */
     uint8_t  signal;        /* its CIE says 'S': signal-return trampoline code */
+    uint8_t  entry;         /* icpp_fde_entry: the CFA rule at lo */
     uint8_t  fde_enc;       /* DW_EH_PE encoding of its addresses (DW_CFA_set_loc) */
     int8_t   data_align;    /* its CIE's data alignment factor (both 0 if outside -128..127 / 1..255) */
     uint8_t  code_align;    /* its CIE's code alignment factor */

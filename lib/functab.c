@@ -1,6 +1,7 @@
 /* functab.c -- an ELF file's function table and build-id from its raw bytes (no ELF library: the training agent uses it too). */
 #include "functab.h"
 
+#include "coldpart.h"
 #include "fde.h"
 
 #include <elf.h>
@@ -122,7 +123,7 @@ static int collect_symbols(const img *m, vec *x)
                 continue;
             icpp_ftab_entry e = {sym[k].st_value, sym[k].st_size, sym[k].st_value, nm,
                                  s->sh_type == SHT_SYMTAB ? ICPP_FSRC_SYMTAB : ICPP_FSRC_DYNSYM,
-                                 (uint8_t)ELF64_ST_BIND(sym[k].st_info), 0};
+                                 (uint8_t)ELF64_ST_BIND(sym[k].st_info), 0, 0, 0};
             if (push(x, e) < 0)
                 return -1;
         }
@@ -184,7 +185,28 @@ static int link_cold(icpp_ftab_entry *v, size_t n)
     return 0;
 }
 
+/* Executable PT_LOAD segments: where code is in the image (at most max). */
+static size_t code_segs(const img *m, icpp_code_seg *out, size_t max)
+{
+    const Elf64_Ehdr *eh = m->eh;
+    if (eh->e_phentsize != sizeof(Elf64_Phdr) || !in(m, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr)) ||
+        eh->e_phoff % 8)
+        return 0;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(m->p + eh->e_phoff);
+    size_t k = 0;
+    for (size_t i = 0; i < eh->e_phnum && k < max; i++)
+        if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) && in(m, ph[i].p_offset, ph[i].p_filesz))
+            out[k++] = (icpp_code_seg){ph[i].p_vaddr, ph[i].p_offset, ph[i].p_filesz};
+    return k;
+}
+
 int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size_t *nout, icpp_err *err)
+{
+    return icpp_functab_build_with(p, len, icpp_insn_decode_zydis, out, nout, err);
+}
+
+int icpp_functab_build_with(const uint8_t *p, size_t len, icpp_insn_decoder decode, icpp_ftab_entry **out,
+                            size_t *nout, icpp_err *err)
 {
     img m;
     *out = NULL;
@@ -226,7 +248,7 @@ int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size
         for (size_t k = 0; k < nf; k++)
             if (f[k].lo && !covered(x.v, nsym, f[k].lo) &&
                 push(&x, (icpp_ftab_entry){f[k].lo, f[k].hi - f[k].lo, f[k].lo, NULL, ICPP_FSRC_FDE, STB_LOCAL,
-                                           f[k].signal}) < 0) {
+                                           f[k].signal, f[k].entry == ICPP_FDE_ENTRY_FRAME, 0}) < 0) {
                 free(f);
                 goto oom;
             }
@@ -246,6 +268,19 @@ int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size
     x.n = w;
     if (link_cold(x.v, x.n) < 0)
         goto oom;
+    /* stripped cold parts: from the jumps that enter them */
+    icpp_code_seg segs[16];
+    if (icpp_coldpart_link(p, len, segs, code_segs(&m, segs, 16), decode, x.v, x.n) < 0)
+        goto oom;
+    /* PLT stubs: FDE-only code in a PLT section. */
+    for (size_t i = 0; i < m.nsh; i++) {
+        const char *nm = shname(&m, &m.sh[i]);
+        if (!nm || (strcmp(nm, ".plt") && strcmp(nm, ".plt.sec") && strcmp(nm, ".plt.got") && strcmp(nm, ".plt.bnd")))
+            continue;
+        for (size_t k = 0; k < x.n; k++)
+            if (x.v[k].source == ICPP_FSRC_FDE && x.v[k].addr - m.sh[i].sh_addr < m.sh[i].sh_size)
+                x.v[k].plt = 1;
+    }
     /* Mark entries whose first bytes (what a hook would overwrite) touch
      * signal-return code: the kernel returns into it, nobody calls it. */
     for (size_t i = 0; i < x.n; i++)

@@ -23,16 +23,27 @@ typedef struct icpp_ftab_entry {
     uint8_t     bind;       /* STB_* of the chosen symbol */
     uint8_t     signal;     /* overlaps signal-return trampoline code (an 'S' FDE, e.g.
                                glibc's __restore_rt): never entered by a call, never hook it */
+    uint8_t     framed;     /* FDE-only: its FDE starts inside a frame (CFA is not rsp+8 there),
+                               so no call enters it there (lib/coldpart.h) */
+    uint8_t     plt;        /* PLT stubs (.plt, .plt.sec, .plt.got, .plt.bnd): not a function; a sample
+                               or frame there belongs to the calling context (never hook it) */
 } icpp_ftab_entry;
 
 /* Every function of the ELF image img[0..len) (a whole file), sorted by
  * address, one entry per start: FUNC and IFUNC symbols of .symtab and
  * .dynsym with aliases folded (preferred name: global, then weak, then
  * local; fewest leading '_'; shortest), plus the starts of .eh_frame FDEs
- * that no sized symbol covers (stripped code).  gcc's split-off "foo.cold"
- * parts get owner = foo.  *out is malloc'd; names point into img.
+ * that no sized symbol covers (stripped code).  gcc's split-off cold parts
+ * ("foo.cold", or stripped: lib/coldpart.h) get owner = foo, the rule of
+ * docs/definitions.md.  *out is malloc'd; names point into img.
  * The image is untrusted: every offset is checked. */
 int icpp_functab_build(const uint8_t *img, size_t len, icpp_ftab_entry **out, size_t *n, icpp_err *err);
+
+/* The same, decoding code (for stripped cold parts) with `decode` (the
+ * type is lib/coldpart.h's); icpp_functab_build uses Zydis. */
+typedef struct icpp_insn icpp_insn;
+int icpp_functab_build_with(const uint8_t *img, size_t len, void (*decode)(const uint8_t *, size_t, icpp_insn *),
+                            icpp_ftab_entry **out, size_t *n, icpp_err *err);
 
 /* The contents of the section named `name` in the image: *sec, *n; -1 if
  * there is none, it has no file bytes (SHT_NOBITS) or lies outside the image. */

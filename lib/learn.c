@@ -115,6 +115,8 @@ static int64_t frame_func(learner *L, const icpp_replay *rp, uint32_t pid, uint6
     const icpp_func *f = icpp_module_func_at(rm->mod, link);
     if (!f)
         return -2;
+    if (f->plt)
+        return -1;      /* a PLT stub is no function: its frame is its caller's context */
     const icpp_func *o = f->owner != f->addr ? icpp_module_func_start(rm->mod, f->owner) : f;
     uint32_t idx;
     if (icpp_pathmap_add_func(L->pm, (uint32_t)pmm, f->owner, o ? o->name : f->name, &idx) < 0)

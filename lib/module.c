@@ -33,8 +33,10 @@ struct icpp_module {
     int              is_static;
     icpp_build_id    build_id;
     uint64_t         text_lo, text_hi;
-    icpp_func       *funcs;     /* sorted by addr, unique addr */
+    icpp_func       *funcs;     /* sorted by addr, unique addr; built on first use (funcs_of) */
     size_t           nfuncs;
+    int              funcs_built;
+    int              dbg_names; /* name the nameless functions from the debug file (name_from_debug) */
     char           **strings;   /* names we own */
     size_t           nstrings, capstrings;
     icpp_debuginfo   dbg;       /* the separate debug file (dbg.fd < 0: none), looked up when the
@@ -127,7 +129,7 @@ static int build_functions(icpp_module *m, icpp_err *err)
             free(e);
             return icpp_err_set(err, ENOMEM, "%s: out of memory", m->path);
         }
-        m->funcs[i] = (icpp_func){e[i].addr, e[i].size, dem ? dem : sym, sym, e[i].source, e[i].owner};
+        m->funcs[i] = (icpp_func){e[i].addr, e[i].size, dem ? dem : sym, sym, e[i].source, e[i].owner, e[i].plt};
     }
     m->nfuncs = n;
     free(e);
@@ -184,7 +186,8 @@ static int attach_debug(icpp_module *m, icpp_err *err)
         return 0;
     if (!has_dwarf)
         m->dw_elf = m->dbg_elf;
-    return has_syms ? 0 : name_from_debug(m, err);
+    m->dbg_names = !has_syms;   /* done when the function table is built (funcs_of) */
+    return 0;
 }
 
 static int read_headers(icpp_module *m, icpp_err *err)
@@ -301,7 +304,7 @@ icpp_module *icpp_module_open(const char *path, icpp_err *err)
     }
     m->dbg.fd = m->alt.fd = -1;
     m->dw_elf = m->elf;
-    if (read_headers(m, err) < 0 || build_functions(m, err) < 0 || attach_debug(m, err) < 0)
+    if (read_headers(m, err) < 0 || attach_debug(m, err) < 0)
         goto fail;
     return m;
 fail:
@@ -344,8 +347,30 @@ int icpp_module_fd(const icpp_module *m) { return m->fd; }
 icpp_module_kind icpp_module_kind_of(const icpp_module *m) { return m->kind; }
 int icpp_module_is_static(const icpp_module *m) { return m->is_static; }
 const icpp_build_id *icpp_module_build_id(const icpp_module *m) { return &m->build_id; }
-size_t icpp_module_nfuncs(const icpp_module *m) { return m->nfuncs; }
-const icpp_func *icpp_module_funcs(const icpp_module *m) { return m->funcs; }
+/* The function table, built on first use: finding stripped cold parts
+ * decodes the module's code (~30-60 ms for libc), which a reader that
+ * needs only the CFI (icpp-sample's learn samples) must not pay while its
+ * ring buffers fill.  Out of memory leaves the module without functions;
+ * a debug file that cannot name them leaves them fn_ADDR. */
+static const icpp_module *funcs_of(const icpp_module *cm)
+{
+    icpp_module *m = (icpp_module *)cm;     /* the object is never const: only the table is filled in */
+    if (!m->funcs_built) {
+        icpp_err err;
+        m->funcs_built = 1;
+        if (build_functions(m, &err) < 0) {
+            free(m->funcs);
+            m->funcs = NULL;
+            m->nfuncs = 0;
+        } else if (m->dbg_names) {
+            name_from_debug(m, &err);
+        }
+    }
+    return m;
+}
+
+size_t icpp_module_nfuncs(const icpp_module *m) { return funcs_of(m)->nfuncs; }
+const icpp_func *icpp_module_funcs(const icpp_module *m) { return funcs_of(m)->funcs; }
 
 void icpp_module_text_range(const icpp_module *m, uint64_t *lo, uint64_t *hi)
 {
@@ -582,6 +607,7 @@ int icpp_module_inlines(icpp_module *m, uint64_t addr, const char **out, int max
 
 const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr)
 {
+    m = funcs_of(m);
     size_t i = upper_bound(m->funcs, m->nfuncs, sizeof *m->funcs, addr);
     if (i == 0)
         return NULL;
@@ -595,6 +621,7 @@ const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr)
 
 const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr)
 {
+    m = funcs_of(m);
     size_t i = upper_bound(m->funcs, m->nfuncs, sizeof *m->funcs, addr);
     return (i && m->funcs[i - 1].addr == addr) ? &m->funcs[i - 1] : NULL;
 }

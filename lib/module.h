@@ -27,9 +27,12 @@ typedef struct icpp_func {
     uint8_t     source;     /* icpp_func_source */
     uint64_t    owner;      /* function whose frame this code runs in: addr itself, or for a
                                split-off part (gcc's foo.cold) the start of foo */
+    uint8_t     plt;        /* PLT stubs: no function; a sample there is charged to the calling
+                               context (lib/plt.h) */
 } icpp_func;
 
-/* Open an ELF file and read its headers, build-id and function table.
+/* Open an ELF file and read its headers and build-id; the function table
+ * is built on the first call that needs it (not thread-safe then).
  * Returns NULL and fills *err for a missing, non-ELF or non-x86-64 file. */
 icpp_module *icpp_module_open(const char *path, icpp_err *err);
 void         icpp_module_close(icpp_module *m);

@@ -4,6 +4,7 @@
 #include "complete.h"
 #include "hmap.h"
 #include "module.h"
+#include "plt.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ struct icpp_cidx {
     icpp_cand *pz;          /* scratch: the candidates left after pruning */
     size_t     pzcap;
     icpp_hmap  alt;         /* (func, height) -> 1 + active alternatives found by completion */
+    icpp_plt  *plt;         /* samples in PLT stubs (lib/plt.h), made on first use */
 };
 
 void icpp_cidx_set_evidence(icpp_cidx *x, int on)
@@ -261,6 +263,7 @@ void icpp_cidx_free(icpp_cidx *x)
     free(x->fz);
     free(x->cands);
     free(x->modcache);
+    icpp_plt_free(x->plt);
     free(x);
 }
 
@@ -394,19 +397,29 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         return;
     }
     const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)s->module);
-    out->func = icpp_cidx_func(x, (uint32_t)s->module, &rm->build_id, s->func->owner);
-    if (out->func < 0) {
-        complete_missing(x, rm, s, out);
-        return;
-    }
-    out->ncand = icpp_cidx_lookup(x, (uint32_t)out->func, s->height, &out->cand);
-    if (!out->ncand && (out->ncand = aligned_lookup(x, (uint32_t)out->func, s->height)) > 0) {
-        out->cand = x->fz;
-        out->aligned = 1;
-    }
-    if (!out->ncand) {
-        complete_missing(x, rm, s, out);
-        return;
+    if (s->func->plt) {         /* a PLT stub: the calling context's paths (lib/plt.h) */
+        if (!x->plt)
+            x->plt = icpp_plt_new();
+        out->ncand = x->plt ? icpp_plt_contexts(x->plt, x, x->pm, rp, s, &out->cand, &out->func) : 0;
+        if (!out->ncand) {
+            out->kind = ICPP_RES_MISSING;
+            return;
+        }
+    } else {
+        out->func = icpp_cidx_func(x, (uint32_t)s->module, &rm->build_id, s->func->owner);
+        if (out->func < 0) {
+            complete_missing(x, rm, s, out);
+            return;
+        }
+        out->ncand = icpp_cidx_lookup(x, (uint32_t)out->func, s->height, &out->cand);
+        if (!out->ncand && (out->ncand = aligned_lookup(x, (uint32_t)out->func, s->height)) > 0) {
+            out->cand = x->fz;
+            out->aligned = 1;
+        }
+        if (!out->ncand) {
+            complete_missing(x, rm, s, out);
+            return;
+        }
     }
     if (x->evidence && out->ncand > 1)
         prune_inactive(x, out);
@@ -436,7 +449,8 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
      * the static graph lets an interpreter reach almost anything.) */
     if (!seen && (uint64_t)out->func < x->nnovel && x->novel[out->func])
         out->kind = ICPP_RES_UNCERTAIN;
-    else if (!seen && x->evidence && x->cpl && !any_active(x, out) && active_alternative(x, rm, s, (uint32_t)out->func)) {
+    else if (!seen && x->evidence && x->cpl && !s->func->plt && !any_active(x, out) &&
+             active_alternative(x, rm, s, (uint32_t)out->func)) {
         out->kind = ICPP_RES_UNCERTAIN;
         out->alternative = 1;
     }

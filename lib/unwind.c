@@ -137,6 +137,39 @@ static int eval(const Dwarf_Op *ops, size_t nops, const state *st, const mem *m,
         case DW_OP_plus: NEED(2); stk[sp - 2] += stk[sp - 1]; sp--; break;
         case DW_OP_minus: NEED(2); stk[sp - 2] -= stk[sp - 1]; sp--; break;
         case DW_OP_and: NEED(2); stk[sp - 2] &= stk[sp - 1]; sp--; break;
+        case DW_OP_or: NEED(2); stk[sp - 2] |= stk[sp - 1]; sp--; break;
+        case DW_OP_xor: NEED(2); stk[sp - 2] ^= stk[sp - 1]; sp--; break;
+        case DW_OP_mul: NEED(2); stk[sp - 2] *= stk[sp - 1]; sp--; break;
+        /* shifts and comparisons: binutils' PLT rule (rsp + 8, plus 8 past the stub's push) */
+        case DW_OP_shl: NEED(2); stk[sp - 2] = stk[sp - 1] < 64 ? stk[sp - 2] << stk[sp - 1] : 0; sp--; break;
+        case DW_OP_shr: NEED(2); stk[sp - 2] = stk[sp - 1] < 64 ? stk[sp - 2] >> stk[sp - 1] : 0; sp--; break;
+        case DW_OP_shra:
+            NEED(2);
+            stk[sp - 2] = (uint64_t)((int64_t)stk[sp - 2] >> (stk[sp - 1] < 64 ? stk[sp - 1] : 63));
+            sp--;
+            break;
+        case DW_OP_ge: NEED(2); stk[sp - 2] = (int64_t)stk[sp - 2] >= (int64_t)stk[sp - 1]; sp--; break;
+        case DW_OP_gt: NEED(2); stk[sp - 2] = (int64_t)stk[sp - 2] > (int64_t)stk[sp - 1]; sp--; break;
+        case DW_OP_le: NEED(2); stk[sp - 2] = (int64_t)stk[sp - 2] <= (int64_t)stk[sp - 1]; sp--; break;
+        case DW_OP_lt: NEED(2); stk[sp - 2] = (int64_t)stk[sp - 2] < (int64_t)stk[sp - 1]; sp--; break;
+        case DW_OP_eq: NEED(2); stk[sp - 2] = stk[sp - 2] == stk[sp - 1]; sp--; break;
+        case DW_OP_ne: NEED(2); stk[sp - 2] = stk[sp - 2] != stk[sp - 1]; sp--; break;
+        case DW_OP_neg: NEED(1); stk[sp - 1] = -stk[sp - 1]; break;
+        case DW_OP_not: NEED(1); stk[sp - 1] = ~stk[sp - 1]; break;
+        case DW_OP_drop: NEED(1); sp--; break;
+        case DW_OP_swap: {
+            NEED(2);
+            uint64_t t = stk[sp - 1];
+            stk[sp - 1] = stk[sp - 2];
+            stk[sp - 2] = t;
+            break;
+        }
+        case DW_OP_over: {
+            NEED(2);
+            uint64_t t = stk[sp - 2];
+            PUSH(t);
+            break;
+        }
         case DW_OP_dup: {
             NEED(1);
             uint64_t t = stk[sp - 1];

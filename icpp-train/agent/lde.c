@@ -1,6 +1,8 @@
 /* lde.c -- x86-64 (long mode) instruction length decoder: length and relative branch target from const tables, no libc. */
 #include "lde.h"
 
+#include "coldpart.h"
+
 /* It decodes as Zydis 4.0 does in 64-bit mode with its default decoder
  * modes -- the agent's decoder before, and the reference test_lde_zydis
  * checks this file against at every byte offset of real binaries:
@@ -817,4 +819,19 @@ int icpp_agent_lde_is_nop(const icpp_agent_lde_insn *in)
                       !(in->modrm == 0xfa || in->modrm == 0xfb || (in->modrm & 0xf8) == 0xc8);
     default: return 0;                          /* 0F 1A / 1B are MPX instructions (bnd*) */
     }
+}
+
+void icpp_agent_lde_coldpart(const uint8_t *code, size_t avail, struct icpp_insn *out)
+{
+    icpp_agent_lde_insn in;
+    out->len = (uint8_t)icpp_agent_lde_decode(code, avail, &in);
+    out->branch = ICPP_INSN_OTHER;
+    out->rel = out->len ? in.rel : 0;
+    if (!out->len || in.enc != ICPP_AGENT_LDE_LEGACY || !in.rel_size)
+        return;
+    if (in.map == 0)
+        out->branch = in.opcode == 0xe8 ? ICPP_INSN_CALL : in.opcode == 0xe9 || in.opcode == 0xeb ? ICPP_INSN_JMP
+                    : in.opcode >= 0x70 && in.opcode <= 0x7f ? ICPP_INSN_JCC : ICPP_INSN_OTHER;
+    else if (in.map == 1 && in.opcode >= 0x80 && in.opcode <= 0x8f)
+        out->branch = ICPP_INSN_JCC;
 }

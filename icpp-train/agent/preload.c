@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "functab.h"
+#include "lde.h"
 #include "pathmap.h"
 
 #include <dlfcn.h>
@@ -320,7 +321,7 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
     icpp_ftab_entry *e = NULL;
     size_t n = 0;
     icpp_err err;
-    if (mi < 0 || icpp_functab_build(img, (size_t)st.st_size, &e, &n, &err) < 0) {
+    if (mi < 0 || icpp_functab_build_with(img, (size_t)st.st_size, icpp_agent_lde_coldpart, &e, &n, &err) < 0) {
         munmap(img, (size_t)st.st_size);
         msg("icpp-train: agent: %s: %s: not trained\n", path, mi < 0 ? "out of memory" : err.msg);
         return;
@@ -342,12 +343,13 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        /* foo.cold and signal-return trampolines are never entered by a
-         * call: not functions to hook (the kernel returns into the
-         * trampoline's bytes 1..4: a jmp there crashed every handler). */
+        /* Not functions to hook: cold parts (never entered by a call),
+         * PLT stubs (a sample there is its caller's) and signal-return
+         * trampolines (the kernel returns into the trampoline's bytes
+         * 1..4: a jmp there crashed every handler). */
         if (e[i].signal && e[i].source == ICPP_FSRC_FDE)
             icpp_agent_add_sigreturn(info->dlpi_addr + e[i].addr, info->dlpi_addr + e[i].addr + e[i].size);
-        if (e[i].owner != e[i].addr || e[i].signal)
+        if (e[i].owner != e[i].addr || e[i].signal || e[i].plt)
             continue;
         char fallback[40];
         if (!e[i].sym)

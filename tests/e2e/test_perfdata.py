@@ -179,6 +179,29 @@ if c.check(r.returncode == 0, f"perf record -d failed: {r.stderr}"):
         c.check(t["recorded"] and t["base"] == t["recorded"],
                 f"perf -d: thread {t['tid']}: inferred {t['base']:#x}, mapping top {t['recorded']:#x}")
 
+# ---- --check on perf record --call-graph dwarf: its stack copies are the truth, its bases are inferred ----
+# (--check once judged every such sample unresolved: it never inferred the bases the profile does)
+e = entries[("recurse", "O2-fp-pie")]
+mapfile = os.path.join(tmp, "recurse.O2-fp-pie.icppmap")
+pd_dw = os.path.join(tmp, "recurse-dwarf.perf.data")
+r = perf_record(e.binary, pd_dw, "--call-graph", "dwarf")
+if c.check(r.returncode == 0, f"perf record --call-graph dwarf failed: {r.stderr}"):
+    r = run([RESOLVE, "-m", mapfile, "--check", "--format", "json", pd_dw])
+    prof, _ = profile(pd_dw, mapfile)
+    if c.check(r.returncode == 0 and prof is not None, f"--check on a dwarf perf.data failed: {r.stderr}"):
+        d = json.loads(r.stdout)
+        v = d["by_samples"]
+        judged = d["with_truth"]
+        c.check(judged >= 0.95 * d["samples"] and judged > 100,
+                f"dwarf perf.data: {judged} of {d['samples']} samples have a true stack: {d['no_truth']}")
+        c.check(v["incorrect"] == 0, f"dwarf perf.data: {v['incorrect']} incorrect: {d['incorrect_samples']}")
+        ok = v["precise"] + v["ambiguous-containing-truth"]
+        c.check(ok >= 0.95 * judged, f"dwarf perf.data: only {ok} of {judged} correct: {v}")
+        # the judged samples resolve as the profile of the same file does
+        unres = prof["shares"]["unresolved"]
+        c.check(v["unresolved"] <= unres * prof["samples"] + 0.01 * judged,
+                f"dwarf perf.data: --check unresolved {v['unresolved']} of {judged}, the profile {100 * unres:.2f}%")
+
 # ---- refused with one clear line ----
 e = entries[("recurse", "O2-fp-pie")]
 

@@ -33,6 +33,20 @@ def train(binary, mapfile, args=(), modules="main", **kw):
     return run([TRAIN, "-q", "--fresh", "--modules", modules, "-o", mapfile, "--", binary] + list(args), **kw)
 
 
+_plt = {}
+
+
+def in_plt(module, addr):
+    """Is link-time addr in a PLT section of module?  A PLT stub is no function
+    (docs/definitions.md): its frame is left out of a path."""
+    if module not in _plt:
+        out = subprocess.run(["readelf", "-SW", module], capture_output=True, text=True).stdout
+        _plt[module] = [(int(f[3], 16), int(f[3], 16) + int(f[5], 16))
+                        for f in (l.replace("[ ", "[").split() for l in out.splitlines())
+                        if len(f) > 5 and f[1] in (".plt", ".plt.sec", ".plt.got", ".plt.bnd")]
+    return any(lo <= addr < hi for lo, hi in _plt[module])
+
+
 def cold_free(name):
     """gcc's foo.cold runs in foo's frame: name it foo."""
     return name.split(".cold")[0] if name else name
@@ -146,7 +160,8 @@ if not only:
                 continue
             # frames of the program and its libraries only (not ld.so, the vdso or the agent;
             # not foo.cold frames, which the map names by their owner)
-            fr = smp.frames
+            fr = [f for f in smp.frames if not (f.module and f.func is not None and f.module.startswith("/")
+                                                 and in_plt(f.module, f.func))]
             # only the trained program (icpp-gt also samples icpp-train itself)
             if not any(f.module and os.path.realpath(f.module) == os.path.realpath(binary) for f in fr):
                 continue

@@ -34,8 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rc == 0, "rc %d", rc);
         FUZZ_CHECK(nf <= n / 8, "%zu FDEs in %zu bytes", nf, n);
         for (size_t i = 0; i < nf; i++)
-            FUZZ_CHECK(f[i].lo < f[i].hi, "FDE %zu: [%#llx, %#llx) is empty or wraps", i,
-                       (unsigned long long)f[i].lo, (unsigned long long)f[i].hi);
+            FUZZ_CHECK(f[i].lo < f[i].hi && f[i].entry <= ICPP_FDE_ENTRY_FRAME,
+                       "FDE %zu: [%#llx, %#llx) is empty or wraps, or entry %u", i, (unsigned long long)f[i].lo,
+                       (unsigned long long)f[i].hi, f[i].entry);
         for (size_t i = 0; i < nf && i < 64; i++) {
             icpp_cfaprog p;
             if (icpp_cfaprog_read(sec, n, &f[i], &p, &err) < 0) {

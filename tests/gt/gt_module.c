@@ -1,6 +1,8 @@
 /* gt_module.c -- ELF modules for icpp-gt: load bias, CFI, function symbols. */
 #include "gt_module.h"
 
+#include "gt_cold.h"
+
 #include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +15,7 @@
 static gt_module **modules;     /* every module ever asked for */
 static size_t nmodules, capmodules;
 
-static void *xrealloc(void *p, size_t n)
+void *gt_xrealloc(void *p, size_t n)
 {
     p = realloc(p, n ? n : 1);
     if (!p) {
@@ -57,7 +59,7 @@ static void load_symbols(gt_module *m)
     if (!d)
         return;
     size_t n = ush.sh_size / ush.sh_entsize;
-    m->syms = xrealloc(NULL, n * sizeof *m->syms);
+    m->syms = gt_xrealloc(NULL, n * sizeof *m->syms);
     for (size_t i = 0; i < n; i++) {
         GElf_Sym s;
         if (!gelf_getsym(d, (int)i, &s))
@@ -140,7 +142,7 @@ static void load_fdes(gt_module *m)
             return;
         if (count > (uint64_t)(end - p))
             return;
-        m->fdes = xrealloc(NULL, count * sizeof *m->fdes);
+        m->fdes = gt_xrealloc(NULL, count * sizeof *m->fdes);
         for (uint64_t k = 0; k < count; k++) {
             uint64_t loc, fde;
             if (!read_enc(&p, end, tab_enc, ph.p_vaddr, &loc) ||
@@ -157,7 +159,7 @@ static void load_phdrs(gt_module *m)
     size_t nph;
     if (elf_getphdrnum(m->elf, &nph) != 0)
         return;
-    m->loads = xrealloc(NULL, nph * sizeof *m->loads);
+    m->loads = gt_xrealloc(NULL, nph * sizeof *m->loads);
     for (size_t i = 0; i < nph; i++) {
         GElf_Phdr ph;
         if (gelf_getphdr(m->elf, (int)i, &ph) && ph.p_type == PT_LOAD)
@@ -191,6 +193,7 @@ static void setup(gt_module *m)
     m->dw = dwarf_begin_elf(m->elf, DWARF_C_READ, NULL);
     if (m->dw)
         m->dbg_cfi = dwarf_getcfi(m->dw);
+    gt_cold_find(m);
     if (!m->eh_cfi && !m->dbg_cfi)
         snprintf(m->error, sizeof m->error, "%s: no .eh_frame or .debug_frame",
                  m->path);
@@ -199,14 +202,14 @@ static void setup(gt_module *m)
 
 static gt_module *new_module(const char *path)
 {
-    gt_module *m = xrealloc(NULL, sizeof *m);
+    gt_module *m = gt_xrealloc(NULL, sizeof *m);
     memset(m, 0, sizeof *m);
     m->path = strdup(path);
     m->index = -1;
     m->fd = -1;
     if (nmodules == capmodules) {
         capmodules = capmodules ? 2 * capmodules : 32;
-        modules = xrealloc(modules, capmodules * sizeof *modules);
+        modules = gt_xrealloc(modules, capmodules * sizeof *modules);
     }
     modules[nmodules++] = m;
     return m;
@@ -255,7 +258,7 @@ gt_module *gt_module_vdso(void)
         snprintf(m->error, sizeof m->error, "[vdso]: not found in icpp-gt itself");
         return m;
     }
-    m->image = xrealloc(NULL, size);
+    m->image = gt_xrealloc(NULL, size);
     memcpy(m->image, (void *)base, size);
     elf_version(EV_CURRENT);
     m->elf = elf_memory(m->image, size);
@@ -292,8 +295,36 @@ bool gt_module_bias(const gt_module *m, uint64_t start, uint64_t pgoff,
     return true;
 }
 
-bool gt_module_func(const gt_module *m, uint64_t addr, bool have_fde,
+bool gt_module_func(gt_module *m, uint64_t addr, bool have_fde,
                     uint64_t *start, const char **name)
+{
+    uint64_t owner;
+    const char *oname;
+    bool by_fde = false;
+    if (!gt_module_sym(m, addr, start, name)) {
+        by_fde = true;
+        if (!have_fde)
+            return false;   /* the FDE before ADDR need not cover it */
+        size_t lo = 0, hi = m->nfdes;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (m->fdes[mid] <= addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == 0)
+            return false;
+        *start = m->fdes[lo - 1];
+    }
+    if (gt_cold_owner(m, *start, by_fde, &owner, &oname)) {
+        *start = owner;
+        *name = oname;
+    }
+    return true;
+}
+
+bool gt_module_sym(const gt_module *m, uint64_t addr, uint64_t *start, const char **name)
 {
     *start = addr;
     *name = NULL;
@@ -319,20 +350,6 @@ bool gt_module_func(const gt_module *m, uint64_t addr, bool have_fde,
     if (best) {
         *start = best->addr;
         *name = best->name;
-        return true;
-    }
-    if (!have_fde)
-        return false;   /* the FDE before ADDR need not cover it */
-    lo = 0, hi = m->nfdes;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (m->fdes[mid] <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo > 0) {
-        *start = m->fdes[lo - 1];
         return true;
     }
     return false;
@@ -363,6 +380,7 @@ void gt_module_free_all(void)
         free(m->loads);
         free(m->syms);
         free(m->fdes);
+        gt_cold_free(m);
         free(m->path);
         free(m);
     }

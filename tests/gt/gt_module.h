@@ -23,6 +23,15 @@ typedef struct gt_load {
     uint32_t flags;                  /* PF_X etc. */
 } gt_load;
 
+/* A cold part with a symbol (gt_cold.h): code of another function's frame. */
+typedef struct gt_part {
+    uint64_t    start;          /* link-time start of the part */
+    uint64_t    owner;          /* start of the function it belongs to */
+    const char *owner_name;     /* its symbol */
+} gt_part;
+
+typedef struct gt_cold gt_cold;
+
 typedef struct gt_module {
     char       *path;           /* as mapped ("/usr/lib/..." or "[vdso]") */
     int         index;          /* number in the output's O lines, -1 = not yet */
@@ -40,6 +49,7 @@ typedef struct gt_module {
     gt_load    *loads;   size_t nloads;
     gt_sym     *syms;    size_t nsyms;   /* FUNC symbols sorted by addr, rank */
     uint64_t   *fdes;    size_t nfdes;   /* FDE starts from .eh_frame_hdr */
+    gt_cold    *cold;           /* its cold parts (gt_cold.c) */
 } gt_module;
 
 /* Return the module for PATH, opening it on first use; the same pointer for
@@ -59,15 +69,23 @@ bool gt_module_bias(const gt_module *m, uint64_t start, uint64_t pgoff,
 
 /* The function containing link-time address ADDR: symbol start and name if
  * a symbol covers it, else (only if HAVE_FDE: ADDR is known to be covered by
- * an FDE) the start of the FDE (.eh_frame_hdr) and name NULL.  Returns false
- * if neither is known (then *start = ADDR). */
-bool gt_module_func(const gt_module *m, uint64_t addr, bool have_fde,
+ * an FDE) the start of the FDE (.eh_frame_hdr) and name NULL; a cold part
+ * (gt_cold.h) gives its owner's start and name instead.  Returns false if
+ * neither is known (then *start = ADDR). */
+bool gt_module_func(gt_module *m, uint64_t addr, bool have_fde,
                     uint64_t *start, const char **name);
+
+/* The symbol covering link-time address ADDR (its start and name), the
+ * first half of gt_module_func; false if none. */
+bool gt_module_sym(const gt_module *m, uint64_t addr, uint64_t *start, const char **name);
 
 /* CFI row for link-time address ADDR, from .eh_frame else .debug_frame.
  * The caller frees *frame.  Returns false if no FDE covers ADDR. */
 bool gt_module_frame(const gt_module *m, uint64_t addr, Dwarf_Frame **frame);
 
 void gt_module_free_all(void);
+
+/* realloc, or exit 125 with a message when out of memory. */
+void *gt_xrealloc(void *p, size_t n);
 
 #endif

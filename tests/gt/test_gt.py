@@ -285,7 +285,8 @@ class TestSpin(unittest.TestCase, SpinChecks):
 # ------------------------------------------------------------------ corpus
 
 def base_name(name):
-    """foo.cold -> foo (gcc's split part belongs to its function)."""
+    """foo.cold -> foo (gcc's split part belongs to its function; icpp-gt
+    names such frames by their function already)."""
     return name[:-5] if name and name.endswith(".cold") else name
 
 
@@ -344,6 +345,61 @@ def check_entry(e):
     return line, errors
 
 
+def check_stripped_cold(e, stripped):
+    """cold.c stripped: hot.cold is an FDE without a symbol.  icpp-gt must
+    give its frames hot's identity by the code rule (gt_cold.c): named by
+    the unstripped twin's symbols, every complete path projects on a
+    documented path, main;hot;slow;leaf is seen (slow called from the cold
+    part), and some frames' pcs lie in hot.cold."""
+    import corpus
+    required, optional = corpus.paths_for(e)
+    documented = required | optional
+    own = {f for p in documented for f in p}
+    syms, cold = {}, None
+    for line in subprocess.run(["nm", "-S", e.binary], capture_output=True, text=True).stdout.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2] in "tT":
+            syms[int(f[0], 16)] = f[3]
+            if f[3] == "hot.cold":
+                cold = (int(f[0], 16), int(f[0], 16) + int(f[1], 16))
+    label = os.path.basename(stripped)
+    errors = []
+    if cold is None:
+        return label, ["%s has no hot.cold symbol: gcc did not split hot" % e.binary]
+    with tempfile.TemporaryDirectory(prefix="icpp-gt-cold-") as tmp:
+        rc, t, err, _ = run_gt([stripped, "8"], gt_args=["-c", str(CORPUS_PERIOD_NS)], cwd=tmp)
+    if rc != 0 or t is None:
+        return label, ["icpp-gt failed (%s): %s" % (rc, err[-300:])]
+    # runtime = link-time + bias; bias = start - pgoff - (vaddr - offset) of the executable PT_LOAD
+    slide = 0
+    for line in subprocess.run(["readelf", "-lW", stripped], capture_output=True, text=True).stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD" and "E" in f[6:-1]:
+            slide = int(f[2], 16) - int(f[1], 16)
+    bias = {m[0]: m[2] - m[4] - slide for m in t.maps if m[6] == stripped and m[5].startswith("r-x")}
+    done = [s for s in t.samples if s.complete]
+    seen, in_cold = set(), 0
+    bad = collections.Counter()
+    for s in done:
+        frames = [f for f in s.frames if f.module == stripped]
+        names = [syms.get(f.func, "?") for f in frames]
+        in_cold += sum(1 for f in frames if s.pid in bias and cold[0] <= f.pc - bias[s.pid] - (f is not s.leaf) < cold[1]
+                       and syms.get(f.func) == "hot")
+        proj = tuple(n for n in names if n in own)
+        if any(".cold" in n for n in names) or (proj and proj not in documented):
+            bad[tuple(names)] += 1
+        elif proj:
+            seen.add(proj)
+    for p, c in bad.most_common(3):
+        errors.append("frames %s (%d samples)" % (";".join(p), c))
+    if ("main", "hot", "slow", "leaf") not in seen:
+        errors.append("main;hot;slow;leaf not seen: %s" % sorted(seen))
+    if in_cold < 5:
+        errors.append("only %d frames in hot.cold named hot" % in_cold)
+    return "%s: %d samples, %d complete, %d frames in hot.cold named hot, %d documented paths" % (
+        label, len(t.samples), len(done), in_cold, len(seen)), errors
+
+
 def check_corpus(list_path):
     """For every corpus binary: exit status as documented, and every sampled
     path that unwound to the root, projected on the program's own functions,
@@ -359,6 +415,15 @@ def check_corpus(list_path):
             for msg in errors:
                 print("       " + msg)
             failures += bool(errors)
+    # stripped twins (GT_COLD_PAIRS: "UNSTRIPPED|STRIPPED;...", from meson)
+    by_path = {e.binary: e for e in entries}
+    for pair in filter(None, os.environ.get("GT_COLD_PAIRS", "").split(";")):
+        full, stripped = pair.split("|")
+        line, errors = check_stripped_cold(by_path[full], stripped)
+        print("%-4s %s" % ("FAIL" if errors else "ok", line))
+        for msg in errors:
+            print("       " + msg)
+        failures += bool(errors)
     print("%d binaries, %d failed" % (len(entries), failures))
     return failures
 

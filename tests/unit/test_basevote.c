@@ -136,7 +136,7 @@ int main(void)
     CHECK(icpp_basevote_find(bv, 1, 1, 0) == NULL, "unknown thread");
 
     /* apply: a sample without a base gets its thread's accepted one. */
-    icpp_func fake = {0x2000, 0, "f", "f", 0, 0x2000};
+    icpp_func fake = {0x2000, 0, "f", "f", 0, 0x2000, 0};
     icpp_rsample s = {0};
     s.pid = s.tid = 100;
     s.status = ICPP_RS_NOBASE;

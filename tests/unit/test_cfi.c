@@ -59,6 +59,14 @@ static icpp_cfa_rule reference(Dwarf_CFI *eh, Dwarf_CFI *dbg, uint64_t pc)
         r.kind = ops[0].number == 7 ? ICPP_CFA_RSP : ops[0].number == 6 ? ICPP_CFA_RBP : ICPP_CFA_REG;
         if (off > (1 << 23) - 1 || off < -((1 << 23) - 1) || ops[0].number > 31)
             r = (icpp_cfa_rule){.kind = ICPP_CFA_EXPR};
+    } else if (nops == 9 && ops[0].atom == DW_OP_breg7 && ops[1].atom == DW_OP_breg16 && ops[1].number == 0 &&
+               ops[2].atom == DW_OP_lit15 && ops[3].atom == DW_OP_and && ops[4].atom >= DW_OP_lit0 &&
+               ops[4].atom <= DW_OP_lit15 && ops[5].atom == DW_OP_ge && ops[6].atom == DW_OP_lit3 &&
+               ops[7].atom == DW_OP_shl && ops[8].atom == DW_OP_plus) {
+        /* binutils' PLT rule: rsp + K + 8 once the stub's push ran (pc & 15 >= L) */
+        r.kind = ICPP_CFA_RSP;
+        r.reg = 7;
+        r.off = (int32_t)ops[0].number + ((pc & 15) >= (uint64_t)(ops[4].atom - DW_OP_lit0) ? 8 : 0);
     } else {
         r.kind = ICPP_CFA_EXPR;
     }

@@ -116,6 +116,42 @@ static void check_self_lookup(const char *what, uint64_t rt, const char *want_na
     icpp_module_close(m);
 }
 
+/* Every function start of the stripped copy has the owner the symbols of
+ * the unstripped one give (foo.cold -> foo), and at least one is a part. */
+static void check_cold_pair(const char *full_path, const char *strip_path)
+{
+    icpp_err err;
+    icpp_module *full = icpp_module_open(full_path, &err);
+    CHECK(full != NULL, "open %s: %s", full_path, err.msg);
+    icpp_module *strip = full ? icpp_module_open(strip_path, &err) : NULL;
+    CHECK(!full || strip != NULL, "open %s: %s", strip_path, err.msg);
+    if (!full || !strip) {
+        icpp_module_close(full);
+        return;
+    }
+    size_t parts = 0, found = 0, wrong = 0;
+    for (size_t k = 0; k < icpp_module_nfuncs(strip); k++) {
+        const icpp_func *s = &icpp_module_funcs(strip)[k];
+        const icpp_func *f = icpp_module_func_start(full, s->addr);
+        if (!f)
+            continue;       /* the PLT's FDE: no symbol in either */
+        parts += f->owner != f->addr;
+        found += f->owner != f->addr && s->owner == f->owner;
+        if (s->owner != f->owner) {
+            if (wrong++ < 5)
+                fprintf(stderr, "%s: %s at %#llx: owner %#llx, %s says %#llx\n", strip_path, f->sym,
+                        (unsigned long long)s->addr, (unsigned long long)s->owner, full_path,
+                        (unsigned long long)f->owner);
+        }
+    }
+    printf("%s: %zu cold parts by symbol, %zu found from the code, %zu owners differ\n", strip_path, parts, found,
+           wrong);
+    CHECK(parts > 0 && found == parts && wrong == 0, "%s: cold parts %zu, found %zu, wrong owners %zu", strip_path,
+          parts, found, wrong);
+    icpp_module_close(full);
+    icpp_module_close(strip);
+}
+
 int main(int argc, char **argv)
 {
     icpp_err err = {0};
@@ -210,6 +246,22 @@ int main(int argc, char **argv)
         printf("%s: %zu .cold parts, %zu linked to their function\n", cold, ncold, linked);
         CHECK(ncold > 0 && linked == ncold, "cold parts %zu, linked %zu", ncold, linked);
         icpp_module_close(cm);
+    }
+    /* Stripped, the same cold parts are found from the code (lib/coldpart.c):
+     * the unstripped twin's symbols are the truth for every owner. */
+    const char *pairs = getenv("ICPP_COLD_PAIRS");
+    for (const char *p = pairs; p && *p;) {
+        char a[4096], b[4096];
+        size_t la = strcspn(p, "|"), lb = p[la] ? strcspn(p + la + 1, ";") : 0;
+        CHECK(p[la] == '|' && la < sizeof a && lb < sizeof b, "ICPP_COLD_PAIRS: want A|B;C|D, not %s", pairs);
+        if (p[la] != '|' || la >= sizeof a || lb >= sizeof b)
+            break;
+        memcpy(a, p, la);
+        a[la] = 0;
+        memcpy(b, p + la + 1, lb);
+        b[lb] = 0;
+        p += la + 1 + lb + (p[la + 1 + lb] == ';');
+        check_cold_pair(a, b);
     }
     /* C++: the inlined method's name is demangled, as the function table's names are. */
     const char *cxx = getenv("ICPP_INLINE_CXX");

@@ -295,6 +295,25 @@ static int check_binary(const char *path, counts *total)
         printf("  function table: %s\n", err.msg);
         fail = 1;
     }
+    /* The agent builds it with the length decoder (stripped cold parts,
+     * lib/coldpart.h): the same table as with Zydis, owners included. */
+    {
+        icpp_ftab_entry *fl = NULL;
+        size_t nl = 0;
+        long differ = 0, parts = 0;
+        if (icpp_functab_build_with(img, len, icpp_agent_lde_coldpart, &fl, &nl, &err) < 0 || nl != nf) {
+            printf("  function table with the length decoder: %zu entries, with Zydis %zu\n", nl, nf);
+            fail = 1;
+        }
+        for (size_t i = 0; i < nf && i < nl; i++) {
+            parts += fe[i].owner != fe[i].addr;
+            differ += fl[i].addr != fe[i].addr || fl[i].owner != fe[i].owner;
+        }
+        printf("  function table: %zu functions, %ld cold parts; with the length decoder %ld differ\n", nf, parts,
+               differ);
+        fail |= differ != 0;
+        free(fl);
+    }
     for (size_t i = 0; i < nf; i++) {
         uint64_t lo = fe[i].addr, hi = fe[i].size ? lo + fe[i].size : i + 1 < nf ? fe[i + 1].addr : 0;
         int s;

@@ -1,0 +1,53 @@
+/* coldpart.h -- split-off cold parts of stripped code: the one function whose code jumps into them. */
+#ifndef ICPP_COLDPART_H
+#define ICPP_COLDPART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "functab.h"
+
+/* One instruction, as far as the rule needs it. */
+typedef enum icpp_insn_branch {
+    ICPP_INSN_OTHER = 0,
+    ICPP_INSN_CALL,         /* E8 call rel32 */
+    ICPP_INSN_JCC,          /* 70-7F jcc rel8, 0F 80-8F jcc rel32 */
+    ICPP_INSN_JMP,          /* EB jmp rel8, E9 jmp rel32 */
+} icpp_insn_branch;
+
+typedef struct icpp_insn {
+    uint8_t len;            /* bytes; 0: no valid instruction here */
+    uint8_t branch;         /* icpp_insn_branch (legacy encoding only) */
+    int64_t rel;            /* branches: target = address + len + rel */
+} icpp_insn;
+
+/* An x86-64 instruction decoder: fill *out from code[0..avail). */
+typedef void (*icpp_insn_decoder)(const uint8_t *code, size_t avail, icpp_insn *out);
+
+/* The library's decoder (Zydis).  The training agent passes its own length
+ * decoder, which agrees with Zydis at every byte (agent tests). */
+void icpp_insn_decode_zydis(const uint8_t *code, size_t avail, icpp_insn *out);
+
+/* Where the code of link-time addresses [vaddr, vaddr + size) is in the
+ * image: bytes img[off .. off + size). */
+typedef struct icpp_code_seg {
+    uint64_t vaddr, off, size;
+} icpp_code_seg;
+
+/* The rule of docs/definitions.md ("cold part") for code without a symbol:
+ * an FDE-only entry of v[0..n) (sorted, as icpp_functab_build makes it)
+ * that no direct call reaches, and that direct jumps from outside it reach
+ * from the code of exactly one function F is F's cold part (its owner
+ * becomes F's owner) if it is not a function's entry: its FDE starts inside
+ * a frame (entry->framed), or at least one of the jumps is conditional or
+ * lands past its first byte.  (A block with CFA = rsp + 8 at its start
+ * reached only by plain jmps to its start is a tail-called function.)
+ * Code is decoded with `decode` linearly over every entry's [addr,
+ * addr + size), from the image's executable segments segs[0..nseg);
+ * nothing is decoded when v has no FDE-only entry.  Returns how many
+ * entries got an owner, -1 if out of memory.  The image is untrusted:
+ * every range is checked against len. */
+int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs, size_t nseg, icpp_insn_decoder decode,
+                       icpp_ftab_entry *v, size_t n);
+
+#endif

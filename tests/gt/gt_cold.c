@@ -1,0 +1,359 @@
+/* gt_cold.c -- gcc's split-off cold parts for icpp-gt: which function each belongs to.
+ *
+ * The rule is docs/definitions.md's ("cold part"), implemented here again,
+ * on purpose without lib/ (which the tools share) and another way: symbols
+ * first (foo.cold, foo.cold.N, foo.part.N.cold belong to the function named
+ * before ".cold"); for an FDE no symbol covers, asked about only when a
+ * frame lands in it, the branches into it are found by a byte scan for
+ * every rel8/rel32 call, jmp and jcc encoding that would land there, each
+ * confirmed by decoding (Zydis, full decode) the code around it from its
+ * FDE's start; the CFA at the FDE's first byte comes from libdw.  Lazy,
+ * because icpp-gt must keep draining its rings while the program runs. */
+#include "gt_cold.h"
+
+#include <Zydis/Zydis.h>
+#include <dwarf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The first of n records (stride bytes each, a uint64_t key first) whose key
+ * is >= key: every table here is sorted by such a key. */
+static size_t lower(const void *base, size_t n, size_t stride, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        uint64_t k;
+        memcpy(&k, (const char *)base + mid * stride, sizeof k);
+        if (k < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A possible branch: bytes at `site` that would jump to `target`. */
+typedef struct gt_hit {
+    uint64_t target, site;
+} gt_hit;
+
+/* A start asked about: the answer. */
+typedef struct gt_answer {
+    uint64_t start;
+    uint64_t owner;         /* == start: a function of its own */
+    const char *name;
+    int busy;               /* being decided (a cycle of parts) */
+} gt_answer;
+
+struct gt_cold {
+    gt_part   *parts;  size_t nparts;      /* by symbol, sorted by start */
+    gt_hit    *hits;   size_t nhits;       /* sorted by target */
+    int        scanned;
+    gt_answer *ans;    size_t nans, capans; /* sorted by start */
+};
+
+static int part_cmp(const void *a, const void *b)
+{
+    const gt_part *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int hit_cmp(const void *a, const void *b)
+{
+    const gt_hit *x = a, *y = b;
+    return x->target < y->target ? -1 : x->target > y->target;
+}
+
+/* The owner of "foo.cold[.N]" / "foo.part.N.cold", or NULL. */
+static const gt_sym *cold_parent(const gt_module *m, const char *name)
+{
+    const char *c = strstr(name, ".cold");
+    if (!c || c == name)
+        return NULL;
+    for (const char *q = c + 5; *q; q++)
+        if (!(q == c + 5 ? *q == '.' : (*q >= '0' && *q <= '9')))
+            return NULL;
+    size_t n = (size_t)(c - name);
+    for (size_t i = 0; i < m->nsyms; i++)
+        if (strlen(m->syms[i].name) == n && !strncmp(m->syms[i].name, name, n))
+            return &m->syms[i];
+    return NULL;
+}
+
+void gt_cold_find(gt_module *m)
+{
+    gt_cold *c = gt_xrealloc(NULL, sizeof *c);
+    memset(c, 0, sizeof *c);
+    m->cold = c;
+    size_t cap = 0;
+    for (size_t i = 0; i < m->nsyms; i++) {
+        const gt_sym *p = strstr(m->syms[i].name, ".cold") ? cold_parent(m, m->syms[i].name) : NULL;
+        if (!p)
+            continue;
+        if (c->nparts == cap) {
+            cap = cap ? 2 * cap : 16;
+            c->parts = gt_xrealloc(c->parts, cap * sizeof *c->parts);
+        }
+        c->parts[c->nparts++] = (gt_part){m->syms[i].addr, p->addr, p->name};
+    }
+    qsort(c->parts, c->nparts, sizeof *c->parts, part_cmp);
+}
+
+void gt_cold_free(gt_module *m)
+{
+    if (!m->cold)
+        return;
+    free(m->cold->parts);
+    free(m->cold->hits);
+    free(m->cold->ans);
+    free(m->cold);
+    m->cold = NULL;
+}
+
+/* Executable bytes of [addr, addr + n), or NULL. */
+static const uint8_t *code(const gt_module *m, uint64_t addr, uint64_t n)
+{
+    size_t flen;
+    const char *raw = elf_rawfile(m->elf, &flen);
+    for (size_t i = 0; raw && i < m->nloads; i++) {
+        const gt_load *l = &m->loads[i];
+        if ((l->flags & PF_X) && addr >= l->vaddr && addr - l->vaddr <= l->filesz && n <= l->filesz - (addr - l->vaddr) &&
+            l->offset + (addr - l->vaddr) + n <= flen)
+            return (const uint8_t *)raw + l->offset + (addr - l->vaddr);
+    }
+    return NULL;
+}
+
+/* Every byte offset of the executable segments that could encode a direct
+ * call, jmp or jcc: the target it would have. */
+static void scan(gt_module *m)
+{
+    gt_cold *c = m->cold;
+    size_t cap = 0;
+    c->scanned = 1;
+    for (size_t i = 0; i < m->nloads; i++) {
+        const gt_load *l = &m->loads[i];
+        const uint8_t *b = (l->flags & PF_X) ? code(m, l->vaddr, l->filesz) : NULL;
+        if (!b)
+            continue;
+        for (uint64_t o = 0; o + 2 <= l->filesz; o++) {
+            uint8_t op = b[o];
+            int64_t rel;
+            uint64_t len;
+            if ((op == 0xe8 || op == 0xe9) && o + 5 <= l->filesz) {
+                int32_t r;
+                memcpy(&r, b + o + 1, 4);
+                rel = r, len = 5;
+            } else if (op == 0x0f && b[o + 1] >= 0x80 && b[o + 1] <= 0x8f && o + 6 <= l->filesz) {
+                int32_t r;
+                memcpy(&r, b + o + 2, 4);
+                rel = r, len = 6;
+            } else if (op == 0xeb || (op >= 0x70 && op <= 0x7f)) {
+                rel = (int8_t)b[o + 1], len = 2;
+            } else {
+                continue;
+            }
+            uint64_t t = l->vaddr + o + len + (uint64_t)rel;
+            if (t < l->vaddr || t >= l->vaddr + l->filesz)
+                continue;
+            if (c->nhits == cap) {
+                cap = cap ? 2 * cap : 4096;
+                c->hits = gt_xrealloc(c->hits, cap * sizeof *c->hits);
+            }
+            c->hits[c->nhits++] = (gt_hit){t, l->vaddr + o};
+        }
+    }
+    qsort(c->hits, c->nhits, sizeof *c->hits, hit_cmp);
+}
+
+/* Index of the last FDE starting at or before addr, or -1. */
+static long fde_at(const gt_module *m, uint64_t addr)
+{
+    size_t i = lower(m->fdes, m->nfdes, sizeof *m->fdes, addr);
+    if (i < m->nfdes && m->fdes[i] == addr)
+        return (long)i;
+    return (long)i - 1;
+}
+
+enum { NONE, CALL, JMP, JCC };
+
+/* Decode the code around `site` from the start of its FDE: the branch an
+ * instruction holding `site` makes to `target` (CALL, JMP, JCC), or NONE. */
+static int confirm(const gt_module *m, uint64_t site, uint64_t target)
+{
+    long k = fde_at(m, site);
+    if (k < 0)
+        return NONE;
+    uint64_t lo = m->fdes[k], avail = site + 16 - lo;
+    const uint8_t *b = code(m, lo, avail);
+    if (!b)
+        b = code(m, lo, avail = site + 6 - lo);
+    if (!b)
+        return NONE;
+    ZydisDecoder dec;
+    ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    ZydisDecodedInstruction in;
+    ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
+    for (uint64_t o = 0; lo + o <= site;) {
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, b + o, avail - o, &in, op))) {
+            o++;
+            continue;
+        }
+        uint64_t at = lo + o, t;
+        o += in.length;
+        if (at + in.length <= site)
+            continue;
+        /* the instruction that holds site */
+        int kind = in.mnemonic == ZYDIS_MNEMONIC_CALL ? CALL : in.mnemonic == ZYDIS_MNEMONIC_JMP ? JMP
+                 : in.meta.category == ZYDIS_CATEGORY_COND_BR && in.mnemonic != ZYDIS_MNEMONIC_JRCXZ &&
+                   in.mnemonic != ZYDIS_MNEMONIC_JECXZ && in.mnemonic != ZYDIS_MNEMONIC_LOOP &&
+                   in.mnemonic != ZYDIS_MNEMONIC_LOOPE && in.mnemonic != ZYDIS_MNEMONIC_LOOPNE ? JCC : NONE;
+        if (kind == NONE || op[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+            !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &op[0], at, &t)) || t != target)
+            return NONE;
+        return kind;
+    }
+    return NONE;
+}
+
+/* The function (start) the code at addr belongs to by symbol (a named part:
+ * its owner), else its FDE's start. */
+static uint64_t func_of(const gt_module *m, uint64_t addr)
+{
+    uint64_t start;
+    const char *name;
+    if (gt_module_sym(m, addr, &start, &name)) {
+        const gt_sym *p = strstr(name, ".cold") ? cold_parent(m, name) : NULL;
+        return p ? p->addr : start;
+    }
+    long k = fde_at(m, addr);
+    return k >= 0 ? m->fdes[k] : addr;
+}
+
+/* Is the CFA at addr rsp + 8 (the shape of a function entered by a call)? */
+static bool entry_shape(const gt_module *m, uint64_t addr)
+{
+    Dwarf_Frame *fr;
+    if (!gt_module_frame(m, addr, &fr))
+        return true;
+    Dwarf_Op *ops;
+    size_t nops;
+    bool call = dwarf_frame_cfa(fr, &ops, &nops) == 0 && nops == 1 && ops[0].atom == DW_OP_bregx &&
+                ops[0].number == 7 && ops[0].number2 == 8;
+    free(fr);
+    return call;
+}
+
+static gt_answer *answer_of(gt_cold *c, uint64_t start, bool add)
+{
+    size_t lo = lower(c->ans, c->nans, sizeof *c->ans, start);
+    if (lo < c->nans && c->ans[lo].start == start)
+        return &c->ans[lo];
+    if (!add)
+        return NULL;
+    if (c->nans == c->capans) {
+        c->capans = c->capans ? 2 * c->capans : 64;
+        c->ans = gt_xrealloc(c->ans, c->capans * sizeof *c->ans);
+    }
+    memmove(&c->ans[lo + 1], &c->ans[lo], (c->nans - lo) * sizeof *c->ans);
+    c->nans++;
+    c->ans[lo] = (gt_answer){start, start, NULL, 0};
+    return &c->ans[lo];
+}
+
+/* Decide whether the FDE-only function at `start` (FDE index k) is a part. */
+static void decide(gt_module *m, uint64_t start, long k, int depth)
+{
+    gt_cold *c = m->cold;
+    gt_answer *a = answer_of(c, start, true);
+    a->busy = 1;
+    if (!c->scanned)
+        scan(m);
+    uint64_t end = (size_t)k + 1 < m->nfdes ? m->fdes[k + 1] : start + 1;
+    size_t lo = lower(c->hits, c->nhits, sizeof *c->hits, start);
+    bool called = false, several = false, not_tail = false;
+    uint64_t from = 0;
+    for (size_t i = lo; i < c->nhits && c->hits[i].target < end && !called; i++) {
+        const gt_hit *h = &c->hits[i];
+        if (h->site >= start && h->site < end)
+            continue;       /* its own loops: never counted, not worth a decode */
+        /* a function's code: a symbol's, or an FDE's (not a gap without CFI) */
+        uint64_t ss;
+        const char *sn;
+        Dwarf_Frame *fr;
+        if (!gt_module_sym(m, h->site, &ss, &sn)) {
+            if (!gt_module_frame(m, h->site, &fr))
+                continue;
+            free(fr);
+        }
+        int kind = confirm(m, h->site, h->target);
+        if (kind == NONE)
+            continue;
+        uint64_t src = func_of(m, h->site);
+        if (src == start)
+            continue;       /* its own loops */
+        if (kind == CALL) {
+            called = true;
+            break;
+        }
+        if (from && from != src)
+            several = true;
+        from = from ? from : src;
+        not_tail |= kind == JCC || h->target != start;
+    }
+    uint64_t owner = start;
+    const char *name = NULL;
+    if (from && !called && !several && (not_tail || !entry_shape(m, start))) {
+        owner = from;
+        uint64_t s;
+        const char *n;
+        if (gt_module_sym(m, from, &s, &n) && s == from) {
+            name = n;
+        } else if (depth < 8) {        /* the jumper has no symbol: it may be a part itself */
+            long j = fde_at(m, from);
+            gt_answer *up = answer_of(c, from, false);
+            if (!up && j >= 0 && m->fdes[j] == from) {
+                decide(m, from, j, depth + 1);
+                up = answer_of(c, from, false);
+            }
+            if (up && !up->busy) {
+                owner = up->owner;
+                name = up->name;
+            }
+        }
+    }
+    a = answer_of(c, start, false);     /* the array may have moved */
+    a->owner = owner == start ? start : owner;
+    a->name = owner == start ? NULL : name;
+    a->busy = 0;
+}
+
+bool gt_cold_owner(gt_module *m, uint64_t start, bool by_fde, uint64_t *owner, const char **name)
+{
+    gt_cold *c = m->cold;
+    if (!c)
+        return false;
+    size_t lo = lower(c->parts, c->nparts, sizeof *c->parts, start);
+    if (lo < c->nparts && c->parts[lo].start == start) {
+        *owner = c->parts[lo].owner;
+        *name = c->parts[lo].owner_name;
+        return true;
+    }
+    if (!by_fde)
+        return false;
+    gt_answer *a = answer_of(c, start, false);
+    if (!a) {
+        long k = fde_at(m, start);
+        if (k < 0 || m->fdes[k] != start)
+            return false;
+        decide(m, start, k, 0);
+        a = answer_of(c, start, false);
+    }
+    if (!a || a->busy || a->owner == start)
+        return false;
+    *owner = a->owner;
+    *name = a->name;
+    return true;
+}

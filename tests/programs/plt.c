@@ -1,0 +1,54 @@
+/* plt.c -- time spent in PLT stubs: calls into libc through the
+ * procedure linkage table in a tight loop.
+ *
+ * spin calls libc's rand_r (a few instructions) through its PLT stub
+ * (.plt, or .plt.sec with IBT; a static build calls it directly): a good
+ * share of the samples land in the stub itself, whose CFA rule is a DWARF
+ * expression (binutils: rsp + 8, plus 8 once the lazy stub's push ran). A
+ * PLT stub is no function: its samples belong to the context that called
+ * it (docs/definitions.md), here main;spin or main;outer;spin. libc's
+ * frames are elided in the paths below.
+ *
+ * ICPP-PATHS  (prefixes are implied)
+ * main;spin
+ * main;outer;spin
+ *
+ * ICPP-EXPECT
+ * exit 0
+ * stdout plt checksum=000000773826a8b1
+ */
+#include "corpus.h"
+
+#include <stdlib.h>
+
+CORPUS_DEFINE_SINK;
+
+NOIPA unsigned long spin(unsigned long n, unsigned int seed)
+{
+	unsigned long x = 0;
+
+	for (unsigned long i = 0; i < n; i++)
+		x += (unsigned long)rand_r(&seed);
+	return x;
+}
+
+NOIPA unsigned long outer(unsigned long n, unsigned int seed)
+{
+	unsigned long r = spin(n, seed);
+
+	CORPUS_KEEP(r);
+	return r + 3;
+}
+
+int main(int argc, char **argv)
+{
+	long scale = corpus_scale(argc, argv);
+	unsigned long sum = 0, n = 16 * CORPUS_UNIT;
+
+	for (long s = 0; s < scale; s++) {
+		sum += spin(n, (unsigned int)s);
+		sum ^= outer(n, (unsigned int)s + 7);
+	}
+	printf("plt checksum=%016lx\n", sum);
+	return 0;
+}
