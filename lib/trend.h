@@ -14,7 +14,7 @@
 #define ICPP_TREND_SEED      0x1cc9e7d5eedULL
 /* Relative noise a run's cost has beyond sampling (var of ln y = 1/k + this^2,
  * k samples): keeps the largest runs from outweighing all others. */
-#define ICPP_TREND_NOISE     0.05
+#define ICPP_TREND_NOISE     0.1
 /* Score terms (docs/trend.md): percentage points of relative standard error
  * a model must save to beat a simpler one. */
 #define ICPP_TREND_COST_LINEAR 2.0
