@@ -49,7 +49,7 @@ static const char *usage_text =
     "  --rank KEY        10x (default): by the cost predicted at 10x the largest\n"
     "                    feature value; exponent: by the exponent.\n"
     "  --min-samples N   fit paths with at least N samples over all runs\n"
-    "                    (default 20).\n"
+    "                    (default 20) and samples in 3 runs or more.\n"
     "  --plots DIR       a log-log plot with the fit and the residuals per row,\n"
     "                    DIR/trend-RANK.svg (self-contained SVG; DIR is created).\n"
     "  -m, --map MAP, --map-dir DIR, --no-learn, --no-complete, --no-inline\n"
@@ -554,7 +554,7 @@ static int fit_all(trend_ctx *t, const topts *o, tfit ***order)
                 self += s->self[r * t->nev + e];
                 with += s->incl[r * t->nev + e] > 0;
             }
-            if (sum < o->min_samples || with < 2)
+            if (sum < o->min_samples || with < MIN_RUNS)
                 continue;
             tfit *f = &t->fits[t->nfits];
             f->series = (uint32_t)i;
