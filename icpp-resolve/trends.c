@@ -390,18 +390,7 @@ static int resolve_run(trend_ctx *t, size_t r, const topts *o)
     if (!(bv = icpp_basevote_infer(path, ms.all, 0, 0, &err)))
         goto fail;
     prof.learn = o->learn ? &ms.ls : NULL;
-    icpp_rsample s;
-    icpp_resolution res;
-    int n;
-    while ((n = icpp_replay_next(rp, &s, &err)) > 0) {
-        icpp_basevote_apply(bv, &s);
-        mapset_resolve(&ms, rp, &s, &res, NULL);
-        if (prof_add(&prof, rp, &s, &res) < 0) {
-            icpp_err_set(&err, ENOMEM, "out of memory");
-            goto fail;
-        }
-    }
-    if (n < 0) {
+    if (mapset_profile(&ms, rp, bv, &prof, &err) < 0) {
         icpp_err_prefix(&err, "%s", path);
         goto fail;
     }
@@ -642,38 +631,39 @@ static void json_num(FILE *f, double v)
         fputs("null", f);
 }
 
-static void json_fit(FILE *f, const icpp_trend_fit *x)
+/* "KEY": [v[0], v[stride], ... n values], after sep. */
+static void json_arr(FILE *f, const char *sep, const char *key, const double *v, size_t n, size_t stride)
 {
-    fprintf(f, "\"model\": \"%s\", \"exponent\": ", icpp_trend_model_name(x->model));
-    json_num(f, x->exponent);
-    fputs(", \"exponent_ci\": [", f);
-    json_num(f, x->exponent_lo);
-    fputs(", ", f);
-    json_num(f, x->exponent_hi);
-    fputs("], \"predicted_10x\": ", f);
-    json_num(f, x->pred10);
-    fputs(", \"predicted_10x_ci\": [", f);
-    json_num(f, x->pred10_lo);
-    fputs(", ", f);
-    json_num(f, x->pred10_hi);
-    fprintf(f, "], \"runs\": %u, \"zero_runs\": %u, \"r2_power\": ", x->runs, x->zeros);
-    json_num(f, x->r2_power);
-    fputs(", \"fits\": {\"constant\": [", f);
-    json_num(f, x->c);
-    fputs("], \"linear\": [", f);
-    json_num(f, x->la);
-    fputs(", ", f);
-    json_num(f, x->lb);
-    fputs("], \"power\": [", f);
-    json_num(f, x->pa);
-    fputs(", ", f);
-    json_num(f, x->pb);
-    fputs("]}, \"scores\": [", f);
-    for (int m = 0; m < ICPP_TREND_NMODELS; m++) {
-        fputs(m ? ", " : "", f);
-        json_num(f, x->score[m]);
+    fprintf(f, "%s\"%s\": [", sep, key);
+    for (size_t i = 0; i < n; i++) {
+        fputs(i ? ", " : "", f);
+        json_num(f, v[i * stride]);
     }
     fputc(']', f);
+}
+
+/* "KEY": v, after sep. */
+static void json_key(FILE *f, const char *sep, const char *key, double v)
+{
+    fprintf(f, "%s\"%s\": ", sep, key);
+    json_num(f, v);
+}
+
+static void json_fit(FILE *f, const icpp_trend_fit *x)
+{
+    double ci[2] = {x->exponent_lo, x->exponent_hi}, pci[2] = {x->pred10_lo, x->pred10_hi};
+    double lin[2] = {x->la, x->lb}, pw[2] = {x->pa, x->pb};
+    fprintf(f, "\"model\": \"%s\"", icpp_trend_model_name(x->model));
+    json_key(f, ", ", "exponent", x->exponent);
+    json_arr(f, ", ", "exponent_ci", ci, 2, 1);
+    json_key(f, ", ", "predicted_10x", x->pred10);
+    json_arr(f, ", ", "predicted_10x_ci", pci, 2, 1);
+    fprintf(f, ", \"runs\": %u, \"zero_runs\": %u", x->runs, x->zeros);
+    json_key(f, ", ", "r2_power", x->r2_power);
+    json_arr(f, ", \"fits\": {", "constant", &x->c, 1, 1);
+    json_arr(f, ", ", "linear", lin, 2, 1);
+    json_arr(f, ", ", "power", pw, 2, 1);
+    json_arr(f, "}, ", "scores", x->score, ICPP_TREND_NMODELS, 1);
 }
 
 static void out_trend_json(const trend_ctx *t, tfit **v, const topts *o, FILE *f)
@@ -692,14 +682,9 @@ static void out_trend_json(const trend_ctx *t, tfit **v, const topts *o, FILE *f
         fputs(r ? ", " : "", f);
         fputs("{\"file\": ", f);
         json_str(f, t->runs[r]);
-        fputs(", \"value\": ", f);
-        json_num(f, t->x[r]);
-        fputs(", \"samples\": [", f);
-        for (uint32_t e = 0; e < t->nev; e++) {
-            fputs(e ? ", " : "", f);
-            json_num(f, t->prog[r * t->nev + e]);
-        }
-        fputs("]}", f);
+        json_key(f, ", ", "value", t->x[r]);
+        json_arr(f, ", ", "samples", t->prog + r * t->nev, t->nev, 1);
+        fputc('}', f);
     }
     fputs("],\n \"events\": [", f);
     for (uint32_t e = 0; e < t->nev; e++) {
@@ -729,25 +714,16 @@ static void out_trend_json(const trend_ctx *t, tfit **v, const topts *o, FILE *f
         json_str(f, t->evname[x->ev]);
         fputs(", ", f);
         json_fit(f, &x->total);
-        fprintf(f, ", \"rank_10x\": %u, \"rank_exponent\": %u, \"group\": %u, \"scales_worse\": %s, \"above_program\": ",
-                x->rank10, x->rankexp, x->group, worse(x) ? "true" : "false");
-        json_num(f, x->above);
-        fputs(", \"cost\": [", f);
-        for (size_t r = 0; r < t->nruns; r++) {
-            fputs(r ? ", " : "", f);
-            json_num(f, cost_of(t, x, r));
-        }
-        fputs("], \"samples\": [", f);
-        for (size_t r = 0; r < t->nruns; r++) {
-            fputs(r ? ", " : "", f);
-            json_num(f, s->incl[r * t->nev + x->ev]);
-        }
-        fputs("], \"self_samples\": [", f);
-        for (size_t r = 0; r < t->nruns; r++) {
-            fputs(r ? ", " : "", f);
-            json_num(f, s->self[r * t->nev + x->ev]);
-        }
-        fputs("], \"self\": ", f);
+        fprintf(f, ", \"rank_10x\": %u, \"rank_exponent\": %u, \"group\": %u, \"scales_worse\": %s", x->rank10,
+                x->rankexp, x->group, worse(x) ? "true" : "false");
+        json_key(f, ", ", "above_program", x->above);
+        double cost[t->nruns];
+        for (size_t r = 0; r < t->nruns; r++)
+            cost[r] = cost_of(t, x, r);
+        json_arr(f, ", ", "cost", cost, t->nruns, 1);
+        json_arr(f, ", ", "samples", s->incl + x->ev, t->nruns, t->nev);
+        json_arr(f, ", ", "self_samples", s->self + x->ev, t->nruns, t->nev);
+        fputs(", \"self\": ", f);
         if (x->has_self) {
             fputc('{', f);
             json_fit(f, &x->self);
