@@ -31,8 +31,8 @@ static const char *usage_text =
     "one program (sample files of icpp-sample, or perf.data files), each resolved\n"
     "as icpp-resolve resolves one. Per path and event: its total (inclusive) and\n"
     "self cost per run (samples x period), fitted as constant, linear (a + b x)\n"
-    "and power law (a x^b, weighted regression on the log scale; runs without a\n"
-    "sample left out), one model chosen by a score that prefers the simpler\n"
+    "and power law (a x^b: a robust count regression, runs without a sample\n"
+    "counted as zeros), one model chosen by a score that prefers the simpler\n"
     "model unless the fit is clearly better; 95% bootstrap intervals (1000\n"
     "resamples of the runs, fixed seed) on the exponent b and on the cost\n"
     "predicted at 10x the largest feature value. Paths whose exponent is\n"
@@ -432,12 +432,12 @@ out:
 /* Fit the series of samples k[r * stride] (run r) of event ev, as costs. */
 static int fit_samples(const trend_ctx *t, uint32_t ev, const double *k, size_t stride, icpp_trend_fit *f, double *boot)
 {
-    double y[t->nruns], kk[t->nruns];
+    double y[t->nruns], per[t->nruns];
     for (size_t r = 0; r < t->nruns; r++) {
-        kk[r] = k[r * stride];
-        y[r] = kk[r] * t->evcost[r * t->nev + ev];
+        per[r] = t->evcost[r * t->nev + ev];
+        y[r] = k[r * stride] * per[r];
     }
-    icpp_trend_series s = {t->nruns, t->x, y, kk};
+    icpp_trend_series s = {t->nruns, t->x, y, per};
     icpp_err err;
     if (icpp_trend_fit_series(&s, f, boot, &err) < 0) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);

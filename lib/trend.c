@@ -40,32 +40,67 @@ int icpp_trend_wls(const double *u, const double *v, const double *w, size_t n, 
     return 0;
 }
 
-/* The power law on the points with y > 0: ln y = ln a + b ln x, weighted by
- * the inverse variance of ln y (docs/trend.md).  idx: the runs to use (a
- * bootstrap resample), n of them.  0, or -1 when it cannot be fitted (fewer
- * than 2 distinct feature values with a cost). */
+/* The power law as a model of the sample counts k_i = y_i / per_i:
+ * E k_i = exp(ln a + b ln x_i) / per_i with variance mu + (NOISE mu)^2
+ * (a negative binomial regression with a log link, by iteratively
+ * reweighted least squares, robust: bisquare weights on the residuals),
+ * started from the weighted least squares of
+ * ln y on ln x over the runs with a cost.  Runs without a sample count as
+ * zeros, not left out: dropping them keeps only the small runs that were
+ * lucky to get a sample, and flattens the exponent (docs/trend.md).
+ * idx: the runs to use (a bootstrap resample), n of them.  0, or -1 when it
+ * cannot be fitted (fewer than 2 distinct feature values with a cost, or
+ * no convergence).  r2: NULL, or R^2 of the starting fit on the log scale. */
 static int fit_power(const icpp_trend_series *s, const size_t *idx, size_t n, double *pa, double *pb, double *r2,
                      double *lu, double *lv, double *lw)
 {
+    const double c2 = ICPP_TREND_NOISE * ICPP_TREND_NOISE;
     size_t m = 0;
     for (size_t j = 0; j < n; j++) {
         size_t i = idx ? idx[j] : j;
         if (!(s->y[i] > 0))
             continue;
-        double k = s->k ? s->k[i] : s->y[i];
-        if (!(k > 0))
-            k = 1;      /* a cost without samples behind it: weigh it as one */
+        double k = s->y[i] / (s->per ? s->per[i] : 1);
         lu[m] = log(s->x[i]);
         lv[m] = log(s->y[i]);
-        lw[m] = 1.0 / (1.0 / k + ICPP_TREND_NOISE * ICPP_TREND_NOISE);
+        lw[m] = 1.0 / (1.0 / k + c2);
         m++;
     }
-    double la, b;
-    if (m < 2 || icpp_trend_wls(lu, lv, lw, m, &la, &b, r2) < 0)
+    double a, b;
+    if (m < 2 || icpp_trend_wls(lu, lv, lw, m, &a, &b, r2) < 0)
         return -1;
-    *pa = exp(la);
+    {
+        /* IRLS over every run; lu/lv/lw now hold all n */
+        double *z = lv;
+        for (int it = 0; it < 100; it++) {
+            for (size_t j = 0; j < n; j++) {
+                size_t i = idx ? idx[j] : j;
+                double per = s->per ? s->per[i] : 1, k = s->y[i] / per;
+                double eta = a + b * log(s->x[i]);          /* ln of the expected cost */
+                double mu = exp(eta) / per;                 /* expected count */
+                if (!(mu > 1e-300) || !isfinite(mu))
+                    return -1;
+                /* Tukey's bisquare weight on the Pearson residual: a run far
+                 * off the law (another process slowed it) counts less, one
+                 * ICPP_TREND_ROBUST deviations off not at all */
+                double r = fabs(k - mu) / sqrt(mu + c2 * mu * mu) / ICPP_TREND_ROBUST;
+                lu[j] = log(s->x[i]);
+                z[j] = eta + (k - mu) / mu;
+                lw[j] = mu / (1 + c2 * mu) * (r < 1 ? (1 - r * r) * (1 - r * r) : 0);
+            }
+            double na, nb;
+            if (icpp_trend_wls(lu, z, lw, n, &na, &nb, NULL) < 0 || !isfinite(nb) || fabs(nb) > 100)
+                return -1;
+            double step = fabs(nb - b);
+            a = na;
+            b = nb;
+            if (step < 1e-12 * (1 + fabs(b)))
+                break;
+        }
+    }
+    *pa = exp(a);
     *pb = b;
-    return 0;
+    return isfinite(*pa) ? 0 : -1;
 }
 
 static int fit_linear(const icpp_trend_series *s, const size_t *idx, size_t n, double *a, double *b, double *u, double *v)
@@ -136,8 +171,8 @@ int icpp_trend_fit_series(const icpp_trend_series *s, icpp_trend_fit *f, double 
             return icpp_err_set(err, EINVAL, "run %zu: feature value %g is not a positive number", i + 1, s->x[i]);
         if (!(s->y[i] >= 0) || !isfinite(s->y[i]))
             return icpp_err_set(err, EINVAL, "run %zu: cost %g is not a non-negative number", i + 1, s->y[i]);
-        if (s->k && (!(s->k[i] >= 0) || !isfinite(s->k[i])))
-            return icpp_err_set(err, EINVAL, "run %zu: sample count %g is not a non-negative number", i + 1, s->k[i]);
+        if (s->per && (!(s->per[i] > 0) || !isfinite(s->per[i])))
+            return icpp_err_set(err, EINVAL, "run %zu: cost per sample %g is not a positive number", i + 1, s->per[i]);
         if (s->x[i] > xmax)
             xmax = s->x[i];
         if (s->y[i] == 0)

@@ -12,9 +12,14 @@
  * series' bootstrap exponents can be compared pairwise (icpp_trend_above). */
 #define ICPP_TREND_BOOT      1000
 #define ICPP_TREND_SEED      0x1cc9e7d5eedULL
-/* Relative noise a run's cost has beyond sampling (var of ln y = 1/k + this^2,
- * k samples): keeps the largest runs from outweighing all others. */
+/* Relative noise a run's cost has beyond sampling: a run's sample count k
+ * has variance mu + (this * mu)^2 around its expectation mu (negative
+ * binomial), so the largest runs do not outweigh all others. */
 #define ICPP_TREND_NOISE     0.1
+/* A run whose count is r standard deviations (of that model) off the power
+ * law weighs (1 - (r / this)^2)^2 of its due, nothing beyond: Tukey's
+ * bisquare M-estimator. */
+#define ICPP_TREND_ROBUST    10.0
 /* Score terms (docs/trend.md): percentage points of relative standard error
  * a model must save to beat a simpler one. */
 #define ICPP_TREND_COST_LINEAR 2.0
@@ -32,19 +37,20 @@ typedef enum icpp_trend_model {
 
 const char *icpp_trend_model_name(icpp_trend_model m);   /* "constant", "linear", "power" */
 
-/* One cost series: n runs, feature x[i] > 0, cost y[i] >= 0, and k[i] the
- * samples behind y[i] (the power fit's weights; NULL: y itself counts as
- * samples). */
+/* One cost series: n runs, feature x[i] > 0, cost y[i] >= 0, and per[i] > 0
+ * what one sample costs in run i, so that run i had y[i] / per[i] samples
+ * (the power fit models those counts; per NULL: y are sample counts). */
 typedef struct icpp_trend_series {
     size_t        n;
-    const double *x, *y, *k;
+    const double *x, *y, *per;
 } icpp_trend_series;
 
 typedef struct icpp_trend_fit {
     icpp_trend_model model;     /* the one the score chose */
     double   c;                 /* constant: y = c (the mean) */
     double   la, lb;            /* linear: y = la + lb x (least squares) */
-    double   pa, pb;            /* power: y = pa x^pb (weighted, log-log); NaN if it cannot be fitted */
+    double   pa, pb;            /* power: y = pa x^pb (a count regression, docs/trend.md); NaN if it
+                                   cannot be fitted */
     double   score[ICPP_TREND_NMODELS];     /* lower is better; INFINITY: not fitted */
     double   se[ICPP_TREND_NMODELS];        /* standard error of each model, in y's units */
     double   r2_power;          /* R^2 of the power fit on the log scale (weighted) */
@@ -54,7 +60,7 @@ typedef struct icpp_trend_fit {
     double   pred10;            /* the chosen model's prediction at x10 */
     double   pred10_lo, pred10_hi;          /* its 95% bootstrap interval */
     uint32_t runs;              /* points */
-    uint32_t zeros;             /* points with y == 0: left out of the power fit */
+    uint32_t zeros;             /* points with y == 0 (in the power fit as counts of 0) */
     uint32_t boot_ok;           /* resamples the power law could be fitted on */
 } icpp_trend_fit;
 

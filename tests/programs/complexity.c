@@ -8,13 +8,17 @@
  *                          a dependent chain of MATMUL_CHAIN multiplies per
  *                          step: small matrices, so the cost per step does
  *                          not change with the caches)
- *   insertion_sort  n^2   (8n pseudo-random 32-bit keys)
- *   quicksort       n^2   (8n keys already sorted, the first key as pivot:
+ *   insertion_sort  n^2   (2n pseudo-random keys)
+ *   quicksort       n^2   (2n keys already sorted, the first key as pivot:
  *                          every partition takes one key off; it recurses
  *                          into the smaller side, which is empty, and
  *                          loops on the other)
- *   scan            n     (16n elements, a fixed mixing chain per element)
- * The callers fill the kernels' inputs (linear in n) themselves.
+ *   scan            n     (16n elements, a chain of SCAN_CHAIN mixing steps
+ *                          per element)
+ * The sorts compare through less(), a chain of LESS_CHAIN mixing steps, so
+ * that their cost is their comparisons rather than memory traffic (which
+ * another process on the sibling hyperthread disturbs).  The callers fill
+ * the kernels' inputs (linear in n) themselves.
  * tests/e2e/test_trend.py samples it at sizes over two orders of magnitude
  * and checks the exponent icpp-resolve --trend finds per path.
  *
@@ -40,6 +44,7 @@ CORPUS_DEFINE_SINK;
 
 #define SCAN_CHAIN   2048  /* mixing steps per scanned element */
 #define MATMUL_CHAIN 32    /* dependent multiplies per matrix product step */
+#define LESS_CHAIN   16    /* mixing steps per comparison of the sorts */
 
 /* The matrices' order: n/16, rounded (so that the cost stays in
  * proportion to n^3 at small n too). */
@@ -65,13 +70,24 @@ NOIPA uint64_t matmul(const uint32_t *a, const uint32_t *bt, uint64_t *c, long m
 	return sum;
 }
 
+/* a < b, after a chain of mixing steps whose result it depends on (the
+ * chain never ends at 0 for these keys: the checksum says so). */
+CORPUS_INLINE int less(uint64_t a, uint64_t b)
+{
+	uint64_t x = a ^ b;
+
+	for (int k = 0; k < LESS_CHAIN; k++)
+		CORPUS_MIX(x);
+	return (a < b) ^ (x == 0);
+}
+
 NOIPA uint64_t insertion_sort(uint64_t *a, long len)
 {
 	for (long i = 1; i < len; i++) {
 		uint64_t v = a[i];
 		long j = i - 1;
 
-		while (j >= 0 && a[j] > v) {
+		while (j >= 0 && less(v, a[j])) {
 			a[j + 1] = a[j];
 			j--;
 		}
@@ -90,7 +106,7 @@ NOIPA uint64_t quicksort(uint64_t *a, long lo, long hi)
 		long i = lo;
 
 		for (long j = lo + 1; j <= hi; j++)
-			if (a[j] < p) {
+			if (less(a[j], p)) {
 				i++;
 				t = a[i], a[i] = a[j], a[j] = t;
 			}
@@ -122,7 +138,7 @@ NOIPA uint64_t scan(const uint64_t *a, long len)
 /* The kernels' inputs, and the kernels. */
 CORPUS_INLINE uint64_t run_kernels(long n, uint32_t *ma, uint32_t *mb, uint64_t *mc, uint64_t *keys)
 {
-	long m = MAT_ORDER(n), len = 8 * n;
+	long m = MAT_ORDER(n), len = 2 * n;
 	uint64_t x = (uint64_t)n, r = 0, check;
 
 	for (long i = 0; i < m * m; i++) {
@@ -143,11 +159,11 @@ CORPUS_INLINE uint64_t run_kernels(long n, uint32_t *ma, uint32_t *mb, uint64_t 
 	for (long i = 0; i < len; i++)
 		keys[i] = (uint64_t)i;
 	r += quicksort(keys, 0, len - 1) == (uint64_t)len ? 0 : 1;
-	for (long i = 0; i < 2 * len; i++) {
+	for (long i = 0; i < 16 * n; i++) {
 		CORPUS_MIX(x);
 		keys[i] = x;
 	}
-	CORPUS_KEEP(scan(keys, 2 * len));
+	CORPUS_KEEP(scan(keys, 16 * n));
 	return r;
 }
 
