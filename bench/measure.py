@@ -35,6 +35,10 @@ Figures (--figures, comma list; default all):
   stats      how far a profile can be trusted (bench/statsfig.py): the
              actionability slope on tests/programs/inject.c beside perf -g,
              --auto-period on the first program, interval coverage over runs
+  trend      per-path growth (icpp-resolve --trend): sqlite3 (oltp.sql on
+             standard input) and bzip2 (text) at 8 input sizes spanning two
+             orders of magnitude, trained on one size, sampled (cpu-clock,
+             the input's size recorded as the default feature bytes=)
 
 A randomized setup = an environment variable ICPP_BENCH_PAD of random size
 (0-4095 bytes, which moves the initial stack and everything below it) and a
@@ -54,6 +58,7 @@ import time
 
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_inputs  # noqa: E402
 import samplefile  # noqa: E402
 import stats  # noqa: E402
 import statsfig  # noqa: E402
@@ -867,13 +872,105 @@ class Bench:
                 self.save()
 
 
+class TrendFigure:
+    """Figure trend: icpp-resolve --trend on a bench program at several input sizes."""
+    # program, generator, how the program reads the input, scales (8, over two orders of magnitude)
+    CASES = [("sqlite3", "sqlite_oltp", "stdin", ":memory:"), ("bzip2", "bzip2_text", "arg", "-c")]
+    SCALES = [0.04 * 100 ** (k / 7) for k in range(8)]      # 0.04 .. 4 (times --trend-scale)
+
+    def __init__(self, bench):
+        self.b = bench
+        self.SCALES = [round(x * bench.a.trend_scale, 4) for x in self.SCALES]
+
+    def run(self):
+        b = self.b
+        out = b.res.setdefault("trend", {})
+        top = os.path.join(b.work, "trend")
+        os.makedirs(top, exist_ok=True)
+        for name, gen, how, arg in self.CASES:
+            if name not in b.programs:
+                continue
+            binary = b.programs[name]["bins"]["fp"]
+            ent = out.setdefault(name, {"generator": gen, "scales": self.SCALES, "runs": []})
+            recs, cmds = [], []
+            for k, sc in enumerate(self.SCALES):
+                d = os.path.join(top, "%s-%d" % (name, k))
+                os.makedirs(d, exist_ok=True)
+                fname, data = gen_inputs.GENERATORS[gen](sc)
+                f = os.path.join(d, fname)
+                with open(f, "wb") as fh:
+                    fh.write(data)
+                cmds.append(([binary, arg] if how == "stdin" else [binary, arg, f], f if how == "stdin" else None, f))
+            mp = os.path.join(top, name + ".icppmap")
+            rm(mp)
+            cmd, stdin, _ = cmds[3]
+            tcmd = [b.train, "--fresh", "-o", mp, "--"] + cmd
+            r = run(tcmd, stdin, b.env, b.a.timeout)
+            ent["train_cmd"] = shq(tcmd) + (" < INPUT" if stdin else "")
+            if r["rc"] != 0:
+                b.error("trend: icpp-train " + name, tcmd, r)
+                continue
+            for k, (cmd, stdin, f) in enumerate(cmds):
+                rec = os.path.join(top, "%s-%d.samples" % (name, k))
+                rm(rec)
+                scmd = [b.sample, "-q", "-e", "cpu-clock", "-F", "4000", "-o", rec, "--"] + cmd
+                r = run(scmd, stdin, b.env, b.a.timeout)
+                if r["rc"] != 0:
+                    b.error("trend: icpp-sample %s %d" % (name, k), scmd, r)
+                    break
+                recs.append(rec)
+                ent["runs"].append({"scale": self.SCALES[k], "bytes": os.path.getsize(f), "sample_s": r["wall"]})
+            ent["sample_cmd"] = "icpp-sample -q -e cpu-clock -F 4000 -o RUN.samples -- " + \
+                ("%s %s < INPUT" % (name, arg) if how == "stdin" else "%s %s INPUT" % (name, arg))
+            if len(recs) != len(cmds):
+                continue
+            rcmd = [b.resolve, "--trend", "-m", mp, "--format", "json", "-n", "0"] + recs
+            ent["trend_cmd"] = "icpp-resolve --trend -m MAP --format json -n 0 RUN.samples... (8 runs)"
+            t0 = time.perf_counter()
+            p = subprocess.run(rcmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=b.env)
+            ent["trend_s"] = time.perf_counter() - t0
+            if p.returncode != 0:
+                b.error("trend: icpp-resolve --trend " + name, rcmd,
+                        {"rc": p.returncode, "err": p.stderr.decode(errors="replace")})
+                continue
+            j = json.loads(p.stdout)
+            tr = j["trends"]
+            keep = lambda t: {k: t.get(k) for k in ("path", "model", "exponent", "exponent_ci", "predicted_10x",
+                                                   "runs", "zero_runs", "group", "scales_worse", "rank_10x",
+                                                   "rank_exponent")}
+            ent["feature"] = j["feature"]
+            ent["unit"] = j["events"][0]["unit"]
+            ent["program"] = keep(j["events"][0]["program"])
+            ent["paths"] = len(tr)
+            ent["groups"] = len({t["group"] for t in tr})
+            ent["worse"] = sum(1 for t in tr if t["scales_worse"])
+            # the tables: top paths by predicted cost at 10x, and by exponent (paths with
+            # samples in at least half the runs), one row per group
+            seen, by10 = set(), []
+            for t in tr:
+                if t["group"] not in seen:
+                    seen.add(t["group"])
+                    by10.append(keep(t))
+            ent["top_10x"] = by10[:8]
+            seen, byexp = set(), []
+            for t in sorted(tr, key=lambda t: t["rank_exponent"]):
+                if t["group"] not in seen and t["runs"] - t["zero_runs"] >= len(recs) // 2:
+                    seen.add(t["group"])
+                    byexp.append(keep(t))
+            ent["top_exponent"] = byexp[:8]
+            b.save()
+            if not b.a.keep_recordings:
+                for f in recs:
+                    rm(f)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--manifest", required=True)
     ap.add_argument("--tools", required=True, help="meson build directory holding the icpp tools")
     ap.add_argument("--work", required=True, help="scratch directory (maps, recordings)")
     ap.add_argument("--out", required=True, help="results JSON")
-    ap.add_argument("--figures", default="maps,precision,learnrate,names,cfi,resolve,large,sample,train,rewrite,stats")
+    ap.add_argument("--figures", default="maps,precision,learnrate,names,cfi,resolve,large,sample,train,rewrite,stats,trend")
     ap.add_argument("--keep-recordings", action="store_true")
     ap.add_argument("--setups-train", type=int, default=8)
     ap.add_argument("--setups-sample", type=int, default=10)
@@ -886,6 +983,7 @@ def main():
     ap.add_argument("--large-runs", type=int, default=3, help="runs of each tool on the large files")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
     ap.add_argument("--stats-runs", type=int, default=30, help="short runs each way (figure stats: coverage)")
+    ap.add_argument("--trend-scale", type=float, default=1.0, help="input scale of figure trend (largest: 4x it)")
     ap.add_argument("--seed", type=int, default=20091025)
     ap.add_argument("--no-nofp", dest="nofp", action="store_false", help="skip the no-frame-pointer build")
     a = ap.parse_args()
@@ -893,11 +991,14 @@ def main():
     figs = a.figures.split(",")
     b.res["meta"]["figures"] = figs
     t0 = time.time()
-    for f in ("maps", "precision", "learnrate", "names", "cfi", "resolve", "large", "sample", "train", "rewrite", "stats"):
+    for f in ("maps", "precision", "learnrate", "names", "cfi", "resolve", "large", "sample", "train", "rewrite", "stats", "trend"):
         if f in figs:
             t = time.time()
             log("figure %s" % f)
-            getattr(b, "fig_" + f)()
+            if f == "trend":
+                TrendFigure(b).run()
+            else:
+                getattr(b, "fig_" + f)()
             b.res["meta"].setdefault("figure_s", {})[f] = time.time() - t
     b.res["meta"]["measure_s"] = time.time() - t0
     b.save()

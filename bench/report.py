@@ -909,6 +909,62 @@ class Report:
             self.w("(paper: 1.13x geomean, 2.54x max).")
         self.w()
 
+    def trend(self):
+        tr = self.r.get("trend")
+        if tr is None:
+            return
+        self.w("## 7. Per-path growth across input sizes (`icpp-resolve --trend`, issue #14)")
+        self.w()
+        self.w("Each program runs 8 inputs of one generator (scales below, two orders of magnitude), trained on the")
+        self.w("4th; each run sampled with cpu-clock; the feature is the input's size as icpp-sample records it by")
+        self.w("default (`bytes=`, from the file argument or standard input). Per call path: the chosen model, the")
+        self.w("power-law exponent with its 95% bootstrap interval, the cost predicted at 10x the largest input")
+        self.w("(cpu-clock ns), in how many runs the path had samples, and `worse` when its exponent is")
+        self.w("significantly (> 0.1) above the program total's (docs/trend.md). One row per group of paths whose")
+        self.w("costs follow each other.")
+        self.w()
+        for n in self.order:
+            e = tr.get(n)
+            if not e:
+                continue
+            self.w("### %s (%s)" % (n, e.get("generator")))
+            self.w()
+            self.w("`%s`, `%s`; scales %s; %s s for the trend of the 8 runs." % (
+                self.rel(e.get("sample_cmd", "")), e.get("trend_cmd", ""),
+                ", ".join("%g" % x for x in e.get("scales", [])), num(e.get("trend_s"), "%.1f")))
+            if "program" not in e:
+                self.w()
+                self.w("No trend: see the failures below.")
+                self.w()
+                if self.a.check:
+                    self.bad("trend: no result for %s" % n)
+                continue
+            runs = e.get("runs", [])
+            if runs:
+                self.w("Inputs: %s .. %s bytes." % (si(runs[0]["bytes"]), si(runs[-1]["bytes"])))
+            p = e["program"]
+            ci = p.get("exponent_ci") or [None, None]
+            self.w("Program total: %s, exponent %s [%s, %s]; %d paths fitted in %d groups, %d scale worse than "
+                   "the program." % (p.get("model"), num(p.get("exponent"), "%.2f"), num(ci[0], "%.2f"),
+                                     num(ci[1], "%.2f"), e.get("paths", 0), e.get("groups", 0), e.get("worse", 0)))
+            self.w()
+            for key, title in (("top_10x", "by the cost predicted at 10x"),
+                               ("top_exponent", "by exponent (paths with samples in at least half the runs)")):
+                self.w("Top groups %s:" % title)
+                self.w()
+                self.w("| path (leaf end) | model | exponent [95%% CI] | predicted at 10x (%s) | runs | |" %
+                       e.get("unit", ""))
+                self.w("|---|---|---|---|---|---|")
+                for t in e.get(key, []):
+                    ci = t.get("exponent_ci") or [None, None]
+                    path = t.get("path") or []
+                    shown = " -> ".join(path[-3:]) if len(path) <= 3 else "... -> " + " -> ".join(path[-3:])
+                    self.w("| `%s` | %s | %s [%s, %s] | %s | %s/%s | %s |" % (
+                        shown, t.get("model"), num(t.get("exponent"), "%.2f"), num(ci[0], "%.2f"),
+                        num(ci[1], "%.2f"), num(t.get("predicted_10x")), t.get("runs", 0) - t.get("zero_runs", 0),
+                        t.get("runs", 0), "worse" if t.get("scales_worse") else ""))
+                self.w()
+
     def errors(self):
         errs = self.r.get("errors", [])
         if not errs:
@@ -966,6 +1022,7 @@ class Report:
         self.large()
         self.rewrite()
         statsfig.render(self)
+        self.trend()
         self.errors()
         meta = self.r["meta"]
         fs = meta.get("figure_s", {})

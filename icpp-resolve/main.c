@@ -14,6 +14,7 @@
 #include "replay.h"
 #include "resolve.h"
 #include "sampstat.h"
+#include "trends.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +28,7 @@ static const char *usage_text =
     "usage: icpp-resolve [-m MAP...] [--map-dir DIR] [--format FORMAT] [-n N] [-o OUT]\n"
     "                    [--check] [--no-learn] [--save-map OUT] [--fold-recursion] SAMPLES\n"
     "       icpp-resolve --script [-m MAP...] SAMPLES\n"
+    "       icpp-resolve --trend [-m MAP...] RUN1 RUN2 RUN3 ...   (--trend --help)\n"
     "\n"
     "Turn an icpp-sample recording into call-path profiles using the path map\n"
     "icpp-train made for the same binary. Every report starts with how many\n"
@@ -188,6 +190,8 @@ typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } 
 
 int main(int argc, char **argv)
 {
+    if (trend_requested(argc, argv))
+        return trend_main(argc, argv);
     enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
            OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR,
            OPT_FOLD };

@@ -717,3 +717,17 @@ void mapset_json(const mapset *ms, FILE *f)
     }
     fprintf(f, "]");
 }
+
+int mapset_profile(mapset *ms, icpp_replay *rp, icpp_basevote *bv, struct profile *prof, icpp_err *err)
+{
+    icpp_rsample s;
+    icpp_resolution r;
+    int rc;
+    while ((rc = icpp_replay_next(rp, &s, err)) > 0) {
+        icpp_basevote_apply(bv, &s);
+        mapset_resolve(ms, rp, &s, &r, NULL);
+        if (prof_add(prof, rp, &s, &r) < 0)
+            return icpp_err_set(err, ENOMEM, "out of memory");
+    }
+    return rc;
+}

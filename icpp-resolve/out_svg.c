@@ -83,7 +83,7 @@ static size_t xml_len(const char *s)
 
 /* s escaped for XML text and attribute values, at most `max` characters;
  * bytes that are not valid UTF-8 or not allowed in XML become '?'. */
-static void xml_put(FILE *f, const char *s, size_t max)
+void xml_put(FILE *f, const char *s, size_t max)
 {
     size_t n = 0;
     for (const unsigned char *c = (const unsigned char *)s; *c && n < max; n++) {

@@ -24,5 +24,8 @@ void out_svg(const profile *p, FILE *f, const out_opts *o);      /* interactive 
 
 /* JSON string with escapes. */
 void json_str(FILE *f, const char *s);
+/* s escaped for XML text and attribute values, at most max characters;
+ * bytes that are not valid UTF-8 or not allowed in XML become '?'. */
+void xml_put(FILE *f, const char *s, size_t max);
 
 #endif

@@ -9,6 +9,7 @@
 #include "perfring.h"
 #include "procmaps.h"
 #include "replay.h"
+#include "runinfo.h"
 #include "samples.h"
 #include "stackwalk.h"
 
@@ -38,6 +39,7 @@ static const char *usage_text =
     "usage: icpp-sample [-e EVENT[,EVENT...]] [-c PERIOD | -F FREQ | --auto-period] [--jitter R]\n"
     "                   [-o FILE] [-m PAGES]\n"
     "                   [--validate] [--stack-size BYTES] [--learn[=N] | --no-learn] [-q]\n"
+    "                   [--feature NAME=VALUE...]\n"
     "                   (-p PID | -- PROG [ARGS...])\n"
     "       icpp-sample --list-events\n"
     "\n"
@@ -95,6 +97,11 @@ static const char *usage_text =
     "                       samples (the rate asked for is kept); the stack copy\n"
     "                       itself is not written.\n"
     "      --no-learn       only IP, SP and BP: no learn samples.\n"
+    "      --feature NAME=VALUE  a workload feature of this run (repeatable), kept\n"
+    "                       in the file for `icpp-resolve --trend` (e.g. n=1000).\n"
+    "                       By default, when the command has exactly one argument\n"
+    "                       that is a regular file (or none and standard input is\n"
+    "                       one), its size is recorded as bytes=SIZE.\n"
     "  -q, --quiet          no summary on stderr.\n"
     "      --list-events    list the events this machine knows.\n"
     "  -h, --help           this text.\n"
@@ -131,6 +138,8 @@ typedef struct session {
     uint64_t         learn_status[ICPP_SW_MAX];
     icpp_sw_frame    frames[ICPP_LEARN_MAX_FRAMES];
     uint64_t         fpc[ICPP_LEARN_MAX_FRAMES], fesp[ICPP_LEARN_MAX_FRAMES];
+    icpp_feature     feat[ICPP_FEATURES_MAX];   /* --feature, and the default bytes= */
+    size_t           nfeat;
 } session;
 
 static volatile sig_atomic_t stop_requested, forward_signal;
@@ -703,6 +712,11 @@ static void write_header(session *s, int argc, char **argv)
     icpp_swriter_info(s->w, "kernel", u.release);
     icpp_swriter_info(s->w, "host", u.nodename);
     icpp_swriter_info(s->w, "clock", "perf_clock");
+    for (size_t i = 0; i < s->nfeat; i++) {
+        char fv[ICPP_FEATURE_NAME_MAX + 32];
+        snprintf(fv, sizeof fv, "%s=%.17g", s->feat[i].name, s->feat[i].value);
+        icpp_swriter_info(s->w, ICPP_FEATURE_KEY, fv);
+    }
     for (int e = 0; e < s->nev; e++) {
         const struct perf_event_attr *a = &s->ev[e].attr;
         icpp_swriter_event(s->w, (uint32_t)e, s->ev[e].name, a->type, a->config,
@@ -767,6 +781,21 @@ static double parse_fraction(const char *opt, const char *v, double min, double 
     return x;
 }
 
+/* The default workload feature: bytes=SIZE of the command's one input
+ * file (lib/runinfo.h), unless --feature named bytes. */
+static void add_default_bytes(session *s, int argc, char **argv)
+{
+    double bytes;
+    const char *what;
+    for (size_t i = 0; i < s->nfeat; i++)
+        if (!strcmp(s->feat[i].name, ICPP_FEATURE_BYTES))
+            return;
+    if (argc > 0 && s->nfeat < ICPP_FEATURES_MAX && icpp_feature_default_bytes(argc, argv, &bytes, &what)) {
+        snprintf(s->feat[s->nfeat].name, sizeof s->feat[s->nfeat].name, "%s", ICPP_FEATURE_BYTES);
+        s->feat[s->nfeat++].value = bytes;
+    }
+}
+
 int main(int argc, char **argv)
 {
     session s;
@@ -775,7 +804,7 @@ int main(int argc, char **argv)
     pid_t attach = 0;
     int quiet = 0, fell_back = 0;
     s.pages = 128;
-    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER };
+    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER, OPT_FEATURE };
     int auto_period = 0;
     double pilot_t = 0, jitter_r = 0;
     jitter jit;
@@ -790,6 +819,7 @@ int main(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},         {"list-events", no_argument, 0, OPT_LIST},
         {"auto-period", no_argument, 0, OPT_AUTO}, {"pilot-time", required_argument, 0, OPT_PILOT_T},
         {"jitter", required_argument, 0, OPT_JITTER},
+        {"feature", required_argument, 0, OPT_FEATURE},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "+e:c:F:o:m:p:qh", lo, NULL)) != -1) {
@@ -816,6 +846,22 @@ int main(int argc, char **argv)
         case OPT_AUTO: auto_period = 1; break;
         case OPT_PILOT_T: pilot_t = parse_fraction("--pilot-time", optarg, 0, 1e7); break;
         case OPT_JITTER: jitter_r = parse_fraction("--jitter", optarg, 0, 1); break;
+        case OPT_FEATURE: {
+            icpp_err fe;
+            icpp_feature f;
+            if (icpp_feature_parse(optarg, &f, &fe) < 0 || s.nfeat == ICPP_FEATURES_MAX) {
+                fprintf(stderr, "icpp-sample: --feature: %s\n",
+                        s.nfeat == ICPP_FEATURES_MAX ? "too many features" : fe.msg);
+                return 2;
+            }
+            for (size_t i = 0; i < s.nfeat; i++)
+                if (!strcmp(s.feat[i].name, f.name)) {
+                    fprintf(stderr, "icpp-sample: --feature %s is given twice\n", f.name);
+                    return 2;
+                }
+            s.feat[s.nfeat++] = f;
+            break;
+        }
         case OPT_LIST: icpp_event_list(stdout); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
@@ -843,6 +889,7 @@ int main(int argc, char **argv)
         return 2;
     }
     s.validate = s.so.validate;
+    add_default_bytes(&s, attach ? 0 : argc - optind, argv + optind);
     /* Files first, before anything runs: the output rule (lib/fsafe.h) and a
      * program given by path that is not a file (a FIFO would never exec). */
     icpp_err ferr;

@@ -281,6 +281,8 @@ static void seeds_samples_synthetic(void)
     icpp_swriter *w = swopen("all.icpps");
     icpp_swriter_info(w, "command", "prog a b");
     icpp_swriter_info(w, "tool", "mkseeds");
+    icpp_swriter_info(w, "feature", "n=1000");          /* workload features (lib/runinfo.h) */
+    icpp_swriter_info(w, "feature", "bytes=1.5e6");
     icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 4000, 1, 0, 0, 0);
     icpp_swriter_event(w, 1, "cycles", 0, 0, 1000003, 0, 2, 0, 0);
     icpp_swriter_event(w, 2, "cpu-clock", 1, 0, 250, 1, 0, ICPP_EVENT_LEARN, 0);

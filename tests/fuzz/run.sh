@@ -34,7 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
 elfs=(/usr/bin/true "$mkseeds")
 "$mkseeds" "$tmp/gen" "${elfs[@]}"
 case $name in
-  replay) sub=samples ;;
+  replay|runinfo) sub=samples ;;
   debuginfo) sub=functab ;;     # ELF files: real ones carry a .gnu_debuglink
   *)      sub=$name ;;
 esac
