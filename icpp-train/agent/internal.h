@@ -173,6 +173,7 @@ typedef struct icpp_agent_site {
     uint8_t  ninsn;        /* instructions relocated */
     uint8_t  src_off[5];   /* their offsets in the original ... */
     uint8_t  dst_off[5];   /* ... and from `resume` in the stub */
+    uint64_t traps;        /* INT3: entries through the trap in this process */
 } icpp_agent_site;
 
 /* A patched module's sites, sorted by addr; published on a lock-free list. */
@@ -187,6 +188,9 @@ extern icpp_agent_modsites *volatile icpp_agent_mods ICPP_AGENT_HIDDEN;
 
 /* The site whose function starts at addr, or NULL (signal-safe). */
 const icpp_agent_site *icpp_agent_site_at(uint64_t addr) ICPP_AGENT_HIDDEN;
+
+/* Zero every site's trap count (a fork child counts its own entries). */
+void icpp_agent_int3_reset(void) ICPP_AGENT_HIDDEN;
 
 /* Install the SIGTRAP handler (once); 0 or -errno. */
 int icpp_agent_trap_install(void) ICPP_AGENT_HIDDEN;

@@ -93,6 +93,8 @@ typedef struct work {
     uint8_t           ends_flow;      /* its last instruction ends at `size` and never
                                          falls through (ret, jmp, ud2, hlt, int3) */
     uint64_t          island;         /* short jmp: its 5-byte jmp's address */
+    uint32_t          calls_in;       /* rel32 branches (any listed function) to byte 0 */
+    uint32_t          redirected;     /* of which rewritten to reach the stub (int3 sites) */
     uint32_t          stub_size;
     uint64_t          stub;
     relsum            rel;            /* of the relocation chosen (redone at the stub) */
@@ -451,6 +453,30 @@ static void note_in(work *c, uint64_t t)
 /* Step 2: branches and function starts landing in bytes 1..4 (of jmp
  * candidates and of functions too short for the jmp: min_in, for the short
  * jmp); which functions end without falling through; branches into gaps. */
+/* The listed function starting exactly at t, or NULL (ws sorted). */
+static work *func_at(work **ws, size_t n, uint64_t t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ws[mid]->addr < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && ws[lo]->addr == t ? ws[lo] : NULL;
+}
+
+/* A branch that can be pointed elsewhere by rewriting its rel32: call,
+ * jmp, jcc (not xbegin, whose target is an abort handler). */
+static int redirectable(const icpp_agent_lde_insn *in)
+{
+    if (in->enc != ICPP_AGENT_LDE_LEGACY || in->rel_size != 4)
+        return 0;
+    return (in->map == 0 && (in->opcode == 0xe8 || in->opcode == 0xe9)) ||
+           (in->map == 1 && in->opcode >= 0x80 && in->opcode <= 0x8f);
+}
+
 static void scan_conflicts(work **ws, size_t n, gaps *g)
 {
     work **cand = malloc(n * sizeof *cand);
@@ -499,6 +525,9 @@ static void scan_conflicts(work **ws, size_t n, gaps *g)
                 gap *gp = gap_holding(g, t);
                 if (gp)
                     gp->bad = 1;
+                work *e = redirectable(&in) ? func_at(ws, n, t) : NULL;
+                if (e && e->calls_in < UINT32_MAX)
+                    e->calls_in++;
             }
             if (w->size && !w->inferred && off + len == w->size)
                 w->ends_flow = (uint8_t)no_fallthrough(&in);
@@ -581,6 +610,102 @@ static size_t short_jmps(work **ws, size_t n, gaps *g)
     return k;
 }
 
+/* ---- direct calls of int3 sites ------------------------------------------- */
+
+/* A branch whose rel32 is rewritten to reach an int3 site's stub. */
+typedef struct redirect {
+    uint64_t at;              /* the instruction; its rel32 is its last 4 bytes */
+    uint8_t  len;
+    work    *to;              /* the int3 site */
+} redirect;
+
+static int cmp_redirect(const void *a, const void *b)
+{
+    const redirect *x = a, *y = b;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Does [at, at + len) overlap bytes that a hook overwrites or relocates
+ * (a site's first rel.src_len bytes)?  Such a branch runs from the stub's
+ * copy, or not at all. */
+static int in_patched(work **ws, size_t n, uint64_t at, uint64_t len)
+{
+    size_t lo = 0, hi = n;
+    uint64_t from = at > 16 ? at - 16 : 0;
+    while (lo < hi) {          /* first function with addr >= from */
+        size_t mid = (lo + hi) / 2;
+        if (ws[mid]->addr < from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < n && ws[i]->addr < at + len; i++) {
+        const work *x = ws[i];
+        if (x->how != ICPP_AGENT_HOW_NONE && x->addr + x->rel.src_len > at)
+            return 1;
+    }
+    return 0;
+}
+
+/* Every call, jmp or jcc with a rel32 (in any listed function) that
+ * reaches byte 0 of an int3 site: pointed at the site's stub instead, it
+ * records the entry as a jmp hook would -- same entry SP, same return
+ * address -- without the trap.  Entries through pointers, through rel8
+ * branches and from other modules (the PLT) still trap.  Sets *out (NULL
+ * if none) and returns how many. */
+static size_t find_redirects(work **ws, size_t n, redirect **out)
+{
+    size_t want = 0, k = 0;
+    *out = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (ws[i]->how == ICPP_AGENT_HOW_INT3)
+            want += ws[i]->calls_in;
+    redirect *v = want ? malloc(want * sizeof *v) : NULL;
+    if (!v)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
+        if (!w->avail || (!w->size && !w->inferred))
+            continue;                  /* as scan_conflicts */
+        const uint8_t *p = (const uint8_t *)(uintptr_t)w->addr;
+        for (uint64_t off = 0; off < w->avail;) {
+            icpp_agent_lde_insn in;
+            size_t len = icpp_agent_lde_decode(p + off, w->avail - off, &in);
+            if (!len) {
+                off++;
+                continue;
+            }
+            if (redirectable(&in)) {
+                uint64_t at = w->addr + off, t = at + len + (uint64_t)(int64_t)in.rel;
+                work *e = func_at(ws, n, t);
+                if (e && e->how == ICPP_AGENT_HOW_INT3 && k < want && !in_patched(ws, n, at, len))
+                    v[k++] = (redirect){ at, (uint8_t)len, e };
+            }
+            off += len;
+        }
+    }
+    /* Overlapping function bodies decode some bytes twice: keep one copy
+     * of each branch, and none of two that overlap (the decodings
+     * disagree: not ours to write). */
+    qsort(v, k, sizeof *v, cmp_redirect);
+    size_t m = 0;
+    uint64_t prev_end = 0;            /* end of every branch before v[i] */
+    for (size_t i = 0; i < k;) {
+        size_t j = i + 1;
+        while (j < k && v[j].at == v[i].at && v[j].len == v[i].len)
+            j++;
+        uint64_t end = v[i].at + v[i].len;
+        if (prev_end <= v[i].at && (j == k || end <= v[j].at))
+            v[m++] = v[i];
+        prev_end = end > prev_end ? end : prev_end;
+        i = j;
+    }
+    for (size_t i = 0; i < m; i++)
+        v[i].to->redirected++;
+    *out = v;
+    return m;
+}
+
 /* ---- writing ---------------------------------------------------------------- */
 
 static void store_bytes(uint64_t addr, const uint8_t *b, size_t n)
@@ -608,22 +733,30 @@ typedef struct run {
 
 /* Page runs covering the sites' patched bytes (and islands), split by
  * original protection. */
-static size_t page_runs(const icpp_agent_site *s, size_t n, const rows *rs, run *out)
+static size_t page_runs(const icpp_agent_site *s, size_t n, const redirect *rd, size_t nrd,
+                        const rows *rs, run *out)
 {
     size_t k = 0;
-    for (size_t j = 0; j < 2 * n; j++) {
-        const icpp_agent_site *x = &s[j / 2];
-        uint64_t a = x->addr, len = x->state == ICPP_AGENT_SITE_INT3 ? 1 : x->island ? 2 : 5;
-        if (j % 2) {
-            if (!x->island)
-                continue;
-            a = x->island;
-            len = 5;
+    for (size_t j = 0; j < 2 * n + nrd; j++) {
+        uint64_t a, len;
+        if (j >= 2 * n) {
+            a = rd[j - 2 * n].at;
+            len = rd[j - 2 * n].len;
+        } else {
+            const icpp_agent_site *x = &s[j / 2];
+            a = x->addr;
+            len = x->state == ICPP_AGENT_SITE_INT3 ? 1 : x->island ? 2 : 5;
+            if (j % 2) {
+                if (!x->island)
+                    continue;
+                a = x->island;
+                len = 5;
+            }
         }
         for (uint64_t pg = a & ~4095ull; pg < a + len; pg += 4096) {
             const icpp_agent_maprow *r = rows_find(rs, pg);
             int prot = r ? r->prot : PROT_READ | PROT_EXEC;
-            if (k && out[k - 1].end >= pg && out[k - 1].prot == prot) {
+            if (k && out[k - 1].start <= pg && out[k - 1].end >= pg && out[k - 1].prot == prot) {
                 if (out[k - 1].end < pg + 4096)
                     out[k - 1].end = pg + 4096;
                 continue;
@@ -660,7 +793,8 @@ static void site_jmp(const icpp_agent_site *s, uint8_t b[5])
     b[4] = (uint8_t)(rel >> 24);
 }
 
-static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int live, evac *ev)
+static int write_sites(icpp_agent_site *s, size_t n, const redirect *rd, size_t nrd, run *runs,
+                       size_t nr, int live, evac *ev)
 {
     int rwx = PROT_READ | PROT_WRITE | PROT_EXEC;
     size_t done;
@@ -695,6 +829,14 @@ static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int l
             site_jmp(&s[i], b);
             store_bytes(s[i].addr + 1, b + 1, s[i].island ? 1 : 4);
             store_bytes(s[i].addr, b, 1);
+        }
+        /* Direct calls of int3 sites (never while other threads run). */
+        for (size_t i = 0; i < nrd; i++) {
+            if (!rd[i].to->stub)
+                continue;
+            int32_t rel = (int32_t)(int64_t)(rd[i].to->stub - (rd[i].at + rd[i].len));
+            uint8_t b[4] = { (uint8_t)rel, (uint8_t)(rel >> 8), (uint8_t)(rel >> 16), (uint8_t)(rel >> 24) };
+            store_bytes(rd[i].at + rd[i].len - 4, b, 4);
         }
     } else {
         for (size_t i = 0; i < n; i++)
@@ -748,6 +890,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     work **ws = malloc((n ? n : 1) * sizeof *ws);
     icpp_agent_site *sites = NULL;
     run *runs = NULL;
+    redirect *redir = NULL;
     int rc = 0, evac_unacked = 0, evac_moved = 0;
     if (!wv || !ws) {
         rc = icpp_err_set(err, ENOMEM, "%s: out of memory for %zu functions", name, n);
@@ -786,20 +929,30 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     free(gp.v);
 
     /* int3 candidates: relocate the first instruction alone */
-    uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
-    size_t nsites = 0;
     for (size_t i = 0; i < n; i++) {
         work *w = ws[i];
-        if (w->how == ICPP_AGENT_HOW_INT3) {
-            if ((flags & ICPP_AGENT_PATCH_NO_INT3) ||
-                relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1, &w->rel)) {
-                w->how = ICPP_AGENT_HOW_NONE;
-                continue;
-            }
-        }
+        if (w->how == ICPP_AGENT_HOW_INT3 &&
+            ((flags & ICPP_AGENT_PATCH_NO_INT3) ||
+             relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1, &w->rel)))
+            w->how = ICPP_AGENT_HOW_NONE;
+    }
+    /* their direct calls: to the stub (not while other threads run: a
+     * thread could be executing the branch being rewritten) */
+    int live = (flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
+    size_t nredir = live ? 0 : find_redirects(ws, n, &redir);
+
+    uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
+    size_t nsites = 0;
+    for (size_t i = 0; i < nredir; i++) {
+        lo = redir[i].at < lo ? redir[i].at : lo;
+        hi = redir[i].at + redir[i].len > hi ? redir[i].at + redir[i].len : hi;
+    }
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
         if (w->how == ICPP_AGENT_HOW_NONE)
             continue;
-        w->stub_size = (w->how == ICPP_AGENT_HOW_JMP ? STUB_PREFIX : 0) + w->rel.size;
+        /* int3 sites get the recording prefix too: their direct calls enter there */
+        w->stub_size = STUB_PREFIX + w->rel.size;
         total += (w->stub_size + 15) & ~15u;
         lo = w->addr < lo ? w->addr : lo;
         lo = w->rel.ref_lo < lo ? w->rel.ref_lo : lo;
@@ -809,7 +962,6 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     }
 
     uint64_t region = 0, region_size = (total + 4095) & ~4095ull;
-    int live = (flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
     if (nsites && !(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
         region = hi - lo < REACH ? alloc_near(&rs, lo, hi, region_size) : 0;
         if (!region) {
@@ -824,13 +976,14 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                               name, (unsigned long long)lo, (unsigned long long)hi,
                               (unsigned long long)region_size);
             nsites = 0;
+            nredir = 0;
         }
     }
 
     /* 3. emit stubs */
     if (region) {
         sites = calloc(nsites, sizeof *sites);
-        runs = calloc(nsites * 4, sizeof *runs);
+        runs = calloc(nsites * 4 + nredir * 2, sizeof *runs);
         if (!sites || !runs) {
             rc = icpp_err_set(err, ENOMEM, "%s: out of memory", name);
             icpp_sys_munmap((void *)region, region_size);
@@ -845,7 +998,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 continue;
             uint8_t *p = (uint8_t *)(uintptr_t)cur;
             int jmp = w->how == ICPP_AGENT_HOW_JMP;
-            uint64_t code = cur + (jmp ? STUB_PREFIX : 0);
+            uint64_t code = cur + STUB_PREFIX;
             icpp_agent_reloc rel;
             if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr,
                                     w->island ? w->rel.src_len : w->avail, w->addr,
@@ -855,7 +1008,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 w->reason = ICPP_AGENT_R_UNRELOCATABLE;
                 continue;
             }
-            if (jmp) {
+            {
                 int32_t disp = (int32_t)(int64_t)(region - (cur + 14));    /* end of the call */
                 p[0] = 0x41;
                 p[1] = 0x53;
@@ -915,10 +1068,10 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 if (sites[i].state == ICPP_AGENT_SITE_JMP_PENDING)
                     sites[i].state = ICPP_AGENT_SITE_JMP;
         publish(m);
-        size_t nr = page_runs(sites, nsites, &rs, runs);
+        size_t nr = page_runs(sites, nsites, redir, nredir, &rs, runs);
         evac ev = { icpp_agent_cfg.live_signal, 2000, 0, 0 };
         int use_ev = live && !(flags & ICPP_AGENT_PATCH_NO_EVACUATE);
-        if (write_sites(sites, nsites, runs, nr, live, use_ev ? &ev : NULL) < 0) {
+        if (write_sites(sites, nsites, redir, nredir, runs, nr, live, use_ev ? &ev : NULL) < 0) {
             /* Nothing or only some pages became writable: the sites are
              * published, so any int3 already written still works. */
             rc = icpp_err_set(err, EACCES,
@@ -946,6 +1099,11 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         w->f->how = w->how;
         w->f->reason = w->how == ICPP_AGENT_HOW_JMP ? ICPP_AGENT_R_OK : w->reason;
         w->f->short_jmp = w->how == ICPP_AGENT_HOW_JMP && w->island;
+        w->f->calls = w->how == ICPP_AGENT_HOW_INT3 ? w->redirected : 0;
+        if (w->how == ICPP_AGENT_HOW_INT3 && w->redirected) {
+            s.int3_calls++;
+            s.calls_redirected += w->redirected;
+        }
         if (w->how == ICPP_AGENT_HOW_JMP) {
             s.jmp_padded += w->padded;
             s.jmp_size_inferred += w->inferred;
@@ -966,6 +1124,8 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         st->jmp_padded += s.jmp_padded;
         st->jmp_size_inferred += s.jmp_size_inferred;
         st->jmp_short += s.jmp_short;
+        st->int3_calls += s.int3_calls;
+        st->calls_redirected += s.calls_redirected;
         st->evac_moved += s.evac_moved;
     }
     if (!(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
@@ -980,11 +1140,14 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         totals.jmp_padded += s.jmp_padded;
         totals.jmp_size_inferred += s.jmp_size_inferred;
         totals.jmp_short += s.jmp_short;
+        totals.int3_calls += s.int3_calls;
+        totals.calls_redirected += s.calls_redirected;
         totals.evac_moved += s.evac_moved;
     }
 out:
     free(sites);
     free(runs);
+    free(redir);
     free(ws);
     free(wv);
     free(rs.v);

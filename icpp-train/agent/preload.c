@@ -355,7 +355,7 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
         if (!e[i].sym)
             snprintf(fallback, sizeof fallback, "fn_%llx", (unsigned long long)e[i].addr);
         funcs[nfuncs + k] = (func){(uint32_t)mi, e[i].addr, strdup(e[i].sym ? e[i].sym : fallback)};
-        af[k] = (icpp_agent_func){info->dlpi_addr + e[i].addr, e[i].size, (uint32_t)(nfuncs + k), 0, 0, 0};
+        af[k] = (icpp_agent_func){info->dlpi_addr + e[i].addr, e[i].size, (uint32_t)(nfuncs + k), 0, 0, 0, 0};
         k++;
     }
     /* The table first: an entry recorded after the patch names these. */

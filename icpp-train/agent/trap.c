@@ -61,6 +61,7 @@ static void trap_handler(int sig, siginfo_t *si, void *ucv)
     if (s) {
         uint8_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
         if (st == ICPP_AGENT_SITE_INT3) {
+            __atomic_add_fetch(&((icpp_agent_site *)s)->traps, 1, __ATOMIC_RELAXED);
             icpp_agent_record(s->index, (uint64_t)g[REG_RSP]);
             g[REG_RIP] = (greg_t)s->resume;
             return;
@@ -102,6 +103,21 @@ int icpp_agent_trap_install(void)
         return (int)r;
     installed = 1;
     return 0;
+}
+
+void icpp_agent_int3_each(void (*fn)(uint32_t index, uint64_t traps, void *arg), void *arg)
+{
+    for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m; m = m->next)
+        for (size_t i = 0; i < m->nsites; i++)
+            if (m->sites[i].state == ICPP_AGENT_SITE_INT3)
+                fn(m->sites[i].index, __atomic_load_n(&m->sites[i].traps, __ATOMIC_RELAXED), arg);
+}
+
+void icpp_agent_int3_reset(void)
+{
+    for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m; m = m->next)
+        for (size_t i = 0; i < m->nsites; i++)
+            __atomic_store_n(&m->sites[i].traps, 0, __ATOMIC_RELAXED);
 }
 
 /* ---- evacuation (live patching) ---------------------------------------------- */

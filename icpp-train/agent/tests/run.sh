@@ -31,7 +31,7 @@ echo "== the recorder calls nothing outside itself"
 # Only cross-references among recorder.o/sys.o/trap.o/tramp.o are allowed.
 UNDEF=$(nm -u "$O/recorder.o" "$O/sys.o" "$O/trap.o" "$O/tramp.o" | awk 'NF==2{print $2}' | sort -u |
         grep -v -x -e _GLOBAL_OFFSET_TABLE_ -e icpp_agent_maps_find -e icpp_agent_list_threads -e icpp_agent_record -e icpp_agent_tls_ \
-                   -e icpp_agent_restore_rt -e icpp_agent_utoa || true)
+                   -e icpp_agent_restore_rt -e icpp_agent_utoa -e icpp_agent_int3_reset || true)
 if [ -n "$UNDEF" ]; then echo "FAIL: recorder objects reference: $UNDEF"; exit 1; fi
 # The length decoder (lde.c) is plain C: no libc, nothing outside itself.
 UNDEF=$(nm -u "$O/lde.o" | awk 'NF==2{print $2}' | grep -v -x _GLOBAL_OFFSET_TABLE_ || true)
