@@ -32,8 +32,11 @@
  * functions gcc's -fipa-ra lets a caller keep values in registers the callee
  * is known not to touch, r11 included (a stub that clobbered it corrupted
  * glibc's printf through its static read_int).
- * Stub for an int3 site: the relocated first instruction and jmp back; the
- * SIGTRAP handler records and resumes there.
+ * Stub for an int3 site: the same prefix, then the relocated first
+ * instruction and jmp back; the SIGTRAP handler records and resumes after
+ * the prefix.  The module's direct calls of the function (call/jmp/jcc
+ * rel32 to its byte 0: find_redirects) enter at the prefix instead, and do
+ * not trap.
  *
  * Writes: before other threads exist (the LD_PRELOAD constructor) the 5
  * bytes are simply stored.  With other threads (LIVE; automatic when
