@@ -98,6 +98,8 @@ typedef struct icpp_agent_patch_stats {
                                                rewritten to their stub (only pointers,
                                                rel8 branches and other modules trap) */
     uint32_t calls_redirected;              /* those direct calls (branch instructions) */
+    uint64_t calls_trapped;                 /* live: of those, executions taken by the SIGTRAP
+                                               handler while their rel32 was written */
     uint32_t live;                          /* 1 if the int3-bracketed live protocol was used */
     int32_t  evac_unacked;                  /* live: threads that did not answer the
                                                evacuation signal (<0: -errno, not done) */

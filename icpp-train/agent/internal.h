@@ -176,13 +176,32 @@ typedef struct icpp_agent_site {
     uint64_t traps;        /* INT3: entries through the trap in this process */
 } icpp_agent_site;
 
+/* A direct call of an int3 site whose rel32 a live patch rewrites to the
+ * site's stub: while it is written (int3 at its byte 0) the SIGTRAP handler
+ * does what the branch does, to the stub. */
+enum { ICPP_AGENT_CALL_CALL = 0, ICPP_AGENT_CALL_JMP = 1, ICPP_AGENT_CALL_JCC = 2 };
+
+typedef struct icpp_agent_callsite {
+    uint64_t at;           /* the branch instruction */
+    uint64_t to;           /* its new target (the stub) */
+    uint8_t  len;          /* its length; the rel32 is its last 4 bytes */
+    uint8_t  kind;         /* ICPP_AGENT_CALL_* */
+    uint8_t  cc;           /* jcc: the condition (opcode & 15) */
+    uint8_t  first;        /* its original byte 0 */
+} icpp_agent_callsite;
+
 /* A patched module's sites, sorted by addr; published on a lock-free list. */
 typedef struct icpp_agent_modsites {
     struct icpp_agent_modsites *next;
     uint64_t                    lo, hi;     /* [first site addr, last site addr] */
     icpp_agent_site            *sites;
     size_t                      nsites;
+    icpp_agent_callsite        *calls;      /* live patches' rewritten calls, sorted by at */
+    size_t                      ncalls;
 } icpp_agent_modsites;
+
+/* Branches the SIGTRAP handler carried out for a live patch's rewrites. */
+extern volatile uint64_t icpp_agent_calls_emulated ICPP_AGENT_HIDDEN;
 
 extern icpp_agent_modsites *volatile icpp_agent_mods ICPP_AGENT_HIDDEN;
 

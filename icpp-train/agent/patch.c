@@ -99,6 +99,7 @@ typedef struct work {
     uint32_t          calls_in;       /* rel32 branches (any listed function) to byte 0 */
     uint32_t          redirected;     /* of which rewritten to reach the stub (int3 sites) */
     uint32_t          stub_size;
+    uint32_t          code_end;       /* end of the relocated instructions after the prefix */
     uint64_t          stub;
     relsum            rel;            /* of the relocation chosen (redone at the stub) */
 } work;
@@ -619,6 +620,9 @@ static size_t short_jmps(work **ws, size_t n, gaps *g)
 typedef struct redirect {
     uint64_t at;              /* the instruction; its rel32 is its last 4 bytes */
     uint8_t  len;
+    uint8_t  kind;            /* ICPP_AGENT_CALL_* */
+    uint8_t  cc;              /* jcc: opcode & 15 */
+    uint8_t  first;           /* its byte 0 */
     work    *to;              /* the int3 site */
 } redirect;
 
@@ -682,7 +686,10 @@ static size_t find_redirects(work **ws, size_t n, redirect **out)
                 uint64_t at = w->addr + off, t = at + len + (uint64_t)(int64_t)in.rel;
                 work *e = func_at(ws, n, t);
                 if (e && e->how == ICPP_AGENT_HOW_INT3 && k < want && !in_patched(ws, n, at, len))
-                    v[k++] = (redirect){ at, (uint8_t)len, e };
+                    v[k++] = (redirect){ at, (uint8_t)len,
+                                         in.map == 1 ? ICPP_AGENT_CALL_JCC
+                                         : in.opcode == 0xe8 ? ICPP_AGENT_CALL_CALL : ICPP_AGENT_CALL_JMP,
+                                         (uint8_t)(in.opcode & 15), p[off], e };
             }
             off += len;
         }
@@ -707,6 +714,36 @@ static size_t find_redirects(work **ws, size_t n, redirect **out)
         v[i].to->redirected++;
     *out = v;
     return m;
+}
+
+/* A branch relocated into a stub (a function whose first instructions
+ * call an int3 site: `push %rbp; mov %rsp,%rbp; call f`) runs from the
+ * copy: point the copy's rel32 at the site's stub too.  Before the stubs
+ * are made executable. */
+static void retarget_copies(work **ws, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
+        if (w->how == ICPP_AGENT_HOW_NONE || !w->stub)
+            continue;
+        uint64_t code = w->stub + STUB_PREFIX;
+        for (uint32_t off = 0; off < w->code_end;) {
+            icpp_agent_lde_insn in;
+            size_t len = icpp_agent_lde_decode((const uint8_t *)(uintptr_t)(code + off), w->code_end - off, &in);
+            if (!len)
+                break;
+            if (redirectable(&in)) {
+                uint64_t at = code + off, t = at + len + (uint64_t)(int64_t)in.rel;
+                work *e = func_at(ws, n, t);
+                if (e && e->how == ICPP_AGENT_HOW_INT3 && e->stub) {
+                    int32_t rel = (int32_t)(int64_t)(e->stub - (at + len));
+                    memcpy((void *)(uintptr_t)(at + len - 4), &rel, 4);
+                    e->redirected++;
+                }
+            }
+            off += (uint32_t)len;
+        }
+    }
 }
 
 /* ---- writing ---------------------------------------------------------------- */
@@ -796,6 +833,14 @@ static void site_jmp(const icpp_agent_site *s, uint8_t b[5])
     b[4] = (uint8_t)(rel >> 24);
 }
 
+/* Point a redirected branch at its site's stub. */
+static void write_rel32(const redirect *r)
+{
+    int32_t rel = (int32_t)(int64_t)(r->to->stub - (r->at + r->len));
+    uint8_t b[4] = { (uint8_t)rel, (uint8_t)(rel >> 8), (uint8_t)(rel >> 16), (uint8_t)(rel >> 24) };
+    store_bytes(r->at + r->len - 4, b, 4);
+}
+
 static int write_sites(icpp_agent_site *s, size_t n, const redirect *rd, size_t nrd, run *runs,
                        size_t nr, int live, evac *ev)
 {
@@ -834,13 +879,9 @@ static int write_sites(icpp_agent_site *s, size_t n, const redirect *rd, size_t 
             store_bytes(s[i].addr, b, 1);
         }
         /* Direct calls of int3 sites (never while other threads run). */
-        for (size_t i = 0; i < nrd; i++) {
-            if (!rd[i].to->stub)
-                continue;
-            int32_t rel = (int32_t)(int64_t)(rd[i].to->stub - (rd[i].at + rd[i].len));
-            uint8_t b[4] = { (uint8_t)rel, (uint8_t)(rel >> 8), (uint8_t)(rel >> 16), (uint8_t)(rel >> 24) };
-            store_bytes(rd[i].at + rd[i].len - 4, b, 4);
-        }
+        for (size_t i = 0; i < nrd; i++)
+            if (rd[i].to->stub)
+                write_rel32(&rd[i]);
     } else {
         for (size_t i = 0; i < n; i++)
             store_bytes(s[i].addr, (const uint8_t *)"\xcc", 1);
@@ -867,6 +908,24 @@ static int write_sites(icpp_agent_site *s, size_t n, const redirect *rd, size_t 
         for (size_t i = 0; i < n; i++)
             if (s[i].state != ICPP_AGENT_SITE_INT3)
                 __atomic_store_n(&s[i].state, ICPP_AGENT_SITE_JMP, __ATOMIC_RELEASE);
+        /* Direct calls of int3 sites, bracketed the same way: int3 at the
+         * branch's byte 0 (the handler takes the branch to the stub:
+         * icpp_agent_callsite), its rel32, its byte 0 again.  No thread is
+         * ever inside a branch instruction, so none needs moving. */
+        if (nrd) {
+            for (size_t i = 0; i < nrd; i++)
+                if (rd[i].to->stub)
+                    store_bytes(rd[i].at, (const uint8_t *)"\xcc", 1);
+            sync_cores();
+            for (size_t i = 0; i < nrd; i++)
+                if (rd[i].to->stub)
+                    write_rel32(&rd[i]);
+            sync_cores();
+            for (size_t i = 0; i < nrd; i++)
+                if (rd[i].to->stub)
+                    store_bytes(rd[i].at, &rd[i].first, 1);
+            sync_cores();
+        }
     }
 restore:
     for (size_t i = 0; i < done; i++)
@@ -895,6 +954,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     run *runs = NULL;
     redirect *redir = NULL;
     int rc = 0, evac_unacked = 0, evac_moved = 0;
+    uint64_t calls_trapped = 0;
     if (!wv || !ws) {
         rc = icpp_err_set(err, ENOMEM, "%s: out of memory for %zu functions", name, n);
         goto out;
@@ -939,10 +999,9 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
              relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1, &w->rel)))
             w->how = ICPP_AGENT_HOW_NONE;
     }
-    /* their direct calls: to the stub (not while other threads run: a
-     * thread could be executing the branch being rewritten) */
+    /* their direct calls: to the stub */
     int live = (flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
-    size_t nredir = live ? 0 : find_redirects(ws, n, &redir);
+    size_t nredir = find_redirects(ws, n, &redir);
 
     uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
     size_t nsites = 0;
@@ -1040,9 +1099,11 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 s->dst_off[j] = rel.dst_off[j];
             }
             w->stub = cur;
+            w->code_end = rel.code_end;
             cur += (w->stub_size + 15) & ~15u;
         }
         nsites = k;
+        retarget_copies(ws, n);
         if (icpp_sys_mprotect(region, region_size, PROT_READ | PROT_EXEC) < 0) {
             rc = icpp_err_set(err, EACCES, "%s: cannot make the stub memory executable", name);
             icpp_sys_munmap((void *)region, region_size);
@@ -1064,6 +1125,18 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         }
         m->sites = sites;
         m->nsites = nsites;
+        if (live && nredir && (m->calls = calloc(nredir, sizeof *m->calls))) {
+            /* what the SIGTRAP handler does for a branch being rewritten */
+            for (size_t i = 0; i < nredir; i++)
+                if (redir[i].to->stub)
+                    m->calls[m->ncalls++] = (icpp_agent_callsite){
+                        redir[i].at, redir[i].to->stub, redir[i].len, redir[i].kind, redir[i].cc,
+                        redir[i].first };
+        } else if (live && nredir) {
+            for (size_t i = 0; i < nredir; i++)   /* no table for the handler: they keep trapping */
+                redir[i].to->redirected = 0;
+            nredir = 0;
+        }
         m->lo = nsites ? sites[0].addr : 1;
         m->hi = nsites ? sites[nsites - 1].addr : 0;
         if (!live)
@@ -1074,7 +1147,10 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         size_t nr = page_runs(sites, nsites, redir, nredir, &rs, runs);
         evac ev = { icpp_agent_cfg.live_signal, 2000, 0, 0 };
         int use_ev = live && !(flags & ICPP_AGENT_PATCH_NO_EVACUATE);
-        if (write_sites(sites, nsites, redir, nredir, runs, nr, live, use_ev ? &ev : NULL) < 0) {
+        uint64_t emulated = icpp_agent_calls_emulated;
+        int wrc = write_sites(sites, nsites, redir, nredir, runs, nr, live, use_ev ? &ev : NULL);
+        calls_trapped = icpp_agent_calls_emulated - emulated;
+        if (wrc < 0) {
             /* Nothing or only some pages became writable: the sites are
              * published, so any int3 already written still works. */
             rc = icpp_err_set(err, EACCES,
@@ -1096,6 +1172,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     s.live = (uint32_t)live;
     s.evac_unacked = evac_unacked;
     s.evac_moved = (uint32_t)evac_moved;
+    s.calls_trapped = calls_trapped;
     s.stub_bytes = region ? region_size : 0;
     for (size_t i = 0; i < n; i++) {
         work *w = &wv[i];
@@ -1129,6 +1206,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         st->jmp_short += s.jmp_short;
         st->int3_calls += s.int3_calls;
         st->calls_redirected += s.calls_redirected;
+        st->calls_trapped += s.calls_trapped;
         st->evac_moved += s.evac_moved;
     }
     if (!(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
@@ -1145,6 +1223,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         totals.jmp_short += s.jmp_short;
         totals.int3_calls += s.int3_calls;
         totals.calls_redirected += s.calls_redirected;
+        totals.calls_trapped += s.calls_trapped;
         totals.evac_moved += s.evac_moved;
     }
 out:

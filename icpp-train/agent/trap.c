@@ -52,12 +52,68 @@ const icpp_agent_site *icpp_agent_site_at(uint64_t addr)
     return 0;
 }
 
+volatile uint64_t icpp_agent_calls_emulated;
+
+/* The rewritten branch at addr, or NULL (signal-safe). */
+static const icpp_agent_callsite *callsite_at(uint64_t addr)
+{
+    for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m;
+         m = m->next) {
+        size_t lo = 0, hi = m->ncalls;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (m->calls[mid].at < addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < m->ncalls && m->calls[lo].at == addr)
+            return &m->calls[lo];
+    }
+    return 0;
+}
+
+/* Whether jcc's condition cc (opcode & 15) holds for these flags. */
+static int cond_holds(unsigned cc, uint64_t f)
+{
+    int cf = f & 1, pf = (f >> 2) & 1, zf = (f >> 6) & 1, sf = (f >> 7) & 1, of = (f >> 11) & 1, r;
+    switch (cc >> 1) {
+    case 0: r = of; break;                  /* jo */
+    case 1: r = cf; break;                  /* jb */
+    case 2: r = zf; break;                  /* je */
+    case 3: r = cf | zf; break;             /* jbe */
+    case 4: r = sf; break;                  /* js */
+    case 5: r = pf; break;                  /* jp */
+    case 6: r = sf != of; break;            /* jl */
+    default: r = zf | (sf != of); break;    /* jle */
+    }
+    return r ^ (int)(cc & 1);
+}
+
 static void trap_handler(int sig, siginfo_t *si, void *ucv)
 {
     ucontext_t *uc = ucv;
     greg_t *g = uc->uc_mcontext.gregs;
     uint64_t pc = (uint64_t)g[REG_RIP] - 1;
     const icpp_agent_site *s = si->si_code == SI_KERNEL ? icpp_agent_site_at(pc) : 0;
+    const icpp_agent_callsite *c = si->si_code == SI_KERNEL && !s ? callsite_at(pc) : 0;
+    if (c) {
+        /* A branch being rewritten: take it (to the stub, which records).
+         * A call's push lands in the red zone, which a call overwrites
+         * anyway; the signal frame lies below the red zone. */
+        uint64_t next = pc + c->len;
+        if (c->kind == ICPP_AGENT_CALL_CALL) {
+            g[REG_RSP] -= 8;
+            *(volatile uint64_t *)(uintptr_t)g[REG_RSP] = next;
+            g[REG_RIP] = (greg_t)c->to;
+        } else if (c->kind == ICPP_AGENT_CALL_JMP || cond_holds(c->cc, (uint64_t)g[REG_EFL])) {
+            g[REG_RIP] = (greg_t)c->to;
+        } else {
+            g[REG_RIP] = (greg_t)next;
+        }
+        __atomic_add_fetch(&icpp_agent_calls_emulated, 1, __ATOMIC_RELAXED);
+        return;
+    }
     if (s) {
         uint8_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
         if (st == ICPP_AGENT_SITE_INT3) {
