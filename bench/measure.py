@@ -229,6 +229,9 @@ class Bench:
         # every int3-hooked function and its entries through the trap
         s["int3"] = [[m.group(1), int(m.group(2))] for m in
                      re.finditer(r"^  int3: (.*): (\d+) entries through the trap$", text, re.M)]
+        m = re.search(r"^  int3: (\d+) more int3-hooked functions", text, re.M)
+        if m:
+            s["int3"].append(["%s more, never entered" % m.group(1), 0])
         return s
 
     def fig_maps(self):

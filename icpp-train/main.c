@@ -97,7 +97,9 @@ static int int3row_cmp(const void *a, const void *b)
 }
 
 /* The int3-hooked functions with their entries through the trap (metadata
- * "int3-entries:NAME (MODULE)"), most entered first, one a line. */
+ * "int3-entries:NAME (MODULE)"), most entered first, one a line; more than
+ * INT3_ZEROS_LISTED never entered are summed up in one line. */
+#define INT3_ZEROS_LISTED 10
 static void print_int3(FILE *out, const icpp_pathmap *pm, const char *prefix)
 {
     size_t n = 0, nm = icpp_pathmap_nmeta(pm);
@@ -110,10 +112,16 @@ static void print_int3(FILE *out, const icpp_pathmap *pm, const char *prefix)
             v[n++] = (int3row){k + 13, strtoull(icpp_pathmap_meta(pm, k), NULL, 10)};
     }
     qsort(v, n, sizeof *v, int3row_cmp);
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; i++)
+        zeros += v[i].n == 0;
     char eb[1024];
     for (size_t i = 0; i < n; i++)
-        fprintf(out, "%s%s: %" PRIu64 " entries through the trap\n", prefix, icpp_escape(v[i].name, eb, sizeof eb),
-                v[i].n);
+        if (v[i].n || zeros <= INT3_ZEROS_LISTED)
+            fprintf(out, "%s%s: %" PRIu64 " entries through the trap\n", prefix,
+                    icpp_escape(v[i].name, eb, sizeof eb), v[i].n);
+    if (zeros > INT3_ZEROS_LISTED)
+        fprintf(out, "%s%zu more int3-hooked functions: never entered through the trap\n", prefix, zeros);
     free(v);
 }
 
