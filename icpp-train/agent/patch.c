@@ -96,7 +96,6 @@ typedef struct work {
     uint8_t           ends_flow;      /* its last instruction ends at `size` and never
                                          falls through (ret, jmp, ud2, hlt, int3) */
     uint64_t          island;         /* short jmp: its 5-byte jmp's address */
-    uint32_t          calls_in;       /* rel32 branches (any listed function) to byte 0 */
     uint32_t          redirected;     /* of which rewritten to reach the stub (int3 sites) */
     uint32_t          stub_size;
     uint32_t          code_end;       /* end of the relocated instructions after the prefix */
@@ -454,11 +453,9 @@ static void note_in(work *c, uint64_t t)
         c->min_in = off;
 }
 
-/* Step 2: branches and function starts landing in bytes 1..4 (of jmp
- * candidates and of functions too short for the jmp: min_in, for the short
- * jmp); which functions end without falling through; branches into gaps. */
-/* The listed function starting exactly at t, or NULL (ws sorted). */
-static work *func_at(work **ws, size_t n, uint64_t t)
+/* The index in ws of the listed function starting exactly at t, or n (ws
+ * sorted). */
+static size_t func_index(work **ws, size_t n, uint64_t t)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -468,7 +465,44 @@ static work *func_at(work **ws, size_t n, uint64_t t)
         else
             hi = mid;
     }
-    return lo < n && ws[lo]->addr == t ? ws[lo] : NULL;
+    return lo < n && ws[lo]->addr == t ? lo : n;
+}
+
+static work *func_at(work **ws, size_t n, uint64_t t)
+{
+    size_t i = func_index(ws, n, t);
+    return i < n ? ws[i] : NULL;
+}
+
+/* The sweep's direct branches (call/jmp/jcc rel32) to listed functions'
+ * starts, so that find_redirects need not decode the module again. */
+typedef struct edge {
+    uint32_t off;             /* the branch, from the first function's start */
+    uint32_t to_len;          /* index in ws of its target << 4 | its length */
+} edge;
+
+typedef struct edges {
+    edge    *v;
+    size_t   n, cap;
+    uint64_t base;            /* ws[0]->addr */
+    int      failed;          /* out of memory: no redirects */
+} edges;
+
+static void edge_add(edges *eg, uint64_t at, size_t to, size_t len)
+{
+    if (eg->failed || at - eg->base > UINT32_MAX || to >= (1u << 28))
+        return;
+    if (eg->n == eg->cap) {
+        size_t nc = eg->cap ? 2 * eg->cap : 4096;
+        edge *nv = realloc(eg->v, nc * sizeof *nv);
+        if (!nv) {
+            eg->failed = 1;
+            return;
+        }
+        eg->v = nv;
+        eg->cap = nc;
+    }
+    eg->v[eg->n++] = (edge){ (uint32_t)(at - eg->base), (uint32_t)(to << 4 | len) };
 }
 
 /* A branch that can be pointed elsewhere by rewriting its rel32: call,
@@ -481,7 +515,11 @@ static int redirectable(const icpp_agent_lde_insn *in)
            (in->map == 1 && in->opcode >= 0x80 && in->opcode <= 0x8f);
 }
 
-static void scan_conflicts(work **ws, size_t n, gaps *g)
+/* Step 2: branches and function starts landing in bytes 1..4 (of jmp
+ * candidates and of functions too short for the jmp: min_in, for the short
+ * jmp); which functions end without falling through; branches into gaps;
+ * direct branches to function starts (eg). */
+static void scan_conflicts(work **ws, size_t n, gaps *g, edges *eg)
 {
     work **cand = malloc(n * sizeof *cand);
     if (!cand) {
@@ -529,9 +567,9 @@ static void scan_conflicts(work **ws, size_t n, gaps *g)
                 gap *gp = gap_holding(g, t);
                 if (gp)
                     gp->bad = 1;
-                work *e = redirectable(&in) ? func_at(ws, n, t) : NULL;
-                if (e && e->calls_in < UINT32_MAX)
-                    e->calls_in++;
+                size_t ei = redirectable(&in) ? func_index(ws, n, t) : n;
+                if (ei < n)
+                    edge_add(eg, at, ei, len);
             }
             if (w->size && !w->inferred && off + len == w->size)
                 w->ends_flow = (uint8_t)no_fallthrough(&in);
@@ -660,39 +698,27 @@ static int in_patched(work **ws, size_t n, uint64_t at, uint64_t len)
  * address -- without the trap.  Entries through pointers, through rel8
  * branches and from other modules (the PLT) still trap.  Sets *out (NULL
  * if none) and returns how many. */
-static size_t find_redirects(work **ws, size_t n, redirect **out)
+static size_t find_redirects(work **ws, size_t n, const edges *eg, redirect **out)
 {
     size_t want = 0, k = 0;
     *out = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (ws[i]->how == ICPP_AGENT_HOW_INT3)
-            want += ws[i]->calls_in;
+    for (size_t i = 0; i < eg->n && !eg->failed; i++)
+        want += ws[eg->v[i].to_len >> 4]->how == ICPP_AGENT_HOW_INT3;
     redirect *v = want ? malloc(want * sizeof *v) : NULL;
     if (!v)
         return 0;
-    for (size_t i = 0; i < n; i++) {
-        work *w = ws[i];
-        if (!w->avail || (!w->size && !w->inferred))
-            continue;                  /* as scan_conflicts */
-        const uint8_t *p = (const uint8_t *)(uintptr_t)w->addr;
-        for (uint64_t off = 0; off < w->avail;) {
-            icpp_agent_lde_insn in;
-            size_t len = icpp_agent_lde_decode(p + off, w->avail - off, &in);
-            if (!len) {
-                off++;
-                continue;
-            }
-            if (redirectable(&in)) {
-                uint64_t at = w->addr + off, t = at + len + (uint64_t)(int64_t)in.rel;
-                work *e = func_at(ws, n, t);
-                if (e && e->how == ICPP_AGENT_HOW_INT3 && k < want && !in_patched(ws, n, at, len))
-                    v[k++] = (redirect){ at, (uint8_t)len,
-                                         in.map == 1 ? ICPP_AGENT_CALL_JCC
-                                         : in.opcode == 0xe8 ? ICPP_AGENT_CALL_CALL : ICPP_AGENT_CALL_JMP,
-                                         (uint8_t)(in.opcode & 15), p[off], e };
-            }
-            off += len;
-        }
+    for (size_t i = 0; i < eg->n; i++) {
+        work *e = ws[eg->v[i].to_len >> 4];
+        uint64_t at = eg->base + eg->v[i].off;
+        size_t len = eg->v[i].to_len & 15;
+        icpp_agent_lde_insn in;
+        if (e->how != ICPP_AGENT_HOW_INT3 || in_patched(ws, n, at, len) ||
+            icpp_agent_lde_decode((const uint8_t *)(uintptr_t)at, len, &in) != len || !redirectable(&in))
+            continue;
+        v[k++] = (redirect){ at, (uint8_t)len,
+                             in.map == 1 ? ICPP_AGENT_CALL_JCC
+                             : in.opcode == 0xe8 ? ICPP_AGENT_CALL_CALL : ICPP_AGENT_CALL_JMP,
+                             (uint8_t)(in.opcode & 15), *(const uint8_t *)(uintptr_t)at, e };
     }
     /* Overlapping function bodies decode some bytes twice: keep one copy
      * of each branch, and none of two that overlap (the decodings
@@ -987,7 +1013,8 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     /* 2. conflicts, then the short jmp where the jmp did not fit */
     gaps gp = { 0 };
     find_gaps(ws, n, &rs, &gp);
-    scan_conflicts(ws, n, &gp);
+    edges eg = { NULL, 0, 0, n ? ws[0]->addr : 0, 0 };
+    scan_conflicts(ws, n, &gp, &eg);
     short_jmps(ws, n, &gp);
     free(gp.v);
 
@@ -1001,7 +1028,8 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     }
     /* their direct calls: to the stub */
     int live = (flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
-    size_t nredir = find_redirects(ws, n, &redir);
+    size_t nredir = find_redirects(ws, n, &eg, &redir);
+    free(eg.v);
 
     uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
     size_t nsites = 0;
