@@ -429,17 +429,24 @@ static gap *gap_holding(gaps *g, uint64_t t)
     return lo && t < g->v[lo - 1].hi ? &g->v[lo - 1] : NULL;
 }
 
-/* The jmp candidate whose bytes 1..4 hold t, or NULL.  cand: sorted. */
-static work *cand_holding(work **cand, size_t n, uint64_t t)
+/* The first of v[0..n) (sorted by addr) with addr >= t, or n. */
+static size_t first_from(work **v, size_t n, uint64_t t)
 {
     size_t lo = 0, hi = n;
-    while (lo < hi) {          /* first candidate with addr >= t */
+    while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cand[mid]->addr < t)
+        if (v[mid]->addr < t)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The jmp candidate whose bytes 1..4 hold t, or NULL.  cand: sorted. */
+static work *cand_holding(work **cand, size_t n, uint64_t t)
+{
+    size_t lo = first_from(cand, n, t);
     if (lo == 0)
         return NULL;
     work *c = cand[lo - 1];
@@ -457,14 +464,7 @@ static void note_in(work *c, uint64_t t)
  * sorted). */
 static size_t func_index(work **ws, size_t n, uint64_t t)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (ws[mid]->addr < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = first_from(ws, n, t);
     return lo < n && ws[lo]->addr == t ? lo : n;
 }
 
@@ -675,16 +675,7 @@ static int cmp_redirect(const void *a, const void *b)
  * copy, or not at all. */
 static int in_patched(work **ws, size_t n, uint64_t at, uint64_t len)
 {
-    size_t lo = 0, hi = n;
-    uint64_t from = at > 16 ? at - 16 : 0;
-    while (lo < hi) {          /* first function with addr >= from */
-        size_t mid = (lo + hi) / 2;
-        if (ws[mid]->addr < from)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; i < n && ws[i]->addr < at + len; i++) {
+    for (size_t i = first_from(ws, n, at > 16 ? at - 16 : 0); i < n && ws[i]->addr < at + len; i++) {
         const work *x = ws[i];
         if (x->how != ICPP_AGENT_HOW_NONE && x->addr + x->rel.src_len > at)
             return 1;

@@ -32,22 +32,29 @@ typedef struct ksigaction {
 static ksigaction prev;
 static int installed;
 
+/* The element of v[0..n) (each `stride` bytes, sorted by a leading
+ * uint64_t address) whose address is addr, or NULL. */
+static const void *find_addr(const void *v, size_t n, size_t stride, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (*(const uint64_t *)(const void *)((const char *)v + mid * stride) < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const void *e = (const char *)v + lo * stride;
+    return lo < n && *(const uint64_t *)e == addr ? e : 0;
+}
+
 const icpp_agent_site *icpp_agent_site_at(uint64_t addr)
 {
     for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m;
          m = m->next) {
-        if (addr < m->lo || addr > m->hi)
-            continue;
-        size_t lo = 0, hi = m->nsites;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (m->sites[mid].addr < addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < m->nsites && m->sites[lo].addr == addr)
-            return &m->sites[lo];
+        const void *e = addr < m->lo || addr > m->hi ? 0 : find_addr(m->sites, m->nsites, sizeof *m->sites, addr);
+        if (e)
+            return e;
     }
     return 0;
 }
@@ -59,16 +66,9 @@ static const icpp_agent_callsite *callsite_at(uint64_t addr)
 {
     for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m;
          m = m->next) {
-        size_t lo = 0, hi = m->ncalls;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (m->calls[mid].at < addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < m->ncalls && m->calls[lo].at == addr)
-            return &m->calls[lo];
+        const void *e = find_addr(m->calls, m->ncalls, sizeof *m->calls, addr);
+        if (e)
+            return e;
     }
     return 0;
 }
