@@ -274,7 +274,6 @@ class Report:
             ("%.2fx" % gm[v]) if gm[v] else "n/a" for v, _ in TRAIN_VARIANTS))
         self.fixed_cost(data, TRAIN_VARIANTS)
         self.w()
-        self.train_nofp(data)
         g = gm.get("icpp-train")
         if g:
             self.w("Issue target: icpp-train <= 2x geomean. Measured %.2fx: %s. (The paper's training, a" % (
@@ -284,6 +283,7 @@ class Report:
             if h:
                 self.w("The hooks alone cost %.2fx geomean; recording the calling-context tree the rest." % h)
             self.w()
+        self.train_nofp(data)
 
     def train_nofp(self, data):
         """The no-frame-pointer builds, run in the same setups as the fp builds."""
