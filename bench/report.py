@@ -768,7 +768,7 @@ class Report:
         """Every function hooked by int3 in each map's run, with its entries through the trap."""
         lines = []
         for n in self.order:
-            for b in ("fp", "nofp"):
+            for b in ("fp", "nofp", "distro"):
                 for iid, e in data.get(n, {}).get(b, {}).items():
                     st = e.get("stats") or {}
                     if "int3" not in st:
