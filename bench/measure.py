@@ -225,11 +225,18 @@ class Bench:
                 "unique_contexts": r"([\d.]+)% of contexts", "unique_calls": r"([\d.]+)% of calls",
                 "patched_jmp": r"patched-jmp\s+(\d+)", "patched_int3": r"patched-int3\s+(\d+)",
                 "patched_none": r"patched-none\s+(\d+)", "dropped_depth": r"dropped-depth\s+(\d+)",
+                "int3_entries": r"int3-entries\s+(\d+)", "redirected_calls": r"redirected-calls\s+(\d+)",
                 "modules": r"modules:\s+(\d+)"}
         for k, p in pats.items():
             m = re.search(p, text)
             if m:
                 s[k] = float(m.group(1)) if "." in m.group(1) else int(m.group(1))
+        # every int3-hooked function and its entries through the trap
+        s["int3"] = [[m.group(1), int(m.group(2))] for m in
+                     re.finditer(r"^  int3: (.*): (\d+) entries through the trap$", text, re.M)]
+        m = re.search(r"^  int3: (\d+) more int3-hooked functions", text, re.M)
+        if m:
+            s["int3"].append(["%s more, never entered" % m.group(1), 0])
         return s
 
     def fig_maps(self):
@@ -563,12 +570,18 @@ class Bench:
             tools["hooks-only"] = lambda o: ["env", "LD_PRELOAD=" + self.hooks_only, "ICPP_TRAIN_DIR=" + scratch]
         if self.uftrace:
             tools["uftrace"] = lambda o: [self.uftrace, "record", "-d", o, "-P", "."]
+        # the no-frame-pointer build, in the same setups: its overhead next to the fp build's
+        nofp_tools = {"plain": tools["plain"], "icpp-train": tools["icpp-train"],
+                      "icpp-train-main": tools["icpp-train-main"]} if "nofp" in self.builds() else {}
         cache = {}
 
         def variants(name):
             if name not in cache:
                 inp = self.programs[name]["ovh"] if name in self.programs else None
                 vs = {v: self.variant(name, self.main_build(name), inp, t, "train", v) for v, t in tools.items()}
+                if inp and "nofp" in self.builds(name):
+                    vs.update({v + "-nofp": self.variant(name, "nofp", inp, t, "train", v + "-nofp")
+                               for v, t in nofp_tools.items()})
                 ent = self.res.setdefault("train", {}).setdefault(name, {"runs": []})
                 ent["input"] = inp["id"] if inp else None
                 ent["input_bytes"] = inp["size"] if inp else 0

@@ -283,6 +283,46 @@ class Report:
             if h:
                 self.w("The hooks alone cost %.2fx geomean; recording the calling-context tree the rest." % h)
             self.w()
+        self.train_nofp(data)
+
+    def train_nofp(self, data):
+        """The no-frame-pointer builds, run in the same setups as the fp builds."""
+        rows = [n for n in self.order if any("plain-nofp" in r for r in data.get(n, {}).get("runs", []))]
+        if not rows:
+            return
+        self.w("No-frame-pointer builds (the same program built without frame pointers, run in the same")
+        self.w("setups: every variant of both builds in one random order). nofp / fp is, per setup, the nofp")
+        self.w("build's overhead over the fp build's; issue #12's target is <= 1.2x for icpp-train.")
+        self.w()
+        vs = [("icpp-train", "icpp-train"), ("icpp-train-main", "icpp-train --modules main")]
+        self.w("| program | uninstrumented s (nofp) | %s |" % " | ".join(
+            "%s: fp | nofp | nofp / fp" % l for _, l in vs))
+        self.w("|---|---|%s" % ("---|---|---|" * len(vs)))
+        worst = None
+        for n in rows:
+            runs = data[n]["runs"]
+            pw = walls(runs, "plain-nofp")
+            cells = []
+            for v, _ in vs:
+                rel = []
+                for r in runs:
+                    a, b = r.get(v + "-nofp", {}).get("wall"), r.get("plain-nofp", {}).get("wall")
+                    c, d = r.get(v, {}).get("wall"), r.get("plain", {}).get("wall")
+                    if a and b and c and d:
+                        rel.append((a / b) / (c / d))
+                srel = ratio_summary(rel)
+                cells += [fmt_ratio(ratio_summary(ratios(runs, v))),
+                          fmt_ratio(ratio_summary(ratios(runs, v + "-nofp", "plain-nofp"))), fmt_ratio(srel)]
+                if v == "icpp-train" and srel.get("n"):
+                    worst = max(worst or 0, srel["median"])
+                if v == "icpp-train" and self.a.check and not srel.get("n"):
+                    self.bad("training overhead of %s nofp: no ratio" % n)
+            self.w("| %s | %s | %s |" % (n, num(statistics.median(pw) if pw else None, "%.3f"), " | ".join(cells)))
+        self.w()
+        if worst is not None:
+            self.w("Issue #12 target (icpp-train's nofp / fp <= 1.2x on every program): worst median %.2fx: %s." % (
+                worst, "met" if worst <= 1.2 else "**not met**"))
+            self.w()
 
     # -------------------------------------------------------------- figure 2
     def sample(self):
@@ -721,6 +761,33 @@ class Report:
                         num(e.get("map_bytes", 0) / 1024, "%.0f")))
                     if self.a.check and not st.get("paths"):
                         self.bad("map of %s %s %s has no paths" % (n, b, iid))
+        self.w()
+        self.int3_fallbacks(data)
+
+    def int3_fallbacks(self, data):
+        """Every function hooked by int3 in each map's run, with its entries through the trap."""
+        lines = []
+        for n in self.order:
+            for b in ("fp", "nofp", "distro"):
+                for iid, e in data.get(n, {}).get(b, {}).items():
+                    st = e.get("stats") or {}
+                    if "int3" not in st:
+                        continue
+                    fs = ", ".join("%s %s" % (f, si(c).strip()) for f, c in st["int3"]) or "none"
+                    lines.append("| %s | %s | %s | %s | %s | %s |" % (
+                        n, b, iid, fs, st.get("redirected_calls", "n/a"), si(st.get("int3_entries")).strip()))
+        if not lines:
+            return
+        self.w("int3 fallbacks: every function hooked by int3 (its entry bytes could take no jmp), with how")
+        self.w("often it was entered through the trap (`icpp-train --stats`). Direct calls (call/jmp/jcc rel32")
+        self.w("in the module) of such a function are pointed at its hook and do not trap; calls through")
+        self.w("pointers, rel8 branches and calls from other modules do (docs/train.md).")
+        self.w()
+        self.w("| program | build | input | int3-hooked functions: trap entries | direct calls rewritten | "
+               "trap entries, total |")
+        self.w("|---|---|---|---|---|---|")
+        for line in lines:
+            self.w(line)
         self.w()
 
     # -------------------------------------------------------------- figure 5

@@ -45,13 +45,17 @@ static const char *usage_text =
     "      --max-depth N  shadow-stack frames per thread (default 1048576);\n"
     "                     deeper calls are counted, not recorded.\n"
     "      --stats MAP    print a map's contents: modules, functions, paths,\n"
-    "                     context ids and how unique they are.\n"
+    "                     context ids and how unique they are; how functions\n"
+    "                     were hooked and the int3-hooked ones' trap entries.\n"
     "      --paths MAP    list every call path: count, heights, names, and\n"
     "                     module@address of each function (a path deeper than\n"
     "                     256 functions: its first and last 8).\n"
     "  -v, --verbose      list every function that did not get the jmp hook (the\n"
     "                     slower int3, or none) with the reason, as the agent\n"
-    "                     patches it (stripped functions as fn_ADDR).\n"
+    "                     patches it (stripped functions as fn_ADDR), and at the\n"
+    "                     end how often each int3-hooked function was entered\n"
+    "                     through its trap (its direct calls do not trap: they\n"
+    "                     are pointed at the hook).\n"
     "  -q, --quiet        no summary.\n"
     "  -h, --help         this text.\n"
     "\n"
@@ -80,6 +84,46 @@ static void die(int status, const char *fmt, ...)
 }
 
 /* ---- --stats ---- */
+
+typedef struct int3row {
+    const char *name;       /* "function (module)" */
+    uint64_t    n;
+} int3row;
+
+static int int3row_cmp(const void *a, const void *b)
+{
+    const int3row *x = a, *y = b;
+    return x->n != y->n ? (x->n < y->n ? 1 : -1) : strcmp(x->name, y->name);
+}
+
+/* The int3-hooked functions with their entries through the trap (metadata
+ * "int3-entries:NAME (MODULE)"), most entered first, one a line; more than
+ * INT3_ZEROS_LISTED never entered are summed up in one line. */
+#define INT3_ZEROS_LISTED 10
+static void print_int3(FILE *out, const icpp_pathmap *pm, const char *prefix)
+{
+    size_t n = 0, nm = icpp_pathmap_nmeta(pm);
+    int3row *v = malloc((nm ? nm : 1) * sizeof *v);
+    if (!v)
+        return;
+    for (size_t i = 0; i < nm; i++) {
+        const char *k = icpp_pathmap_meta_key(pm, i);
+        if (!strncmp(k, "int3-entries:", 13))
+            v[n++] = (int3row){k + 13, strtoull(icpp_pathmap_meta(pm, k), NULL, 10)};
+    }
+    qsort(v, n, sizeof *v, int3row_cmp);
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; i++)
+        zeros += v[i].n == 0;
+    char eb[1024];
+    for (size_t i = 0; i < n; i++)
+        if (v[i].n || zeros <= INT3_ZEROS_LISTED)
+            fprintf(out, "%s%s: %" PRIu64 " entries through the trap\n", prefix,
+                    icpp_escape(v[i].name, eb, sizeof eb), v[i].n);
+    if (zeros > INT3_ZEROS_LISTED)
+        fprintf(out, "%s%zu more int3-hooked functions: never entered through the trap\n", prefix, zeros);
+    free(v);
+}
 
 static int print_stats(const char *path)
 {
@@ -113,13 +157,16 @@ static int print_stats(const char *path)
         printf("  %-8s %12zu %7.1f%% %16" PRIu64 " %7.1f%%\n", icpp_pathmap_bucket_name(b), st.hist_paths[b],
                st.contexts ? 100.0 * (double)st.hist_paths[b] / (double)st.contexts : 0.0, st.hist_calls[b],
                st.calls ? 100.0 * (double)st.hist_calls[b] / (double)st.calls : 0.0);
-    static const char *keys[] = {"entries", "entries-slow", "patched-jmp", "patched-short-jmp", "patched-int3", "patched-none", "dropped-depth", "dropped-foreign", "node-overflow",
-                                 "pair-overflow", "threads", "processes"};
+    static const char *keys[] = {"entries", "entries-slow", "patched-jmp", "patched-short-jmp", "patched-int3",
+                                 "patched-int3-calls", "redirected-calls", "patched-none", "int3-entries",
+                                 "dropped-depth", "dropped-foreign", "node-overflow", "pair-overflow", "threads",
+                                 "processes"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const char *v = icpp_pathmap_meta(pm, keys[i]);
         if (v)
-            printf("%-18s%s\n", keys[i], icpp_escape(v, eb, sizeof eb));
+            printf("%-20s%s\n", keys[i], icpp_escape(v, eb, sizeof eb));
     }
+    print_int3(stdout, pm, "  int3: ");
     icpp_pathmap_free(pm);
     return 0;
 }
@@ -406,6 +453,20 @@ static int run_target(const char *exe, char **args, int janitor)
     return wst;
 }
 
+static void add_meta(icpp_pathmap *dst, const char *key, uint64_t v);
+
+/* "int3-entries" counts are per process (docs/train.md): a part's add to
+ * the ones already merged (merging keeps the first value of other keys). */
+static void sum_int3_entries(icpp_pathmap *mine, const icpp_pathmap *part)
+{
+    for (size_t i = 0; i < icpp_pathmap_nmeta(part); i++) {
+        const char *k = icpp_pathmap_meta_key(part, i);
+        if (strncmp(k, "int3-entries", 12) || !icpp_pathmap_meta(mine, k))
+            continue;
+        add_meta(mine, k, strtoull(icpp_pathmap_meta(part, k), NULL, 10));
+    }
+}
+
 /* Merge the part files of `dir`, and the live files of threads that wrote
  * no part (their process was killed: recover.h), into a map per main
  * binary; the one of `want` (build-id) goes to *mine (the first part
@@ -480,6 +541,8 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
             icpp_pathmap_free(part);
             continue;
         }
+        if (*mine)
+            sum_int3_entries(*mine, part);
         if (*mine && icpp_pathmap_merge(*mine, part, &err) < 0)
             fprintf(stderr, "icpp-train: %s: %s\n", name, err.msg);
         const char *pidm = icpp_pathmap_meta(part, "pid");
@@ -693,6 +756,8 @@ int main(int argc, char **argv)
                 refused && strcmp(refused, "0") ? "; functions not hookable: " : "",
                 refused && strcmp(refused, "0") ? refused : "", refused && strcmp(refused, "0") ? " (--stats)" : "");
     }
+    if (verbose)
+        print_int3(stderr, pm, "icpp-train: int3: ");
     icpp_pathmap_free(pm);
     if (old)
         icpp_pathmap_free(old);

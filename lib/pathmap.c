@@ -291,6 +291,13 @@ const char *icpp_pathmap_meta(const icpp_pathmap *pm, const char *key)
     return NULL;
 }
 
+size_t icpp_pathmap_nmeta(const icpp_pathmap *pm) { return pm->nmeta; }
+
+const char *icpp_pathmap_meta_key(const icpp_pathmap *pm, size_t i)
+{
+    return i < pm->nmeta ? pm->meta[i].key : NULL;
+}
+
 void icpp_pathmap_set_main(icpp_pathmap *pm, uint32_t module) { pm->main_module = module; }
 int32_t icpp_pathmap_find_module(const icpp_pathmap *pm, const icpp_build_id *bid)
 {

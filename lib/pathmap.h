@@ -79,6 +79,9 @@ int  icpp_pathmap_rename_func(icpp_pathmap *pm, uint32_t i, const char *name);
 /* Free-form metadata ("program", "runs", "capped-nodes", ...); replaces. */
 int  icpp_pathmap_set_meta(icpp_pathmap *pm, const char *key, const char *value);
 const char *icpp_pathmap_meta(const icpp_pathmap *pm, const char *key);
+/* Metadata in order: key i < icpp_pathmap_nmeta (NULL past the end). */
+size_t icpp_pathmap_nmeta(const icpp_pathmap *pm);
+const char *icpp_pathmap_meta_key(const icpp_pathmap *pm, size_t i);
 /* Which module is the main executable (the map's identity). */
 void icpp_pathmap_set_main(icpp_pathmap *pm, uint32_t module);
 

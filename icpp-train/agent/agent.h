@@ -79,6 +79,8 @@ typedef struct icpp_agent_func {
     uint8_t  how;      /* out: icpp_agent_how */
     uint8_t  reason;   /* out: icpp_agent_reason (why not JMP) */
     uint8_t  short_jmp; /* out: JMP as a 2-byte jmp to a 5-byte one in nearby padding */
+    uint32_t calls;    /* out: INT3: direct calls (call/jmp/jcc rel32 in this module)
+                          rewritten to enter its stub without the trap */
 } icpp_agent_func;
 
 /* Counts for one patch_module call (or summed over all of them). */
@@ -92,6 +94,12 @@ typedef struct icpp_agent_patch_stats {
     uint32_t jmp_short;                     /* jmp: a 2-byte jmp to a 5-byte one in dead
                                                padding nearby (bytes 2..4 could not be
                                                overwritten) */
+    uint32_t int3_calls;                    /* int3: functions whose direct calls were
+                                               rewritten to their stub (only pointers,
+                                               rel8 branches and other modules trap) */
+    uint32_t calls_redirected;              /* those direct calls (branch instructions) */
+    uint64_t calls_trapped;                 /* live: of those, executions taken by the SIGTRAP
+                                               handler while their rel32 was written */
     uint32_t live;                          /* 1 if the int3-bracketed live protocol was used */
     int32_t  evac_unacked;                  /* live: threads that did not answer the
                                                evacuation signal (<0: -errno, not done) */
@@ -145,6 +153,11 @@ ICPP_AGENT_API int icpp_agent_patch_modules(const icpp_agent_module *mods, size_
 
 /* Sum of every patch_module call so far. */
 ICPP_AGENT_API void icpp_agent_patch_totals(icpp_agent_patch_stats *out);
+
+/* Calls fn for every int3-hooked function (any module) with the number of
+ * entries that went through its trap in this process (a fork child counts
+ * from zero).  Direct calls rewritten to the stub are not among them. */
+ICPP_AGENT_API void icpp_agent_int3_each(void (*fn)(uint32_t index, uint64_t traps, void *arg), void *arg);
 
 ICPP_AGENT_API const char *icpp_agent_reason_name(int reason);   /* "too_short", ... */
 ICPP_AGENT_API const char *icpp_agent_how_name(int how);         /* "none", "jmp", "int3" */

@@ -173,7 +173,22 @@ typedef struct icpp_agent_site {
     uint8_t  ninsn;        /* instructions relocated */
     uint8_t  src_off[5];   /* their offsets in the original ... */
     uint8_t  dst_off[5];   /* ... and from `resume` in the stub */
+    uint64_t traps;        /* INT3: entries through the trap in this process */
 } icpp_agent_site;
+
+/* A direct call of an int3 site whose rel32 a live patch rewrites to the
+ * site's stub: while it is written (int3 at its byte 0) the SIGTRAP handler
+ * does what the branch does, to the stub. */
+enum { ICPP_AGENT_CALL_CALL = 0, ICPP_AGENT_CALL_JMP = 1, ICPP_AGENT_CALL_JCC = 2 };
+
+typedef struct icpp_agent_callsite {
+    uint64_t at;           /* the branch instruction */
+    uint64_t to;           /* its new target (the stub) */
+    uint8_t  len;          /* its length; the rel32 is its last 4 bytes */
+    uint8_t  kind;         /* ICPP_AGENT_CALL_* */
+    uint8_t  cc;           /* jcc: the condition (opcode & 15) */
+    uint8_t  first;        /* its original byte 0 */
+} icpp_agent_callsite;
 
 /* A patched module's sites, sorted by addr; published on a lock-free list. */
 typedef struct icpp_agent_modsites {
@@ -181,12 +196,20 @@ typedef struct icpp_agent_modsites {
     uint64_t                    lo, hi;     /* [first site addr, last site addr] */
     icpp_agent_site            *sites;
     size_t                      nsites;
+    icpp_agent_callsite        *calls;      /* live patches' rewritten calls, sorted by at */
+    size_t                      ncalls;
 } icpp_agent_modsites;
+
+/* Branches the SIGTRAP handler carried out for a live patch's rewrites. */
+extern volatile uint64_t icpp_agent_calls_emulated ICPP_AGENT_HIDDEN;
 
 extern icpp_agent_modsites *volatile icpp_agent_mods ICPP_AGENT_HIDDEN;
 
 /* The site whose function starts at addr, or NULL (signal-safe). */
 const icpp_agent_site *icpp_agent_site_at(uint64_t addr) ICPP_AGENT_HIDDEN;
+
+/* Zero every site's trap count (a fork child counts its own entries). */
+void icpp_agent_int3_reset(void) ICPP_AGENT_HIDDEN;
 
 /* Install the SIGTRAP handler (once); 0 or -errno. */
 int icpp_agent_trap_install(void) ICPP_AGENT_HIDDEN;

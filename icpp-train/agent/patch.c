@@ -32,8 +32,11 @@
  * functions gcc's -fipa-ra lets a caller keep values in registers the callee
  * is known not to touch, r11 included (a stub that clobbered it corrupted
  * glibc's printf through its static read_int).
- * Stub for an int3 site: the relocated first instruction and jmp back; the
- * SIGTRAP handler records and resumes there.
+ * Stub for an int3 site: the same prefix, then the relocated first
+ * instruction and jmp back; the SIGTRAP handler records and resumes after
+ * the prefix.  The module's direct calls of the function (call/jmp/jcc
+ * rel32 to its byte 0: find_redirects) enter at the prefix instead, and do
+ * not trap.
  *
  * Writes: before other threads exist (the LD_PRELOAD constructor) the 5
  * bytes are simply stored.  With other threads (LIVE; automatic when
@@ -93,7 +96,9 @@ typedef struct work {
     uint8_t           ends_flow;      /* its last instruction ends at `size` and never
                                          falls through (ret, jmp, ud2, hlt, int3) */
     uint64_t          island;         /* short jmp: its 5-byte jmp's address */
+    uint32_t          redirected;     /* of which rewritten to reach the stub (int3 sites) */
     uint32_t          stub_size;
+    uint32_t          code_end;       /* end of the relocated instructions after the prefix */
     uint64_t          stub;
     relsum            rel;            /* of the relocation chosen (redone at the stub) */
 } work;
@@ -424,17 +429,24 @@ static gap *gap_holding(gaps *g, uint64_t t)
     return lo && t < g->v[lo - 1].hi ? &g->v[lo - 1] : NULL;
 }
 
-/* The jmp candidate whose bytes 1..4 hold t, or NULL.  cand: sorted. */
-static work *cand_holding(work **cand, size_t n, uint64_t t)
+/* The first of v[0..n) (sorted by addr) with addr >= t, or n. */
+static size_t first_from(work **v, size_t n, uint64_t t)
 {
     size_t lo = 0, hi = n;
-    while (lo < hi) {          /* first candidate with addr >= t */
+    while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cand[mid]->addr < t)
+        if (v[mid]->addr < t)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The jmp candidate whose bytes 1..4 hold t, or NULL.  cand: sorted. */
+static work *cand_holding(work **cand, size_t n, uint64_t t)
+{
+    size_t lo = first_from(cand, n, t);
     if (lo == 0)
         return NULL;
     work *c = cand[lo - 1];
@@ -448,10 +460,66 @@ static void note_in(work *c, uint64_t t)
         c->min_in = off;
 }
 
+/* The index in ws of the listed function starting exactly at t, or n (ws
+ * sorted). */
+static size_t func_index(work **ws, size_t n, uint64_t t)
+{
+    size_t lo = first_from(ws, n, t);
+    return lo < n && ws[lo]->addr == t ? lo : n;
+}
+
+static work *func_at(work **ws, size_t n, uint64_t t)
+{
+    size_t i = func_index(ws, n, t);
+    return i < n ? ws[i] : NULL;
+}
+
+/* The sweep's direct branches (call/jmp/jcc rel32) to listed functions'
+ * starts, so that find_redirects need not decode the module again. */
+typedef struct edge {
+    uint32_t off;             /* the branch, from the first function's start */
+    uint32_t to_len;          /* index in ws of its target << 4 | its length */
+} edge;
+
+typedef struct edges {
+    edge    *v;
+    size_t   n, cap;
+    uint64_t base;            /* ws[0]->addr */
+    int      failed;          /* out of memory: no redirects */
+} edges;
+
+static void edge_add(edges *eg, uint64_t at, size_t to, size_t len)
+{
+    if (eg->failed || at - eg->base > UINT32_MAX || to >= (1u << 28))
+        return;
+    if (eg->n == eg->cap) {
+        size_t nc = eg->cap ? 2 * eg->cap : 4096;
+        edge *nv = realloc(eg->v, nc * sizeof *nv);
+        if (!nv) {
+            eg->failed = 1;
+            return;
+        }
+        eg->v = nv;
+        eg->cap = nc;
+    }
+    eg->v[eg->n++] = (edge){ (uint32_t)(at - eg->base), (uint32_t)(to << 4 | len) };
+}
+
+/* A branch that can be pointed elsewhere by rewriting its rel32: call,
+ * jmp, jcc (not xbegin, whose target is an abort handler). */
+static int redirectable(const icpp_agent_lde_insn *in)
+{
+    if (in->enc != ICPP_AGENT_LDE_LEGACY || in->rel_size != 4)
+        return 0;
+    return (in->map == 0 && (in->opcode == 0xe8 || in->opcode == 0xe9)) ||
+           (in->map == 1 && in->opcode >= 0x80 && in->opcode <= 0x8f);
+}
+
 /* Step 2: branches and function starts landing in bytes 1..4 (of jmp
  * candidates and of functions too short for the jmp: min_in, for the short
- * jmp); which functions end without falling through; branches into gaps. */
-static void scan_conflicts(work **ws, size_t n, gaps *g)
+ * jmp); which functions end without falling through; branches into gaps;
+ * direct branches to function starts (eg). */
+static void scan_conflicts(work **ws, size_t n, gaps *g, edges *eg)
 {
     work **cand = malloc(n * sizeof *cand);
     if (!cand) {
@@ -499,6 +567,9 @@ static void scan_conflicts(work **ws, size_t n, gaps *g)
                 gap *gp = gap_holding(g, t);
                 if (gp)
                     gp->bad = 1;
+                size_t ei = redirectable(&in) ? func_index(ws, n, t) : n;
+                if (ei < n)
+                    edge_add(eg, at, ei, len);
             }
             if (w->size && !w->inferred && off + len == w->size)
                 w->ends_flow = (uint8_t)no_fallthrough(&in);
@@ -581,6 +652,117 @@ static size_t short_jmps(work **ws, size_t n, gaps *g)
     return k;
 }
 
+/* ---- direct calls of int3 sites ------------------------------------------- */
+
+/* A branch whose rel32 is rewritten to reach an int3 site's stub. */
+typedef struct redirect {
+    uint64_t at;              /* the instruction; its rel32 is its last 4 bytes */
+    uint8_t  len;
+    uint8_t  kind;            /* ICPP_AGENT_CALL_* */
+    uint8_t  cc;              /* jcc: opcode & 15 */
+    uint8_t  first;           /* its byte 0 */
+    work    *to;              /* the int3 site */
+} redirect;
+
+static int cmp_redirect(const void *a, const void *b)
+{
+    const redirect *x = a, *y = b;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Does [at, at + len) overlap bytes that a hook overwrites or relocates
+ * (a site's first rel.src_len bytes)?  Such a branch runs from the stub's
+ * copy, or not at all. */
+static int in_patched(work **ws, size_t n, uint64_t at, uint64_t len)
+{
+    for (size_t i = first_from(ws, n, at > 16 ? at - 16 : 0); i < n && ws[i]->addr < at + len; i++) {
+        const work *x = ws[i];
+        if (x->how != ICPP_AGENT_HOW_NONE && x->addr + x->rel.src_len > at)
+            return 1;
+    }
+    return 0;
+}
+
+/* Every call, jmp or jcc with a rel32 (in any listed function) that
+ * reaches byte 0 of an int3 site: pointed at the site's stub instead, it
+ * records the entry as a jmp hook would -- same entry SP, same return
+ * address -- without the trap.  Entries through pointers, through rel8
+ * branches and from other modules (the PLT) still trap.  Sets *out (NULL
+ * if none) and returns how many. */
+static size_t find_redirects(work **ws, size_t n, const edges *eg, redirect **out)
+{
+    size_t want = 0, k = 0;
+    *out = NULL;
+    for (size_t i = 0; i < eg->n && !eg->failed; i++)
+        want += ws[eg->v[i].to_len >> 4]->how == ICPP_AGENT_HOW_INT3;
+    redirect *v = want ? malloc(want * sizeof *v) : NULL;
+    if (!v)
+        return 0;
+    for (size_t i = 0; i < eg->n; i++) {
+        work *e = ws[eg->v[i].to_len >> 4];
+        uint64_t at = eg->base + eg->v[i].off;
+        size_t len = eg->v[i].to_len & 15;
+        icpp_agent_lde_insn in;
+        if (e->how != ICPP_AGENT_HOW_INT3 || in_patched(ws, n, at, len) ||
+            icpp_agent_lde_decode((const uint8_t *)(uintptr_t)at, len, &in) != len || !redirectable(&in))
+            continue;
+        v[k++] = (redirect){ at, (uint8_t)len,
+                             in.map == 1 ? ICPP_AGENT_CALL_JCC
+                             : in.opcode == 0xe8 ? ICPP_AGENT_CALL_CALL : ICPP_AGENT_CALL_JMP,
+                             (uint8_t)(in.opcode & 15), *(const uint8_t *)(uintptr_t)at, e };
+    }
+    /* Overlapping function bodies decode some bytes twice: keep one copy
+     * of each branch, and none of two that overlap (the decodings
+     * disagree: not ours to write). */
+    qsort(v, k, sizeof *v, cmp_redirect);
+    size_t m = 0;
+    uint64_t prev_end = 0;            /* end of every branch before v[i] */
+    for (size_t i = 0; i < k;) {
+        size_t j = i + 1;
+        while (j < k && v[j].at == v[i].at && v[j].len == v[i].len)
+            j++;
+        uint64_t end = v[i].at + v[i].len;
+        if (prev_end <= v[i].at && (j == k || end <= v[j].at))
+            v[m++] = v[i];
+        prev_end = end > prev_end ? end : prev_end;
+        i = j;
+    }
+    for (size_t i = 0; i < m; i++)
+        v[i].to->redirected++;
+    *out = v;
+    return m;
+}
+
+/* A branch relocated into a stub (a function whose first instructions
+ * call an int3 site: `push %rbp; mov %rsp,%rbp; call f`) runs from the
+ * copy: point the copy's rel32 at the site's stub too.  Before the stubs
+ * are made executable. */
+static void retarget_copies(work **ws, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
+        if (w->how == ICPP_AGENT_HOW_NONE || !w->stub)
+            continue;
+        uint64_t code = w->stub + STUB_PREFIX;
+        for (uint32_t off = 0; off < w->code_end;) {
+            icpp_agent_lde_insn in;
+            size_t len = icpp_agent_lde_decode((const uint8_t *)(uintptr_t)(code + off), w->code_end - off, &in);
+            if (!len)
+                break;
+            if (redirectable(&in)) {
+                uint64_t at = code + off, t = at + len + (uint64_t)(int64_t)in.rel;
+                work *e = func_at(ws, n, t);
+                if (e && e->how == ICPP_AGENT_HOW_INT3 && e->stub) {
+                    int32_t rel = (int32_t)(int64_t)(e->stub - (at + len));
+                    memcpy((void *)(uintptr_t)(at + len - 4), &rel, 4);
+                    e->redirected++;
+                }
+            }
+            off += (uint32_t)len;
+        }
+    }
+}
+
 /* ---- writing ---------------------------------------------------------------- */
 
 static void store_bytes(uint64_t addr, const uint8_t *b, size_t n)
@@ -608,22 +790,30 @@ typedef struct run {
 
 /* Page runs covering the sites' patched bytes (and islands), split by
  * original protection. */
-static size_t page_runs(const icpp_agent_site *s, size_t n, const rows *rs, run *out)
+static size_t page_runs(const icpp_agent_site *s, size_t n, const redirect *rd, size_t nrd,
+                        const rows *rs, run *out)
 {
     size_t k = 0;
-    for (size_t j = 0; j < 2 * n; j++) {
-        const icpp_agent_site *x = &s[j / 2];
-        uint64_t a = x->addr, len = x->state == ICPP_AGENT_SITE_INT3 ? 1 : x->island ? 2 : 5;
-        if (j % 2) {
-            if (!x->island)
-                continue;
-            a = x->island;
-            len = 5;
+    for (size_t j = 0; j < 2 * n + nrd; j++) {
+        uint64_t a, len;
+        if (j >= 2 * n) {
+            a = rd[j - 2 * n].at;
+            len = rd[j - 2 * n].len;
+        } else {
+            const icpp_agent_site *x = &s[j / 2];
+            a = x->addr;
+            len = x->state == ICPP_AGENT_SITE_INT3 ? 1 : x->island ? 2 : 5;
+            if (j % 2) {
+                if (!x->island)
+                    continue;
+                a = x->island;
+                len = 5;
+            }
         }
         for (uint64_t pg = a & ~4095ull; pg < a + len; pg += 4096) {
             const icpp_agent_maprow *r = rows_find(rs, pg);
             int prot = r ? r->prot : PROT_READ | PROT_EXEC;
-            if (k && out[k - 1].end >= pg && out[k - 1].prot == prot) {
+            if (k && out[k - 1].start <= pg && out[k - 1].end >= pg && out[k - 1].prot == prot) {
                 if (out[k - 1].end < pg + 4096)
                     out[k - 1].end = pg + 4096;
                 continue;
@@ -660,7 +850,16 @@ static void site_jmp(const icpp_agent_site *s, uint8_t b[5])
     b[4] = (uint8_t)(rel >> 24);
 }
 
-static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int live, evac *ev)
+/* Point a redirected branch at its site's stub. */
+static void write_rel32(const redirect *r)
+{
+    int32_t rel = (int32_t)(int64_t)(r->to->stub - (r->at + r->len));
+    uint8_t b[4] = { (uint8_t)rel, (uint8_t)(rel >> 8), (uint8_t)(rel >> 16), (uint8_t)(rel >> 24) };
+    store_bytes(r->at + r->len - 4, b, 4);
+}
+
+static int write_sites(icpp_agent_site *s, size_t n, const redirect *rd, size_t nrd, run *runs,
+                       size_t nr, int live, evac *ev)
 {
     int rwx = PROT_READ | PROT_WRITE | PROT_EXEC;
     size_t done;
@@ -696,6 +895,10 @@ static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int l
             store_bytes(s[i].addr + 1, b + 1, s[i].island ? 1 : 4);
             store_bytes(s[i].addr, b, 1);
         }
+        /* Direct calls of int3 sites (never while other threads run). */
+        for (size_t i = 0; i < nrd; i++)
+            if (rd[i].to->stub)
+                write_rel32(&rd[i]);
     } else {
         for (size_t i = 0; i < n; i++)
             store_bytes(s[i].addr, (const uint8_t *)"\xcc", 1);
@@ -722,6 +925,24 @@ static int write_sites(icpp_agent_site *s, size_t n, run *runs, size_t nr, int l
         for (size_t i = 0; i < n; i++)
             if (s[i].state != ICPP_AGENT_SITE_INT3)
                 __atomic_store_n(&s[i].state, ICPP_AGENT_SITE_JMP, __ATOMIC_RELEASE);
+        /* Direct calls of int3 sites, bracketed the same way: int3 at the
+         * branch's byte 0 (the handler takes the branch to the stub:
+         * icpp_agent_callsite), its rel32, its byte 0 again.  No thread is
+         * ever inside a branch instruction, so none needs moving. */
+        if (nrd) {
+            for (size_t i = 0; i < nrd; i++)
+                if (rd[i].to->stub)
+                    store_bytes(rd[i].at, (const uint8_t *)"\xcc", 1);
+            sync_cores();
+            for (size_t i = 0; i < nrd; i++)
+                if (rd[i].to->stub)
+                    write_rel32(&rd[i]);
+            sync_cores();
+            for (size_t i = 0; i < nrd; i++)
+                if (rd[i].to->stub)
+                    store_bytes(rd[i].at, &rd[i].first, 1);
+            sync_cores();
+        }
     }
 restore:
     for (size_t i = 0; i < done; i++)
@@ -748,7 +969,9 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     work **ws = malloc((n ? n : 1) * sizeof *ws);
     icpp_agent_site *sites = NULL;
     run *runs = NULL;
+    redirect *redir = NULL;
     int rc = 0, evac_unacked = 0, evac_moved = 0;
+    uint64_t calls_trapped = 0;
     if (!wv || !ws) {
         rc = icpp_err_set(err, ENOMEM, "%s: out of memory for %zu functions", name, n);
         goto out;
@@ -781,25 +1004,36 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     /* 2. conflicts, then the short jmp where the jmp did not fit */
     gaps gp = { 0 };
     find_gaps(ws, n, &rs, &gp);
-    scan_conflicts(ws, n, &gp);
+    edges eg = { NULL, 0, 0, n ? ws[0]->addr : 0, 0 };
+    scan_conflicts(ws, n, &gp, &eg);
     short_jmps(ws, n, &gp);
     free(gp.v);
 
     /* int3 candidates: relocate the first instruction alone */
-    uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
-    size_t nsites = 0;
     for (size_t i = 0; i < n; i++) {
         work *w = ws[i];
-        if (w->how == ICPP_AGENT_HOW_INT3) {
-            if ((flags & ICPP_AGENT_PATCH_NO_INT3) ||
-                relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1, &w->rel)) {
-                w->how = ICPP_AGENT_HOW_NONE;
-                continue;
-            }
-        }
+        if (w->how == ICPP_AGENT_HOW_INT3 &&
+            ((flags & ICPP_AGENT_PATCH_NO_INT3) ||
+             relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1, &w->rel)))
+            w->how = ICPP_AGENT_HOW_NONE;
+    }
+    /* their direct calls: to the stub */
+    int live = (flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
+    size_t nredir = find_redirects(ws, n, &eg, &redir);
+    free(eg.v);
+
+    uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
+    size_t nsites = 0;
+    for (size_t i = 0; i < nredir; i++) {
+        lo = redir[i].at < lo ? redir[i].at : lo;
+        hi = redir[i].at + redir[i].len > hi ? redir[i].at + redir[i].len : hi;
+    }
+    for (size_t i = 0; i < n; i++) {
+        work *w = ws[i];
         if (w->how == ICPP_AGENT_HOW_NONE)
             continue;
-        w->stub_size = (w->how == ICPP_AGENT_HOW_JMP ? STUB_PREFIX : 0) + w->rel.size;
+        /* int3 sites get the recording prefix too: their direct calls enter there */
+        w->stub_size = STUB_PREFIX + w->rel.size;
         total += (w->stub_size + 15) & ~15u;
         lo = w->addr < lo ? w->addr : lo;
         lo = w->rel.ref_lo < lo ? w->rel.ref_lo : lo;
@@ -809,7 +1043,6 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     }
 
     uint64_t region = 0, region_size = (total + 4095) & ~4095ull;
-    int live = (flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
     if (nsites && !(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
         region = hi - lo < REACH ? alloc_near(&rs, lo, hi, region_size) : 0;
         if (!region) {
@@ -824,13 +1057,14 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                               name, (unsigned long long)lo, (unsigned long long)hi,
                               (unsigned long long)region_size);
             nsites = 0;
+            nredir = 0;
         }
     }
 
     /* 3. emit stubs */
     if (region) {
         sites = calloc(nsites, sizeof *sites);
-        runs = calloc(nsites * 4, sizeof *runs);
+        runs = calloc(nsites * 4 + nredir * 2, sizeof *runs);
         if (!sites || !runs) {
             rc = icpp_err_set(err, ENOMEM, "%s: out of memory", name);
             icpp_sys_munmap((void *)region, region_size);
@@ -845,7 +1079,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 continue;
             uint8_t *p = (uint8_t *)(uintptr_t)cur;
             int jmp = w->how == ICPP_AGENT_HOW_JMP;
-            uint64_t code = cur + (jmp ? STUB_PREFIX : 0);
+            uint64_t code = cur + STUB_PREFIX;
             icpp_agent_reloc rel;
             if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr,
                                     w->island ? w->rel.src_len : w->avail, w->addr,
@@ -855,7 +1089,7 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 w->reason = ICPP_AGENT_R_UNRELOCATABLE;
                 continue;
             }
-            if (jmp) {
+            {
                 int32_t disp = (int32_t)(int64_t)(region - (cur + 14));    /* end of the call */
                 p[0] = 0x41;
                 p[1] = 0x53;
@@ -884,9 +1118,11 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 s->dst_off[j] = rel.dst_off[j];
             }
             w->stub = cur;
+            w->code_end = rel.code_end;
             cur += (w->stub_size + 15) & ~15u;
         }
         nsites = k;
+        retarget_copies(ws, n);
         if (icpp_sys_mprotect(region, region_size, PROT_READ | PROT_EXEC) < 0) {
             rc = icpp_err_set(err, EACCES, "%s: cannot make the stub memory executable", name);
             icpp_sys_munmap((void *)region, region_size);
@@ -908,6 +1144,18 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         }
         m->sites = sites;
         m->nsites = nsites;
+        if (live && nredir && (m->calls = calloc(nredir, sizeof *m->calls))) {
+            /* what the SIGTRAP handler does for a branch being rewritten */
+            for (size_t i = 0; i < nredir; i++)
+                if (redir[i].to->stub)
+                    m->calls[m->ncalls++] = (icpp_agent_callsite){
+                        redir[i].at, redir[i].to->stub, redir[i].len, redir[i].kind, redir[i].cc,
+                        redir[i].first };
+        } else if (live && nredir) {
+            for (size_t i = 0; i < nredir; i++)   /* no table for the handler: they keep trapping */
+                redir[i].to->redirected = 0;
+            nredir = 0;
+        }
         m->lo = nsites ? sites[0].addr : 1;
         m->hi = nsites ? sites[nsites - 1].addr : 0;
         if (!live)
@@ -915,10 +1163,13 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
                 if (sites[i].state == ICPP_AGENT_SITE_JMP_PENDING)
                     sites[i].state = ICPP_AGENT_SITE_JMP;
         publish(m);
-        size_t nr = page_runs(sites, nsites, &rs, runs);
+        size_t nr = page_runs(sites, nsites, redir, nredir, &rs, runs);
         evac ev = { icpp_agent_cfg.live_signal, 2000, 0, 0 };
         int use_ev = live && !(flags & ICPP_AGENT_PATCH_NO_EVACUATE);
-        if (write_sites(sites, nsites, runs, nr, live, use_ev ? &ev : NULL) < 0) {
+        uint64_t emulated = icpp_agent_calls_emulated;
+        int wrc = write_sites(sites, nsites, redir, nredir, runs, nr, live, use_ev ? &ev : NULL);
+        calls_trapped = icpp_agent_calls_emulated - emulated;
+        if (wrc < 0) {
             /* Nothing or only some pages became writable: the sites are
              * published, so any int3 already written still works. */
             rc = icpp_err_set(err, EACCES,
@@ -940,12 +1191,18 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     s.live = (uint32_t)live;
     s.evac_unacked = evac_unacked;
     s.evac_moved = (uint32_t)evac_moved;
+    s.calls_trapped = calls_trapped;
     s.stub_bytes = region ? region_size : 0;
     for (size_t i = 0; i < n; i++) {
         work *w = &wv[i];
         w->f->how = w->how;
         w->f->reason = w->how == ICPP_AGENT_HOW_JMP ? ICPP_AGENT_R_OK : w->reason;
         w->f->short_jmp = w->how == ICPP_AGENT_HOW_JMP && w->island;
+        w->f->calls = w->how == ICPP_AGENT_HOW_INT3 ? w->redirected : 0;
+        if (w->how == ICPP_AGENT_HOW_INT3 && w->redirected) {
+            s.int3_calls++;
+            s.calls_redirected += w->redirected;
+        }
         if (w->how == ICPP_AGENT_HOW_JMP) {
             s.jmp_padded += w->padded;
             s.jmp_size_inferred += w->inferred;
@@ -966,6 +1223,9 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         st->jmp_padded += s.jmp_padded;
         st->jmp_size_inferred += s.jmp_size_inferred;
         st->jmp_short += s.jmp_short;
+        st->int3_calls += s.int3_calls;
+        st->calls_redirected += s.calls_redirected;
+        st->calls_trapped += s.calls_trapped;
         st->evac_moved += s.evac_moved;
     }
     if (!(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
@@ -980,11 +1240,15 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         totals.jmp_padded += s.jmp_padded;
         totals.jmp_size_inferred += s.jmp_size_inferred;
         totals.jmp_short += s.jmp_short;
+        totals.int3_calls += s.int3_calls;
+        totals.calls_redirected += s.calls_redirected;
+        totals.calls_trapped += s.calls_trapped;
         totals.evac_moved += s.evac_moved;
     }
 out:
     free(sites);
     free(runs);
+    free(redir);
     free(ws);
     free(wv);
     free(rs.v);

@@ -355,7 +355,7 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
         if (!e[i].sym)
             snprintf(fallback, sizeof fallback, "fn_%llx", (unsigned long long)e[i].addr);
         funcs[nfuncs + k] = (func){(uint32_t)mi, e[i].addr, strdup(e[i].sym ? e[i].sym : fallback)};
-        af[k] = (icpp_agent_func){info->dlpi_addr + e[i].addr, e[i].size, (uint32_t)(nfuncs + k), 0, 0, 0};
+        af[k] = (icpp_agent_func){info->dlpi_addr + e[i].addr, e[i].size, (uint32_t)(nfuncs + k), 0, 0, 0, 0};
         k++;
     }
     /* The table first: an entry recorded after the patch names these. */
@@ -469,7 +469,40 @@ typedef struct witem {
     uint64_t parent;
 } witem;
 
-static int write_part(const icpp_agent_thread *t, int pid)
+/* Entries through each int3 trap: process-wide, so written into the first
+ * part a process writes (icpp-train sums them over the parts). */
+typedef struct int3meta {
+    icpp_pmenc *e;
+    uint64_t    total;
+    unsigned    listed;
+} int3meta;
+
+#define INT3_LISTED_MAX 256
+
+static void int3_meta_one(uint32_t index, uint64_t traps, void *arg)
+{
+    int3meta *m = arg;
+    m->total += traps;
+    if (index >= nfuncs || m->listed >= INT3_LISTED_MAX)
+        return;
+    static char k[640];     /* one dumper at a time (dump_all) */
+    const char *mp = mods[funcs[index].module].path, *b = strrchr(mp, '/');
+    b = b ? b + 1 : mp;
+    size_t nl = strlen(funcs[index].name), bl = strlen(b), o = sizeof "int3-entries:" - 1;
+    nl = nl > 400 ? 400 : nl;
+    bl = bl > 200 ? 200 : bl;
+    memcpy(k, "int3-entries:", o);
+    memcpy(k + o, funcs[index].name, nl);
+    o += nl;
+    memcpy(k + o, " (", 2);
+    memcpy(k + o + 2, b, bl);
+    o += 2 + bl;
+    memcpy(k + o, ")", 2);
+    meta_u(m->e, k, traps);
+    m->listed++;
+}
+
+static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
 {
     icpp_agent_thread_info ti;
     icpp_agent_thread_get_info(t, &ti);
@@ -587,6 +620,14 @@ static int write_part(const icpp_agent_thread *t, int pid)
     meta_u(&e, "patched-short-jmp", totals.jmp_short);
     meta_u(&e, "patched-int3", totals.how[ICPP_AGENT_HOW_INT3]);
     meta_u(&e, "patched-none", totals.how[ICPP_AGENT_HOW_NONE]);
+    meta_u(&e, "patched-int3-calls", totals.int3_calls);
+    meta_u(&e, "redirected-calls", totals.calls_redirected);
+    if (*proc_meta) {
+        int3meta im = {&e, 0, 0};
+        icpp_agent_int3_each(int3_meta_one, &im);
+        meta_u(&e, "int3-entries", im.total);
+        *proc_meta = 0;
+    }
     for (int r = 1; r < ICPP_AGENT_R_COUNT; r++)
         if (totals.reason[r]) {
             char k[64] = "refused-";
@@ -657,8 +698,9 @@ static void dump_all(void)
         return;         /* this process wrote already (exit after a failed exec...) */
     icpp_agent_enter_critical();
     icpp_agent_patch_totals(&totals);
+    int proc_meta = 1;
     for (const icpp_agent_thread *t = icpp_agent_thread_first(); t; t = icpp_agent_thread_next(t))
-        write_part(t, pid);
+        write_part(t, pid, &proc_meta);
     icpp_agent_leave_critical();
 }
 

@@ -795,6 +795,7 @@ ICPP_AGENT_HIDDEN void icpp_agent_fork_child(void)
     for (icpp_agent_thread *t = threads; t; t = t->next)
         if (t != self)
             t->inherited = 1;
+    icpp_agent_int3_reset();
     if (fork_hook)
         fork_hook();
     if (self && thread_reroot(self) < 0) {

@@ -273,6 +273,7 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
     int64_t back = (int64_t)(src_addr + src_len - (dst_addr + jmp_back + 5));
     if (!fits32(back))
         return fail(why, "jmp back out of reach", ICPP_AGENT_R_UNRELOCATABLE);
+    out->code_end = (uint32_t)jmp_back;
     out->code[jmp_back] = 0xe9;
     put32(out->code + jmp_back + 1, (int32_t)back);
     for (size_t i = jmp_back + 5; i < lit0; i++)

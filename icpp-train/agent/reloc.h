@@ -17,6 +17,7 @@ typedef struct icpp_agent_reloc {
     uint8_t  code[ICPP_RELOC_MAX_CODE];
     uint32_t size;                      /* bytes of code used */
     uint32_t src_len;                   /* original bytes moved */
+    uint32_t code_end;                  /* end of their copies in code[]: the jmp back */
     uint32_t ninsn;                     /* instructions moved */
     uint8_t  src_off[ICPP_RELOC_MAX_INSN];  /* instruction i starts here in the original */
     uint8_t  dst_off[ICPP_RELOC_MAX_INSN];  /* ... and here in code[] */

@@ -32,24 +32,62 @@ typedef struct ksigaction {
 static ksigaction prev;
 static int installed;
 
+/* The element of v[0..n) (each `stride` bytes, sorted by a leading
+ * uint64_t address) whose address is addr, or NULL. */
+static const void *find_addr(const void *v, size_t n, size_t stride, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (*(const uint64_t *)(const void *)((const char *)v + mid * stride) < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const void *e = (const char *)v + lo * stride;
+    return lo < n && *(const uint64_t *)e == addr ? e : 0;
+}
+
 const icpp_agent_site *icpp_agent_site_at(uint64_t addr)
 {
     for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m;
          m = m->next) {
-        if (addr < m->lo || addr > m->hi)
-            continue;
-        size_t lo = 0, hi = m->nsites;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (m->sites[mid].addr < addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < m->nsites && m->sites[lo].addr == addr)
-            return &m->sites[lo];
+        const void *e = addr < m->lo || addr > m->hi ? 0 : find_addr(m->sites, m->nsites, sizeof *m->sites, addr);
+        if (e)
+            return e;
     }
     return 0;
+}
+
+volatile uint64_t icpp_agent_calls_emulated;
+
+/* The rewritten branch at addr, or NULL (signal-safe). */
+static const icpp_agent_callsite *callsite_at(uint64_t addr)
+{
+    for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m;
+         m = m->next) {
+        const void *e = find_addr(m->calls, m->ncalls, sizeof *m->calls, addr);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+/* Whether jcc's condition cc (opcode & 15) holds for these flags. */
+static int cond_holds(unsigned cc, uint64_t f)
+{
+    int cf = f & 1, pf = (f >> 2) & 1, zf = (f >> 6) & 1, sf = (f >> 7) & 1, of = (f >> 11) & 1, r;
+    switch (cc >> 1) {
+    case 0: r = of; break;                  /* jo */
+    case 1: r = cf; break;                  /* jb */
+    case 2: r = zf; break;                  /* je */
+    case 3: r = cf | zf; break;             /* jbe */
+    case 4: r = sf; break;                  /* js */
+    case 5: r = pf; break;                  /* jp */
+    case 6: r = sf != of; break;            /* jl */
+    default: r = zf | (sf != of); break;    /* jle */
+    }
+    return r ^ (int)(cc & 1);
 }
 
 static void trap_handler(int sig, siginfo_t *si, void *ucv)
@@ -58,9 +96,28 @@ static void trap_handler(int sig, siginfo_t *si, void *ucv)
     greg_t *g = uc->uc_mcontext.gregs;
     uint64_t pc = (uint64_t)g[REG_RIP] - 1;
     const icpp_agent_site *s = si->si_code == SI_KERNEL ? icpp_agent_site_at(pc) : 0;
+    const icpp_agent_callsite *c = si->si_code == SI_KERNEL && !s ? callsite_at(pc) : 0;
+    if (c) {
+        /* A branch being rewritten: take it (to the stub, which records).
+         * A call's push lands in the red zone, which a call overwrites
+         * anyway; the signal frame lies below the red zone. */
+        uint64_t next = pc + c->len;
+        if (c->kind == ICPP_AGENT_CALL_CALL) {
+            g[REG_RSP] -= 8;
+            *(volatile uint64_t *)(uintptr_t)g[REG_RSP] = next;
+            g[REG_RIP] = (greg_t)c->to;
+        } else if (c->kind == ICPP_AGENT_CALL_JMP || cond_holds(c->cc, (uint64_t)g[REG_EFL])) {
+            g[REG_RIP] = (greg_t)c->to;
+        } else {
+            g[REG_RIP] = (greg_t)next;
+        }
+        __atomic_add_fetch(&icpp_agent_calls_emulated, 1, __ATOMIC_RELAXED);
+        return;
+    }
     if (s) {
         uint8_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
         if (st == ICPP_AGENT_SITE_INT3) {
+            __atomic_add_fetch(&((icpp_agent_site *)s)->traps, 1, __ATOMIC_RELAXED);
             icpp_agent_record(s->index, (uint64_t)g[REG_RSP]);
             g[REG_RIP] = (greg_t)s->resume;
             return;
@@ -102,6 +159,21 @@ int icpp_agent_trap_install(void)
         return (int)r;
     installed = 1;
     return 0;
+}
+
+void icpp_agent_int3_each(void (*fn)(uint32_t index, uint64_t traps, void *arg), void *arg)
+{
+    for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m; m = m->next)
+        for (size_t i = 0; i < m->nsites; i++)
+            if (m->sites[i].state == ICPP_AGENT_SITE_INT3)
+                fn(m->sites[i].index, __atomic_load_n(&m->sites[i].traps, __ATOMIC_RELAXED), arg);
+}
+
+void icpp_agent_int3_reset(void)
+{
+    for (icpp_agent_modsites *m = __atomic_load_n(&icpp_agent_mods, __ATOMIC_ACQUIRE); m; m = m->next)
+        for (size_t i = 0; i < m->nsites; i++)
+            __atomic_store_n(&m->sites[i].traps, 0, __ATOMIC_RELAXED);
 }
 
 /* ---- evacuation (live patching) ---------------------------------------------- */

@@ -146,7 +146,8 @@ for line in st.splitlines():
     if m and m.group(1) == "exe":
         refused[m.group(2)] = (m.group(3), m.group(4))
 short = {m.group(1) for m in re.finditer(r"^short exe (\S+)$", st, re.M)}
-for fn, want in {"asm_nop1": ("int3", "branch_in"), "asm_tiny2": ("int3", "too_short")}.items():
+for fn, want in {"asm_nop1": ("int3", "branch_in"), "asm_tiny2": ("int3", "too_short"),
+                 "asm_bt": ("int3", "branch_in")}.items():
     check(refused.get(fn) == want, f"{fn}: {refused.get(fn)}, want {want}")
 # a branch into byte 2 (asm_loop) or 3 bytes of function (asm_tiny, asm_tiny3):
 # a 2-byte jmp to a 5-byte jmp in dead padding (asm_tiny2's padding can run)
@@ -158,8 +159,29 @@ for fn in ["empty_fn", "tiny_zero", "after_longjmp", "asm_jcc", "asm_call_first"
            "tail_caller", "rec", "probe", "main", "cmp_int", "_start", "frame_dummy",
            "register_tm_clones"]:
     check(fn not in refused, f"{fn} not jmp-patched: {refused.get(fn)}")
-check(set(refused) == {"asm_nop1", "asm_tiny2", "_fini"},
+check(set(refused) == {"asm_nop1", "asm_tiny2", "asm_bt", "_fini"},
       f"refused in the executable: {sorted(refused)}")
+
+# 5b. int3 sites' direct calls enter their stubs: asm_bt has three (call,
+#     jmp and jcc rel32); only the call through a pointer and the jmp rel8
+#     trap.  Its five entries share one height: the one the program measured.
+calls = {m.group(1): int(m.group(2)) for m in re.finditer(r"^calls exe (\S+) (\d+)$", st, re.M)}
+check(calls.get("asm_bt") == 3, f"asm_bt: {calls.get('asm_bt')} direct calls rewritten, want 3")
+check(calls.get("asm_nop1", 0) >= 1, f"asm_nop1: {calls.get('asm_nop1')} direct calls rewritten, want >= 1")
+traps = {}
+for line in read(f"{d}/dump").splitlines():
+    if line.startswith("I "):
+        _, fn, n = line.split(" ")
+        traps[fn] = int(n)
+check(traps.get("asm_bt") == 2, f"asm_bt entered {traps.get('asm_bt')} times through int3, want 2")
+check(traps.get("asm_nop1") == 0, f"asm_nop1 entered {traps.get('asm_nop1')} times through int3, want 0")
+bt = [line.split()[1:] for line in read(f"{d}/agent.out").splitlines() if line.startswith("BT ")]
+check(len(bt) == 1 and len(set(bt[0])) == 1, f"asm_bt entry heights as measured by the program: {bt}")
+if bt:
+    want_h = Counter({int(bt[0][0]): 5})
+    got_h = sum((h for p, h in heights.items() if p.endswith(";main;bt_driver;asm_bt")), Counter())
+    check(got_h == want_h, f"asm_bt heights {dict(got_h or {})}, want {dict(want_h)}")
+print(f"  {mode}: int3 sites: direct calls rewritten {calls}, trap entries {traps}")
 
 # 6. threads: nothing dropped (with libc patched, the test driver's own libc
 #    calls inside critical sections are dropped on purpose)

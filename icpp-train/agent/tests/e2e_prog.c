@@ -245,6 +245,14 @@ int asm_fall(int x);        /* falls through padding into asm_tiny2 when x == 0 
 int asm_tiny2(void);        /* 3 bytes; the only padding in reach can run: int3 */
 int asm_tiny3(void);        /* 4 bytes; dead padding before it: short jmp */
 int asm_jcc(int x);         /* jcc rel8 inside the first 5 bytes */
+/* asm_bt: its first instruction is a branch target (a loop into byte 1):
+ * int3, but its direct calls are rewritten to enter its stub; it returns
+ * its entry SP.  The others reach it by a tail call: jmp rel32, jcc rel32,
+ * and jmp rel8 (which cannot reach the stub: it traps). */
+uint64_t asm_bt(int n);
+uint64_t asm_bt_tail(int n);
+uint64_t asm_bt_jcc(int n);
+uint64_t asm_bt_near(int n);
 int asm_call_first(void);   /* starts with a call */
 int asm_helper(void);
 int asm_rip(void);          /* starts with a rip-relative load */
@@ -311,6 +319,33 @@ __asm__(
     "2: mov $3,%eax\n"
     "  ret\n"
     ".size asm_jcc,.-asm_jcc\n"
+    ".globl asm_bt\n.type asm_bt,@function\n"
+    "asm_bt:\n"
+    ".Lbt:\n"
+    "  push %rbx\n"                /* 1 byte */
+    "1: lea 8(%rsp),%rax\n"        /* offset 1: target of the loop; the entry SP */
+    "  sub $1,%edi\n"
+    "  jg 1b\n"
+    "  pop %rbx\n"
+    "  ret\n"
+    ".size asm_bt,.-asm_bt\n"
+    ".globl asm_bt_near\n.type asm_bt_near,@function\n"
+    "asm_bt_near:\n"
+    "  mov $0,%eax\n"              /* 5 bytes: the jmp below is not relocated */
+    "  jmp .Lbt\n"                 /* rel8 */
+    ".size asm_bt_near,.-asm_bt_near\n"
+    ".globl asm_bt_tail\n.type asm_bt_tail,@function\n"
+    "asm_bt_tail:\n"
+    "  mov $0,%eax\n"
+    "  jmp.d32 asm_bt\n"           /* rel32 */
+    ".size asm_bt_tail,.-asm_bt_tail\n"
+    ".globl asm_bt_jcc\n.type asm_bt_jcc,@function\n"
+    "asm_bt_jcc:\n"
+    "  mov $0,%eax\n"
+    "  test %edi,%edi\n"
+    "  jg.d32 asm_bt\n"            /* rel32 */
+    "  ret\n"
+    ".size asm_bt_jcc,.-asm_bt_jcc\n"
     ".globl asm_call_first\n.type asm_call_first,@function\n"
     "asm_call_first:\n"
     "  call asm_helper\n"
@@ -372,6 +407,22 @@ static __attribute__((noinline)) void asm_more(void)
     printf("asm2 %d %d %d %d %d\n", a1, a2, a3, a4, a5);
 }
 
+/* asm_bt entered four ways at one SP: the heights the agent records must
+ * be the one this prints (base - asm_bt's entry SP, measured here). */
+F static void bt_driver(void)
+{
+    ENTER();
+    uint64_t (*volatile ptr)(int) = asm_bt;
+    uint64_t base = my_base(1);
+    uint64_t s1 = GT_ASM("asm_bt", asm_bt(3));                          /* call rel32 */
+    uint64_t s2 = GT_ASM("asm_bt", ptr(2));                             /* call *reg: traps */
+    uint64_t s3 = GT_ASM_FALL("asm_bt_tail", "asm_bt", asm_bt_tail(4)); /* jmp rel32 */
+    uint64_t s4 = GT_ASM_FALL("asm_bt_jcc", "asm_bt", asm_bt_jcc(1));   /* jcc rel32 */
+    uint64_t s5 = GT_ASM_FALL("asm_bt_near", "asm_bt", asm_bt_near(2)); /* jmp rel8: traps */
+    printf("BT %llu %llu %llu %llu %llu\n", (unsigned long long)(base - s1), (unsigned long long)(base - s2),
+           (unsigned long long)(base - s3), (unsigned long long)(base - s4), (unsigned long long)(base - s5));
+}
+
 int main(int argc, char **argv)
 {
 #ifdef GT
@@ -396,6 +447,7 @@ int main(int argc, char **argv)
         z += tiny_zero();
     printf("tiny %d\n", z);
     asm_more();
+    bt_driver();
     printf("asm %d %d %d %d %d %d\n", GT_ASM("asm_loop", asm_loop(5)), GT_ASM("asm_loop", asm_loop(3)),
            GT_ASM("asm_jcc", asm_jcc(0)), GT_ASM("asm_jcc", asm_jcc(1)),
            GT_ASM2("asm_call_first", "asm_helper", asm_call_first()), GT_ASM("asm_rip", asm_rip()));

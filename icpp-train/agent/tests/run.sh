@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh -- build the agent by hand and run its tests: relocation units, end-to-end (exe, exe+libc),
 # live patching under running threads, and the per-call cost benchmark.
-# usage: tests/run.sh [OUTDIR]      (default: $TMPDIR/icpp-agent-tests; nothing is written in the repo)
+# usage: tests/run.sh [OUTDIR [ICPP_TRAIN]]   (default: $TMPDIR/icpp-agent-tests; nothing is written in the repo;
+#        with ICPP_TRAIN, the built icpp-train also trains the e2e program: its int3 counts end to end)
 #        BENCH=0 tests/run.sh       skip the benchmark
 set -eu
 A=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,7 @@ echo "== the recorder calls nothing outside itself"
 # Only cross-references among recorder.o/sys.o/trap.o/tramp.o are allowed.
 UNDEF=$(nm -u "$O/recorder.o" "$O/sys.o" "$O/trap.o" "$O/tramp.o" | awk 'NF==2{print $2}' | sort -u |
         grep -v -x -e _GLOBAL_OFFSET_TABLE_ -e icpp_agent_maps_find -e icpp_agent_list_threads -e icpp_agent_record -e icpp_agent_tls_ \
-                   -e icpp_agent_restore_rt -e icpp_agent_utoa || true)
+                   -e icpp_agent_restore_rt -e icpp_agent_utoa -e icpp_agent_int3_reset || true)
 if [ -n "$UNDEF" ]; then echo "FAIL: recorder objects reference: $UNDEF"; exit 1; fi
 # The length decoder (lde.c) is plain C: no libc, nothing outside itself.
 UNDEF=$(nm -u "$O/lde.o" | awk 'NF==2{print $2}' | grep -v -x _GLOBAL_OFFSET_TABLE_ || true)
@@ -71,6 +72,33 @@ run_e2e libc exe,libc
 echo "  refused functions by reason:"
 grep '^reason' "$O/e2e-libc/stats" | grep -v ' ok ' | sed 's|^|    |'
 grep '^module' "$O/e2e-libc/stats" | sed 's|^|    |'
+
+if [ -n "${2:-}" ]; then
+    echo "== icpp-train: int3 trap entries per function, summed over the processes (e2e forks)"
+    D="$O/e2e-train"; rm -rf "$D"; mkdir -p "$D"
+    "$2" -v --fresh --modules main -o "$D/map" -- "$O/e2e" > "$D/out" 2> "$D/err" || [ $? = 3 ]
+    "$2" --stats "$D/map" > "$D/stats"
+    python3 - "$D" <<'PY'
+import re, sys
+d = sys.argv[1]
+fails = []
+st, err = open(f"{d}/stats").read(), open(f"{d}/err").read()
+# asm_bt: pointer and jmp rel8 trap, its 3 direct calls do not; _fini runs
+# once in each of the two processes; the fork child counts from zero.
+want = {"asm_bt (e2e)": 2, "asm_nop1 (e2e)": 0, "asm_tiny2 (e2e)": 1, "_fini (e2e)": 2}
+got = {m.group(1): int(m.group(2)) for m in re.finditer(r"^  int3: (.*): (\d+) entries through the trap$", st, re.M)}
+if got != want: fails.append(f"--stats int3 entries {got}, want {want}")
+v = {m.group(1): int(m.group(2)) for m in re.finditer(r"^icpp-train: int3: (.*): (\d+) entries through the trap$", err, re.M)}
+if v != want: fails.append(f"-v int3 entries {v}, want {want}")
+for k, n in {"int3-entries": 5, "patched-int3": 4, "patched-int3-calls": 3}.items():
+    m = re.search(r"^%s\s+(\d+)$" % k, st, re.M)
+    if not m or int(m.group(1)) != n: fails.append(f"{k}: {m and m.group(1)}, want {n}")
+print(f"  int3 entries: {got}")
+for f in fails: print("FAIL", f)
+sys.exit(1 if fails else 0)
+PY
+    echo "  ok"
+fi
 
 echo "== caps: shadow-stack depth 100; CCT memory 64 KiB per thread"
 caps_run() {   # $1 = name, then env assignments; checks output, exit status and the counter

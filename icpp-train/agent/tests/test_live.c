@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,6 +136,84 @@ static void *worker(void *p)
     return NULL;
 }
 
+/* Phase 4: btl's first instruction is a branch target (a loop into byte
+ * 1): it is int3-hooked, and its direct calls -- call (bc_call), jmp
+ * (bc_jmp) and jcc rel32 (bc_jcc) -- are rewritten live, while threads run
+ * them, to enter its stub.  long btl(long x) = x ^ 0x33 for x >= 0. */
+long btl(long x);
+long bc_jmp(long x);        /* btl(x) by a tail jmp rel32 */
+long bc_jcc(long x);        /* x > 0 ? btl(x) by a tail jcc rel32 : -1 */
+long bc_call2(long x);      /* btl(x) + 2 by a call rel32 at offset 9 (not relocated) */
+NOINL long bc_call(long x) { return btl(x) + 1; }
+__asm__(".text\n"
+        ".globl btl\n.type btl,@function\nbtl:\n"
+        "  push %rbx\n"
+        "1: neg %rdi\n"                 /* offset 1: target of the loop */
+        "  mov %rdi,%rax\n  test %rax,%rax\n"
+        "  js 1b\n"                     /* past the bytes a jmp would relocate */
+        "  xor $0x33,%rax\n  pop %rbx\n  ret\n"
+        ".size btl,.-btl\n"
+        ".globl bc_jmp\n.type bc_jmp,@function\nbc_jmp:\n"
+        "  mov $0,%eax\n  jmp.d32 btl\n"
+        ".size bc_jmp,.-bc_jmp\n"
+        ".globl bc_jcc\n.type bc_jcc,@function\nbc_jcc:\n"
+        "  mov $-1,%rax\n  test %rdi,%rdi\n  jg.d32 btl\n  ret\n"
+        ".size bc_jcc,.-bc_jcc\n"
+        ".globl bc_call2\n.type bc_call2,@function\nbc_call2:\n"
+        "  mov $0,%eax\n  sub $8,%rsp\n  call btl\n  add $8,%rsp\n  add $2,%rax\n  ret\n"
+        ".size bc_call2,.-bc_call2\n");
+
+/* Run fn(x) with an int3 written at fn + off, a rewritten branch: the
+ * SIGTRAP handler must take the branch as the CPU would (what it does for
+ * threads reaching the branch while a live patch writes it). */
+static long with_int3_at(long (*fn)(long), int off, long x)
+{
+    uint8_t *p = (uint8_t *)(uintptr_t)fn + off, old = *p;
+    uintptr_t pg = (uintptr_t)p & ~(uintptr_t)4095;
+    if (mprotect((void *)pg, 8192, PROT_READ | PROT_WRITE | PROT_EXEC))
+        return -999;
+    *(volatile uint8_t *)p = 0xcc;
+    long r = fn(x);
+    *(volatile uint8_t *)p = old;
+    mprotect((void *)pg, 8192, PROT_READ | PROT_EXEC);
+    return r;
+}
+
+static long bc_errors;
+
+static int is_bc(const char *nm)
+{
+    return !strcmp(nm, "btl") || !strcmp(nm, "bc_call") || !strcmp(nm, "bc_jmp") || !strcmp(nm, "bc_jcc") ||
+           !strcmp(nm, "bc_call2");
+}
+
+static void *bc_worker(void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    while (!stop) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        long a = (long)(x >> 40) - (1 << 10);           /* a few are <= 0: jcc not taken */
+        long b = a < 0 ? -a : a;
+        if (bc_call(b) != (b ^ 0x33) + 1 || bc_jmp(b) != (b ^ 0x33) || bc_jcc(a) != (a > 0 ? a ^ 0x33 : -1) ||
+            bc_call2(b) != (b ^ 0x33) + 2)
+            __atomic_add_fetch(&bc_errors, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+static void add_traps(uint32_t index, uint64_t traps, void *arg)
+{
+    if (index == 7000)
+        *(uint64_t *)arg += traps;
+}
+
+static uint64_t btl_traps(void)
+{
+    uint64_t n = 0;
+    icpp_agent_int3_each(add_traps, &n);
+    return n;
+}
+
 typedef struct sym {
     char     name[64];
     uint64_t addr, size;
@@ -168,7 +247,7 @@ static int read_syms(sym *out, int max)
             const char *nm = elf_strptr(e, sh.sh_link, s.st_name);
             if (GELF_ST_TYPE(s.st_info) != STT_FUNC || !s.st_value)
                 continue;
-            if (strncmp(nm, "fn_", 3) && strcmp(nm, "leaf") && strcmp(nm, "tiny"))
+            if (strncmp(nm, "fn_", 3) && strcmp(nm, "leaf") && strcmp(nm, "tiny") && !is_bc(nm))
                 continue;
             snprintf(out[n].name, sizeof out[n].name, "%s", nm);
             out[n].addr = bias + s.st_value;
@@ -200,9 +279,15 @@ int main(void)
         printf("FAIL init: %s\n", err.msg);
         return 1;
     }
-    static sym syms[NF + 8];
-    int ns = read_syms(syms, NF + 8);
-    CHECK(ns == NF + 2, "found %d functions", ns);
+    static sym all[NF + 16], syms[NF + 8], bc[5];
+    int na = read_syms(all, NF + 16), ns = 0, nb = 0;
+    for (int i = 0; i < na; i++) {      /* phase 4's functions apart */
+        if (!is_bc(all[i].name))
+            syms[ns++] = all[i];
+        else if (nb < 5)
+            bc[nb++] = all[i];
+    }
+    CHECK(ns == NF + 2 && nb == 5, "found %d functions and %d of phase 4", ns, nb);
 
     /* index = position in syms */
     static icpp_agent_func funcs[NF + 8];
@@ -326,6 +411,53 @@ int main(void)
     CHECK(s3.evac_moved == 1 && s3.evac_unacked == 0, "evacuation moved %u, unacked %d",
           s3.evac_moved, s3.evac_unacked);
     printf("  phase 3: with evacuation: moved %u thread, read() returned %ld\n", s3.evac_moved, r);
+
+    /* phase 4: btl's direct calls rewritten live while 3 threads run them */
+    icpp_agent_func bf[5];
+    int bi = -1;
+    for (int i = 0; i < nb; i++) {
+        bf[i] = (icpp_agent_func){ bc[i].addr, bc[i].size, strcmp(bc[i].name, "btl") ? 7001u + (uint32_t)i : 7000u,
+                                   0, 0, 0, 0 };
+        if (!strcmp(bc[i].name, "btl"))
+            bi = i;
+    }
+    stop = 0;
+    for (int t = 0; t < 3; t++)
+        pthread_create(&th[t], NULL, bc_worker, (void *)(uintptr_t)(t + 1));
+    nanosleep(&ms20, NULL);
+    icpp_agent_patch_stats s4 = { 0 };
+    if (icpp_agent_patch_module("test_live_bc", bf, (size_t)nb, ICPP_AGENT_PATCH_LIVE, &s4, &err) < 0)
+        CHECK(0, "patch: %s", err.msg);
+    nanosleep(&ms20, NULL);
+    stop = 1;
+    for (int t = 0; t < 3; t++)
+        pthread_join(th[t], NULL);
+    CHECK(bc_errors == 0, "%ld wrong results around the live rewrite of btl's calls", bc_errors);
+    CHECK(bi >= 0 && bf[bi].how == ICPP_AGENT_HOW_INT3 && bf[bi].reason == ICPP_AGENT_R_BRANCH_IN,
+          "btl: how %d reason %d", bi >= 0 ? bf[bi].how : -1, bi >= 0 ? bf[bi].reason : -1);
+    /* bc_call's call runs from its stub's copy (retargeted there), the others in place */
+    CHECK(bi >= 0 && bf[bi].calls == 4 && s4.calls_redirected == 4, "btl: %u direct calls rewritten, want 4",
+          bi >= 0 ? bf[bi].calls : 0);
+    uint64_t t0r = btl_traps();
+    long (*volatile ptr)(long) = btl;
+    for (long i = 1; i <= 1000; i++)
+        CHECK(bc_call(i) == (i ^ 0x33) + 1 && bc_jmp(i) == (i ^ 0x33) && bc_jcc(i) == (i ^ 0x33) &&
+              bc_call2(i) == (i ^ 0x33) + 2, "results at %ld", i);
+    uint64_t t1r = btl_traps();
+    for (long i = 0; i < 10; i++)
+        CHECK(ptr(i) == (i ^ 0x33), "btl through a pointer");
+    uint64_t t2r = btl_traps();
+    /* the handler's side of the live rewrite: call, jmp, jcc taken and not */
+    long e1 = with_int3_at(bc_call2, 9, 5), e2 = with_int3_at(bc_jmp, 5, 6), e3 = with_int3_at(bc_jcc, 10, 7),
+         e4 = with_int3_at(bc_jcc, 10, -7);
+    CHECK(e1 == (5 ^ 0x33) + 2 && e2 == (6 ^ 0x33) && e3 == (7 ^ 0x33) && e4 == -1,
+          "branches taken by the handler: %ld %ld %ld %ld", e1, e2, e3, e4);
+    CHECK(btl_traps() == t2r, "btl trapped when its rewritten callers trapped");
+    CHECK(t1r == t0r && t2r - t1r == 10, "btl traps: %llu by 4000 direct calls (want 0), %llu by 10 through a pointer",
+          (unsigned long long)(t1r - t0r), (unsigned long long)(t2r - t1r));
+    printf("  phase 4: btl's 4 direct calls rewritten live under 3 threads (%llu executions taken by the "
+           "handler meanwhile); afterwards 4000 direct calls trapped %llu times, 10 through a pointer %llu\n",
+           (unsigned long long)s4.calls_trapped, (unsigned long long)(t1r - t0r), (unsigned long long)(t2r - t1r));
     printf("test_live: %d failure(s)\n", fails);
     return fails != 0;
 }

@@ -202,6 +202,10 @@ static void patch_obj(const obj *o, int live)
             if (fs[i].short_jmp)
                 fprintf(stats, "short %s %s\n", o->is_exe ? "exe" : o->path, fns[first + i].name);
         for (size_t i = 0; i < count; i++)
+            if (fs[i].calls)
+                fprintf(stats, "calls %s %s %u\n", o->is_exe ? "exe" : o->path, fns[first + i].name,
+                        fs[i].calls);
+        for (size_t i = 0; i < count; i++)
             if (fs[i].how != ICPP_AGENT_HOW_JMP)
                 fprintf(stats, "refused %s %s %s %s size=%llu\n", o->is_exe ? "exe" : o->path,
                         fns[first + i].name, icpp_agent_how_name(fs[i].how),
@@ -382,6 +386,12 @@ __attribute__((constructor)) static void test_init(void)
         icpp_agent_enter_critical();
 }
 
+/* "I name traps": entries of an int3-hooked function through its trap. */
+static void dump_traps(uint32_t index, uint64_t traps, void *arg)
+{
+    fprintf(arg, "I %s %llu\n", func_name(index), (unsigned long long)traps);
+}
+
 __attribute__((destructor)) static void test_fini(void)
 {
     icpp_agent_enter_critical();
@@ -397,6 +407,7 @@ __attribute__((destructor)) static void test_fini(void)
             for (const icpp_agent_thread *t = icpp_agent_thread_first(); t;
                  t = icpp_agent_thread_next(t))
                 dump_thread(out, t);
+            icpp_agent_int3_each(dump_traps, out);
             fclose(out);
         }
     }
