@@ -2,18 +2,26 @@
 #include "plt.h"
 
 #include "callgraph.h"
+#include "cfi.h"
+#include "module.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* A module's call graph, on the module opened here: icpp-resolve replays a
+ * recording several times (a replay each), and a graph must not outlive the
+ * replay whose module it reads -- so graphs are kept by build-id, on their
+ * own module and CFI table. */
 typedef struct plt_graph {
-    int             tried;
-    icpp_callgraph *g;
+    icpp_build_id   bid;
+    icpp_module    *m;
+    icpp_cfi       *cfi;
+    icpp_callgraph *g;          /* NULL: could not be built */
 } plt_graph;
 
 struct icpp_plt {
-    plt_graph *graphs;          /* by replay module index */
-    size_t     ngraphs;
+    plt_graph *graphs;
+    size_t     ngraphs, capgraphs;
     icpp_cand *cands;           /* scratch: the last sample's candidates */
     size_t     ncands, capcands;
 };
@@ -27,8 +35,11 @@ void icpp_plt_free(icpp_plt *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->ngraphs; i++)
-        icpp_callgraph_free(p->graphs[i].g);
+    for (size_t i = 0; i < p->ngraphs; i++) {
+        icpp_callgraph_free(p->graphs[i].g);     /* before the module it reads */
+        icpp_cfi_free(p->graphs[i].cfi);
+        icpp_module_close(p->graphs[i].m);
+    }
     free(p->graphs);
     free(p->cands);
     free(p);
@@ -36,22 +47,31 @@ void icpp_plt_free(icpp_plt *p)
 
 static icpp_callgraph *graph_of(icpp_plt *p, const icpp_replay *rp, uint32_t mi)
 {
-    if (mi >= p->ngraphs) {
-        size_t n = (size_t)mi + 8;
+    const icpp_rmodule *rm = icpp_replay_module(rp, mi);
+    if (!rm || !rm->mod)
+        return NULL;
+    const icpp_build_id *bid = icpp_module_build_id(rm->mod);
+    for (size_t i = 0; i < p->ngraphs; i++)
+        if (icpp_build_id_eq(&p->graphs[i].bid, bid))
+            return p->graphs[i].g;
+    if (p->ngraphs == p->capgraphs) {
+        size_t n = p->capgraphs ? 2 * p->capgraphs : 8;
         plt_graph *ng = realloc(p->graphs, n * sizeof *ng);
         if (!ng)
             return NULL;
-        memset(ng + p->ngraphs, 0, (n - p->ngraphs) * sizeof *ng);
         p->graphs = ng;
-        p->ngraphs = n;
+        p->capgraphs = n;
     }
-    plt_graph *pg = &p->graphs[mi];
-    if (!pg->tried) {
-        pg->tried = 1;
-        const icpp_rmodule *rm = icpp_replay_module(rp, mi);
-        if (rm && rm->mod && rm->cfi)
-            pg->g = icpp_callgraph_build(rm->mod, rm->cfi, NULL);
+    plt_graph *pg = &p->graphs[p->ngraphs++];
+    memset(pg, 0, sizeof *pg);
+    pg->bid = *bid;
+    pg->m = icpp_module_open(rm->path, NULL);
+    if (pg->m && !icpp_build_id_eq(icpp_module_build_id(pg->m), bid)) {
+        icpp_module_close(pg->m);       /* the file changed since the replay opened it */
+        pg->m = NULL;
     }
+    pg->cfi = pg->m ? icpp_cfi_build(pg->m, NULL) : NULL;
+    pg->g = pg->cfi ? icpp_callgraph_build(pg->m, pg->cfi, NULL) : NULL;
     return pg->g;
 }
 
