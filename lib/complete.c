@@ -307,16 +307,6 @@ static uint32_t anchors(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t 
     return icpp_cidx_lookup(c->x, (uint32_t)*f, h, out);
 }
 
-/* Learn samples of this recording through node, at any of its heights. */
-static uint64_t node_learned(const icpp_completer *c, uint32_t node)
-{
-    const icpp_pm_node *n = icpp_pathmap_node(c->pm, node);
-    uint64_t l = 0;
-    for (uint32_t k = 0; k < n->nheights; k++)
-        l += n->heights[k].learned;
-    return l;
-}
-
 static void add_result(icpp_completer *c, uint32_t anchor, uint64_t act)
 {
     c->hits++;
@@ -420,8 +410,10 @@ static void gather(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h, in
                 return;
             }
             uint64_t *cnt = icpp_hmap_get(&c->ind_at, (uint64_t)h, UINT64_MAX);
-            for (uint64_t k = 0; cnt && k < *cnt && !c->truncated; k++)
-                add_result(c, (uint32_t)*icpp_hmap_get(&c->ind_at, (uint64_t)h, k), node_learned(c, (uint32_t)*icpp_hmap_get(&c->ind_at, (uint64_t)h, k)));
+            for (uint64_t k = 0; cnt && k < *cnt && !c->truncated; k++) {
+                uint32_t node = (uint32_t)*icpp_hmap_get(&c->ind_at, (uint64_t)h, k);
+                add_result(c, node, icpp_cidx_node_learned(c->x, node));
+            }
         }
     }
     /* edges the map saw: indirect calls, and what the static graph missed */

@@ -310,12 +310,17 @@ int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, ui
  * whose parent context no learn sample passed through at all, is a path of
  * a region this run was never seen in: where other candidates remain, it
  * is dropped (out->pruned counts them). */
+uint64_t icpp_cidx_node_learned(const icpp_cidx *x, uint32_t node)
+{
+    return node < x->nact ? x->act[node] : 0;
+}
+
 static int cand_active(const icpp_cidx *x, const icpp_cand *c)
 {
     if (c->learned)
         return 1;
     uint32_t p = icpp_pathmap_node(x->pm, c->node)->parent;
-    return p && p < x->nact && x->act[p];
+    return p && icpp_cidx_node_learned(x, p);
 }
 
 static int any_active(const icpp_cidx *x, const icpp_resolution *out)

@@ -51,6 +51,10 @@ void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
  * by default; icpp-resolve turns it on for recordings with learn samples. */
 void icpp_cidx_set_evidence(icpp_cidx *x, int on);
 
+/* Learn samples of this recording through map node `node`, at any of its
+ * heights (0 for nodes added after the index was built, e.g. by completion). */
+uint64_t icpp_cidx_node_learned(const icpp_cidx *x, uint32_t node);
+
 /* Path-map function index of (module build-id, link-time start address), or
  * -1.  Module build-ids are matched once per module and cached by `mkey`
  * (any small integer the caller uses for the module, e.g. the replay's). */
