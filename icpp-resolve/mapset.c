@@ -333,9 +333,12 @@ typedef struct vote {
 /* The second pass: vote each non-main thread's own stack (mapset.h). */
 static int vote_stacks(mapset *ms, const char *samples, icpp_err *err)
 {
+    if (!ms->thread_samples)
+        return 0;       /* main threads only: nothing to vote */
     icpp_replay *rp = icpp_replay_open(samples, err);
     if (!rp)
         return -1;
+    icpp_replay_select(rp, ICPP_REPLAY_OTHER_THREADS);
     icpp_hmap ix;               /* (pid << 32 | tid, top) -> index into v */
     icpp_hmap_init(&ix);
     vote *v = NULL;
@@ -473,10 +476,15 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
     icpp_replay *rp = icpp_replay_open(samples, err);
     if (!rp)
         return -1;
+    /* The executables sampled: pid-level fields are enough. */
+    icpp_replay_select(rp, ICPP_REPLAY_PROCESS_ONLY);
     icpp_rsample s;
     int rc;
-    while ((rc = icpp_replay_next(rp, &s, err)) > 0)
+    ms->thread_samples = 0;
+    while ((rc = icpp_replay_next(rp, &s, err)) > 0) {
         mapset_bin_of(ms, rp, &s);
+        ms->thread_samples += s.tid != s.pid;
+    }
     const icpp_rmodule *rex = icpp_replay_exe_module(rp);
     icpp_build_id rec_bid = rex ? rex->build_id : (icpp_build_id){0, {0}};
     icpp_replay_close(rp);

@@ -22,7 +22,32 @@ typedef struct learner {
     uint8_t      *novel;        /* per map function: learning found a context of it the map lacked */
     size_t        nnovel;
     icpp_hmap     frames;       /* (pid << 32 | exec generation, address) -> frame_func() + 3 */
+    /* Rooted learn samples repeat: the same leaf function under the same
+     * return addresses at the same heights.  The first of each is learned
+     * in full and its effect -- the (node, height) pairs it counted -- kept;
+     * a repeat only adds to its chain's repeats, applied to those pairs at
+     * the end.  A rooted sample needs no anchor, so its effect does not
+     * depend on what was learned before it: the map comes out the same. */
+    icpp_hmap     memo;         /* (key hash, 0) -> index into chains + 1 */
+    struct lchain {
+        uint64_t hash;
+        uint32_t pid, gen, n;
+        int64_t  fn0;           /* the leaf's map function (its pc varies, its function does not) */
+        uint64_t base;
+        size_t   key, eff, neff;    /* into words: pc[1..n), entry_sp[0..n); into eff: neff pairs */
+        uint64_t repeats;       /* samples not yet applied */
+    } *chains;
+    size_t        nchains, capchains;
+    uint64_t     *words;        /* the chains' keys */
+    size_t        nwords, capwords;
+    struct leff { uint32_t node; int64_t height; } *eff;    /* the chains' effects */
+    size_t        neff, capeff;
+    int           recording;    /* learn_one appends what it counts to eff */
 } learner;
+
+/* Memory the memo may hold (keys and effects); past it, samples are learned
+ * one by one as before. */
+#define MEMO_MAX_BYTES (64u << 20)
 
 static int mark_novel(learner *L, uint32_t func)
 {
@@ -137,6 +162,8 @@ static int64_t frame_func_cached(learner *L, const icpp_replay *rp, const icpp_r
     return f;
 }
 
+/* One learn sample into the map: 1 if it was learned, 0 if not (counted in
+ * st by why), -ENOMEM. */
 static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, icpp_learn_stats *st)
 {
     static int64_t fn[MAXF];
@@ -208,9 +235,115 @@ static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, i
         if ((!known && mark_novel(L, (uint32_t)fn[i]) < 0) || icpp_pathmap_add_learned(L->pm, node, ht[i], 1) < 0 ||
             (L->have_cid && !known && cid_note(L, (uint32_t)fn[i], ht[i], node) < 0))
             return -ENOMEM;
+        if (L->recording) {
+            if (L->neff == L->capeff) {
+                size_t nc = L->capeff ? 2 * L->capeff : 1024;
+                struct leff *ne = realloc(L->eff, nc * sizeof *ne);
+                if (!ne)
+                    return -ENOMEM;
+                L->eff = ne;
+                L->capeff = nc;
+            }
+            L->eff[L->neff++] = (struct leff){node, ht[i]};
+        }
     }
     st->new_paths += icpp_pathmap_nnodes(L->pm) - before;
     st->learned++;
+    return 1;
+}
+
+static uint64_t chain_hash(uint32_t pid, uint32_t gen, uint64_t base, int64_t fn0, const icpp_learn_chain *l)
+{
+    uint64_t h = icpp_hash2((uint64_t)pid << 32 | gen, base);
+    h = icpp_hash2(h, (uint64_t)fn0 ^ (uint64_t)l->n << 40);
+    for (uint32_t i = 1; i < l->n; i++)
+        h = icpp_hash2(h, l->pc[i]);
+    for (uint32_t i = 0; i < l->n; i++)
+        h = icpp_hash2(h, l->entry_sp[i]);
+    return h;
+}
+
+static int chain_same(const learner *L, const struct lchain *c, uint32_t pid, uint32_t gen, uint64_t base,
+                      int64_t fn0, const icpp_learn_chain *l)
+{
+    if (c->pid != pid || c->gen != gen || c->base != base || c->fn0 != fn0 || c->n != l->n)
+        return 0;
+    const uint64_t *w = L->words + c->key;
+    return (l->n < 2 || !memcmp(w, l->pc + 1, (l->n - 1) * sizeof *w)) &&
+           !memcmp(w + l->n - 1, l->entry_sp, l->n * sizeof *w);
+}
+
+/* learn_one through the memo (learner.memo): a rooted sample seen before
+ * only counts; a new one is learned and, if it was learned, remembered. */
+static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, icpp_learn_stats *st)
+{
+    const icpp_learn_chain *l = &s->l;
+    if (!s->base || l->status != 0 || !l->n || l->n > MAXF)
+        return learn_one(L, rp, s, st) < 0 ? -ENOMEM : 0;
+    int64_t fn0 = frame_func_cached(L, rp, s, l->pc[0]);
+    if (fn0 == -3)
+        return -ENOMEM;
+    uint64_t h = chain_hash(s->pid, s->exec_gen, s->base, fn0, l);
+    uint64_t *v = icpp_hmap_get(&L->memo, h, 0);
+    if (v) {
+        struct lchain *c = &L->chains[*v - 1];
+        if (chain_same(L, c, s->pid, s->exec_gen, s->base, fn0, l)) {
+            c->repeats++;
+            st->learned++;
+            return 0;
+        }
+        return learn_one(L, rp, s, st) < 0 ? -ENOMEM : 0;     /* a hash collision: not remembered */
+    }
+    size_t eff0 = L->neff;
+    int room = (L->nwords + 2 * (size_t)l->n) * sizeof *L->words + (L->neff + l->n) * sizeof *L->eff <= MEMO_MAX_BYTES;
+    L->recording = room;
+    int r = learn_one(L, rp, s, st);
+    L->recording = 0;
+    if (r < 0)
+        return -ENOMEM;
+    if (r == 0 || !room) {
+        L->neff = eff0;
+        return 0;
+    }
+    size_t nw = 2 * (size_t)l->n - 1;
+    if (L->nwords + nw > L->capwords) {
+        size_t nc = L->capwords ? 2 * L->capwords : 4096;
+        while (nc < L->nwords + nw)
+            nc *= 2;
+        uint64_t *n = realloc(L->words, nc * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        L->words = n;
+        L->capwords = nc;
+    }
+    if (L->nchains == L->capchains) {
+        size_t nc = L->capchains ? 2 * L->capchains : 256;
+        struct lchain *n = realloc(L->chains, nc * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        L->chains = n;
+        L->capchains = nc;
+    }
+    if (icpp_hmap_put(&L->memo, h, 0, L->nchains + 1) < 0)
+        return -ENOMEM;
+    struct lchain *c = &L->chains[L->nchains++];
+    *c = (struct lchain){h, s->pid, s->exec_gen, l->n, fn0, s->base, L->nwords, eff0, L->neff - eff0, 0};
+    if (l->n > 1)
+        memcpy(L->words + L->nwords, l->pc + 1, (l->n - 1) * sizeof *L->words);
+    memcpy(L->words + L->nwords + l->n - 1, l->entry_sp, l->n * sizeof *L->words);
+    L->nwords += nw;
+    return 0;
+}
+
+/* The repeats the memo counted, added to the map. */
+static int memo_apply(learner *L)
+{
+    for (size_t i = 0; i < L->nchains; i++) {
+        const struct lchain *c = &L->chains[i];
+        for (size_t k = 0; c->repeats && k < c->neff; k++)
+            if (icpp_pathmap_add_learned(L->pm, L->eff[c->eff + k].node, L->eff[c->eff + k].height, c->repeats) < 0)
+                return -ENOMEM;
+    }
     return 0;
 }
 
@@ -226,13 +359,14 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
     icpp_replay *rp = icpp_replay_open(samples, err);
     if (!rp)
         return -1;
-    icpp_replay_learn_only(rp, 1);
+    icpp_replay_select(rp, ICPP_REPLAY_LEARN_ONLY);
     learner L;
     memset(&L, 0, sizeof L);
     L.pm = pm;
     L.all = icpp_pathmap_nfuncs(pm) == 0;
     icpp_hmap_init(&L.cid);
     icpp_hmap_init(&L.frames);
+    icpp_hmap_init(&L.memo);
     L.ntrained = icpp_pathmap_nmodules(pm);
     L.trained = calloc(L.ntrained + 1, 1);
     int rc = L.trained ? 0 : -ENOMEM;
@@ -266,14 +400,20 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
             st->foreign++;
             continue;
         }
-        rc = learn_one(&L, rp, &s, st);
+        rc = learn_memo(&L, rp, &s, st);
     }
+    if (rc == 0)
+        rc = memo_apply(&L);
     if (rc == -ENOMEM)
         icpp_err_set(err, ENOMEM, "out of memory learning contexts from %s", samples);
     free(L.mod);
     free(L.trained);
     icpp_hmap_free(&L.cid);
     icpp_hmap_free(&L.frames);
+    icpp_hmap_free(&L.memo);
+    free(L.chains);
+    free(L.words);
+    free(L.eff);
     if (novel && rc >= 0) {
         /* one byte per function of the map as it is now */
         size_t nf = icpp_pathmap_nfuncs(pm);

@@ -30,7 +30,7 @@ struct icpp_replay {
     icpp_rmodule    *mods;
     size_t           nmods, capmods;
     uint32_t         learn_of[16];  /* learn event id -> profile event id + 1 (0: not a learn event) */
-    int              learn_only;    /* skip profile samples (icpp_replay_learn_only) */
+    unsigned         select;        /* ICPP_REPLAY_* (icpp_replay_select) */
     icpp_hmap        tstack;    /* (pid, tid) -> top of the thread's own stack mapping (0: exited) */
     /* The module and load bias of a mapping, for the next samples in it:
      * looking them up (module path, program headers) was a tenth of a
@@ -46,9 +46,9 @@ struct icpp_replay {
     uint64_t         mgen;
 };
 
-void icpp_replay_learn_only(icpp_replay *rp, int on)
+void icpp_replay_select(icpp_replay *rp, unsigned what)
 {
-    rp->learn_only = on;
+    rp->select = what;
 }
 
 const char *icpp_rs_status_name(int s)
@@ -329,6 +329,11 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
         s->base = icpp_maps_stack_top(&p->maps, s->sp);
         s->base_kind = s->base ? ICPP_BASE_MAPTOP : ICPP_BASE_NONE;
     }
+    if (rp->select & ICPP_REPLAY_PROCESS_ONLY) {
+        s->exe_module = p ? exe_module(rp, p) : -1;
+        s->status = ICPP_RS_OK;
+        return;
+    }
     int foreign = p && foreign_stack(rp, p, s);
     if (p)
         s->exe_module = exe_module(rp, p);
@@ -441,7 +446,9 @@ int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
         }
         if (r.type == ICPP_SREC_LSAMPLE)
             rp->info.learn_samples++;
-        if (r.type == ICPP_SREC_SAMPLE && rp->learn_only) {
+        if ((r.type == ICPP_SREC_SAMPLE && (rp->select & ICPP_REPLAY_LEARN_ONLY)) ||
+            ((r.type == ICPP_SREC_SAMPLE || r.type == ICPP_SREC_LSAMPLE) && (rp->select & ICPP_REPLAY_OTHER_THREADS) &&
+             r.u.sample.tid == r.u.sample.pid)) {
             rp->info.samples++;
             continue;
         }

@@ -66,9 +66,20 @@ icpp_replay *icpp_replay_open(const char *path, icpp_err *err);
 icpp_replay *icpp_replay_live(void);
 /* Apply one record (PROC, MMAP, EVENT, INFO, LOST; others are ignored). */
 int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err);
-/* Learn samples only: icpp_replay_next skips every other sample without
- * resolving it (a pass that only learns need not pay for them). */
-void icpp_replay_learn_only(icpp_replay *rp, int on);
+/* Which samples icpp_replay_next returns, and how far it resolves them: a
+ * pass that needs only some need not pay for the rest.  Skipped samples are
+ * still counted in info.samples (and learn samples in info.learn_samples).
+ * The default, ICPP_REPLAY_ALL, returns every sample fully resolved; the
+ * flags combine. */
+enum {
+    ICPP_REPLAY_ALL           = 0,
+    ICPP_REPLAY_LEARN_ONLY    = 1 << 0, /* learn samples only */
+    ICPP_REPLAY_OTHER_THREADS = 1 << 1, /* samples of threads other than their process's main thread */
+    ICPP_REPLAY_PROCESS_ONLY  = 1 << 2, /* only pid, tid, event, time, ip, sp, bp, learn, exec_gen, exe_module,
+                                           base and base_kind are filled: status is ICPP_RS_OK, module -1,
+                                           func NULL (no module, function or CFI lookup) */
+};
+void icpp_replay_select(icpp_replay *rp, unsigned what);
 /* The CFA table of replay module i, built on first use; NULL if none. */
 const icpp_cfi *icpp_replay_cfi(icpp_replay *rp, uint32_t i);
 /* The replay module of the recording's (first process's) executable, if it
