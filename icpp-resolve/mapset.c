@@ -422,16 +422,33 @@ int mapset_apply_stacks(const mapset *ms, icpp_replay *rp)
     return 0;
 }
 
-/* Learning into the map of the recording's executable (mapset.h); with no
- * map at all and none named, into a new one. */
-static int learn(mapset *ms, const char *samples, const icpp_build_id *rec_bid, icpp_err *err)
+/* The map learned into: the map of the recording's executable (mapset.h);
+ * the one map given otherwise (lib/learn.c refuses, counted, another
+ * program's samples); -1 if none. */
+static int32_t learn_target(const mapset *ms, const icpp_build_id *rec_bid)
 {
+    int32_t k = rec_bid->len ? find_map(ms, rec_bid) : -1;
+    if (k < 0 && ms->nmaps == 1)
+        k = 0;
+    return k;
+}
+
+/* After the prepare pass (which learned into ms->learn_map where the
+ * recording's executable had its map from the start): with no map at all
+ * and none named, learn into a new one; where the map the pass learned
+ * into is not the one learn_target now names (only when the executable's
+ * map was found after the first learn sample), learn again from the file. */
+static int learn_rest(mapset *ms, const char *samples, const icpp_build_id *rec_bid, icpp_learner *lr, icpp_err *err)
+{
+    int32_t k = learn_target(ms, rec_bid);
+    if (lr && k == ms->learn_map)
+        return icpp_learner_end(lr, &ms->ls, &ms->novel, &ms->nnovel) < 0
+                   ? icpp_err_set(err, ENOMEM, "out of memory learning contexts from %s", samples) : 0;
+    icpp_learner_free(lr);      /* not reached with lr set: a pass learns only into learn_target's map */
     int any = 0, learned_only = 0;
     for (size_t i = 0; i < ms->nbins; i++)
         any |= ms->bins[i].map >= 0;
-    ms->learn_map = rec_bid->len ? find_map(ms, rec_bid) : -1;
-    if (ms->learn_map < 0 && ms->nmaps == 1)
-        ms->learn_map = 0;      /* the one map given: lib/learn.c refuses another program's samples, counted */
+    ms->learn_map = k;
     if (!any && !ms->explicit && ms->learn_map < 0) {
         icpp_pathmap *pm = icpp_pathmap_new();
         if (!pm)
@@ -476,21 +493,47 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
     icpp_replay *rp = icpp_replay_open(samples, err);
     if (!rp)
         return -1;
-    /* The executables sampled: pid-level fields are enough. */
+    /* One pass: the executables sampled (pid-level fields are enough), and
+     * the learn samples learned -- into the map of the recording's
+     * executable, when it is known at the first learn sample (else
+     * learn_rest reads the file again). */
     icpp_replay_select(rp, ICPP_REPLAY_PROCESS_ONLY);
     icpp_rsample s;
     int rc;
+    icpp_learner *lr = NULL;
+    int decided = !ms->learn;
+    ms->learn_map = -1;
     ms->thread_samples = 0;
     while ((rc = icpp_replay_next(rp, &s, err)) > 0) {
         mapset_bin_of(ms, rp, &s);
         ms->thread_samples += s.tid != s.pid;
+        if (!s.learn)
+            continue;
+        if (!decided) {
+            decided = 1;
+            const icpp_rmodule *rex = icpp_replay_exe_module(rp);
+            int32_t k = rex && rex->build_id.len ? find_map(ms, &rex->build_id) : -1;
+            if (k >= 0) {
+                if (!(lr = icpp_learner_new(ms->maps[k].pm))) {
+                    rc = icpp_err_set(err, ENOMEM, "out of memory");
+                    break;
+                }
+                ms->learn_map = k;
+            }
+        }
+        if (lr && icpp_learner_add(lr, rp, &s) < 0) {
+            rc = icpp_err_set(err, ENOMEM, "out of memory learning contexts from %s", samples);
+            break;
+        }
     }
     const icpp_rmodule *rex = icpp_replay_exe_module(rp);
     icpp_build_id rec_bid = rex ? rex->build_id : (icpp_build_id){0, {0}};
     icpp_replay_close(rp);
-    if (rc < 0)
+    if (rc < 0) {
+        icpp_learner_free(lr);
         return -1;
-    if (ms->learn && learn(ms, samples, &rec_bid, err) < 0)
+    }
+    if (ms->learn && learn_rest(ms, samples, &rec_bid, lr, err) < 0)
         return -1;
     free(ms->modbin);       /* replay module numbers are per replay */
     ms->modbin = NULL;

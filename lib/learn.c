@@ -352,6 +352,102 @@ int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st,
     return icpp_learn_file_novel(samples, pm, st, NULL, NULL, err);
 }
 
+struct icpp_learner {
+    learner          L;
+    icpp_learn_stats st;
+    int              checked, foreign;
+};
+
+icpp_learner *icpp_learner_new(icpp_pathmap *pm)
+{
+    icpp_learner *lr = calloc(1, sizeof *lr);
+    if (!lr)
+        return NULL;
+    learner *L = &lr->L;
+    L->pm = pm;
+    L->all = icpp_pathmap_nfuncs(pm) == 0;
+    icpp_hmap_init(&L->cid);
+    icpp_hmap_init(&L->frames);
+    icpp_hmap_init(&L->memo);
+    L->ntrained = icpp_pathmap_nmodules(pm);
+    L->trained = calloc(L->ntrained + 1, 1);
+    if (!L->trained) {
+        free(lr);
+        return NULL;
+    }
+    for (size_t f = 0; f < icpp_pathmap_nfuncs(pm); f++)
+        L->trained[icpp_pathmap_func(pm, (uint32_t)f)->module] = 1;
+    return lr;
+}
+
+int icpp_learner_add(icpp_learner *lr, const icpp_replay *rp, const icpp_rsample *s)
+{
+    if (!s->learn)
+        return 0;
+    learner *L = &lr->L;
+    lr->st.samples++;
+    if (!lr->checked) {
+        /* One map, one program: learn samples of another are never merged. */
+        const icpp_rmodule *em = icpp_replay_exe_module(rp);
+        lr->checked = 1;
+        if (em && L->all && icpp_pathmap_nmodules(L->pm) == 0) {
+            uint32_t idx;
+            if (icpp_pathmap_add_module(L->pm, em->path, &em->build_id,
+                                        em->mod ? (uint8_t)icpp_module_kind_of(em->mod) : 0, &idx) < 0)
+                return -ENOMEM;
+            icpp_pathmap_set_main(L->pm, idx);
+        } else if (em && icpp_pathmap_nmodules(L->pm) &&
+                   !icpp_build_id_eq(&icpp_pathmap_module(L->pm, icpp_pathmap_main(L->pm))->build_id, &em->build_id)) {
+            lr->foreign = 1;
+        }
+    }
+    if (lr->foreign) {
+        lr->st.foreign++;
+        return 0;
+    }
+    return learn_memo(L, rp, s, &lr->st);
+}
+
+int icpp_learner_end(icpp_learner *lr, icpp_learn_stats *st, uint8_t **novel, size_t *nnovel)
+{
+    if (!lr)
+        return -ENOMEM;
+    learner *L = &lr->L;
+    int rc = memo_apply(L);
+    if (st)
+        *st = lr->st;
+    if (novel && rc >= 0) {
+        /* one byte per function of the map as it is now */
+        size_t nf = icpp_pathmap_nfuncs(L->pm);
+        uint8_t *n = calloc(nf + 1, 1);
+        if (n && L->novel)
+            memcpy(n, L->novel, L->nnovel < nf ? L->nnovel : nf);
+        *novel = n;
+        *nnovel = n ? nf : 0;
+        if (!n)
+            rc = -ENOMEM;
+    }
+    icpp_learner_free(lr);
+    return rc;
+}
+
+void icpp_learner_free(icpp_learner *lr)
+{
+    if (!lr)
+        return;
+    learner *L = &lr->L;
+    free(L->mod);
+    free(L->trained);
+    icpp_hmap_free(&L->cid);
+    icpp_hmap_free(&L->frames);
+    icpp_hmap_free(&L->memo);
+    free(L->chains);
+    free(L->words);
+    free(L->eff);
+    free(L->novel);
+    free(lr);
+}
+
 int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, uint8_t **novel,
                           size_t *nnovel, icpp_err *err)
 {
@@ -360,72 +456,17 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
     if (!rp)
         return -1;
     icpp_replay_select(rp, ICPP_REPLAY_LEARN_ONLY);
-    learner L;
-    memset(&L, 0, sizeof L);
-    L.pm = pm;
-    L.all = icpp_pathmap_nfuncs(pm) == 0;
-    icpp_hmap_init(&L.cid);
-    icpp_hmap_init(&L.frames);
-    icpp_hmap_init(&L.memo);
-    L.ntrained = icpp_pathmap_nmodules(pm);
-    L.trained = calloc(L.ntrained + 1, 1);
-    int rc = L.trained ? 0 : -ENOMEM;
-    for (size_t f = 0; f < icpp_pathmap_nfuncs(pm); f++)
-        L.trained[icpp_pathmap_func(pm, (uint32_t)f)->module] = 1;
-    int checked = 0, foreign = 0;
+    icpp_learner *lr = icpp_learner_new(pm);
+    int rc = lr ? 0 : -ENOMEM;
     icpp_rsample s;
-    while (rc == 0 && (rc = icpp_replay_next(rp, &s, err)) > 0) {
-        rc = 0;
-        if (!s.learn)
-            continue;
-        st->samples++;
-        if (!checked) {
-            /* One map, one program: learn samples of another are never merged. */
-            const icpp_rmodule *em = icpp_replay_exe_module(rp);
-            checked = 1;
-            if (em && L.all && icpp_pathmap_nmodules(pm) == 0) {
-                uint32_t idx;
-                if (icpp_pathmap_add_module(pm, em->path, &em->build_id,
-                                            em->mod ? (uint8_t)icpp_module_kind_of(em->mod) : 0, &idx) < 0) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                icpp_pathmap_set_main(pm, idx);
-            } else if (em && icpp_pathmap_nmodules(pm) &&
-                       !icpp_build_id_eq(&icpp_pathmap_module(pm, icpp_pathmap_main(pm))->build_id, &em->build_id)) {
-                foreign = 1;
-            }
-        }
-        if (foreign) {
-            st->foreign++;
-            continue;
-        }
-        rc = learn_memo(&L, rp, &s, st);
-    }
+    while (rc == 0 && (rc = icpp_replay_next(rp, &s, err)) > 0)
+        rc = icpp_learner_add(lr, rp, &s);
     if (rc == 0)
-        rc = memo_apply(&L);
+        rc = icpp_learner_end(lr, st, novel, nnovel);
+    else
+        icpp_learner_free(lr);
     if (rc == -ENOMEM)
         icpp_err_set(err, ENOMEM, "out of memory learning contexts from %s", samples);
-    free(L.mod);
-    free(L.trained);
-    icpp_hmap_free(&L.cid);
-    icpp_hmap_free(&L.frames);
-    icpp_hmap_free(&L.memo);
-    free(L.chains);
-    free(L.words);
-    free(L.eff);
-    if (novel && rc >= 0) {
-        /* one byte per function of the map as it is now */
-        size_t nf = icpp_pathmap_nfuncs(pm);
-        uint8_t *n = calloc(nf + 1, 1);
-        if (n && L.novel)
-            memcpy(n, L.novel, L.nnovel < nf ? L.nnovel : nf);
-        *novel = n;
-        *nnovel = n ? nf : 0;
-        if (!n)
-            rc = -ENOMEM;
-    }
-    free(L.novel);
     icpp_replay_close(rp);
     return rc < 0 ? -1 : 0;
 }

@@ -67,4 +67,19 @@ int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st,
 int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, uint8_t **novel,
                           size_t *nnovel, icpp_err *err);
 
+/* The same, a sample at a time, for a reader that makes one pass over the
+ * recording for several purposes: icpp_learner_add every sample of one
+ * replay (profile samples are passed over), then icpp_learner_end.  The
+ * learner changes pm as it goes; pm must outlive it. */
+typedef struct icpp_learner icpp_learner;
+/* A learner into pm; NULL if out of memory. */
+icpp_learner *icpp_learner_new(icpp_pathmap *pm);
+/* Learn s if it is a learn sample.  0, or -ENOMEM. */
+int  icpp_learner_add(icpp_learner *lr, const icpp_replay *rp, const icpp_rsample *s);
+/* Finish: what was learned, and *novel as icpp_learn_file_novel (novel may
+ * be NULL); frees lr, also on failure.  0, or -ENOMEM. */
+int  icpp_learner_end(icpp_learner *lr, icpp_learn_stats *st, uint8_t **novel, size_t *nnovel);
+/* Free without finishing (after an error). */
+void icpp_learner_free(icpp_learner *lr);
+
 #endif
