@@ -26,9 +26,9 @@ TRAIN_VARIANTS = [("icpp-train", "icpp-train"), ("icpp-train-main", "icpp-train 
                   ("hooks-only", "hooks only (records nothing)"), ("uftrace", "uftrace record -P .")]
 SAMPLE_VARIANTS = [("icpp-sample", "icpp-sample"), ("perf-flat", "perf flat"), ("perf-g", "perf -g"),
                    ("perf-dwarf", "perf --call-graph dwarf")]
-# icpp-sample's learn rates (issue #11): the default is --learn=4 ("icpp-sample" above)
-LEARN_VARIANTS = [("icpp-sample-nolearn", "--no-learn"), ("icpp-sample-learn2", "--learn=2"),
-                  ("icpp-sample-learn3", "--learn=3"), ("icpp-sample", "--learn=4 (default)"),
+# icpp-sample's learn rates (issue #11): the default for software events is --learn=2 ("icpp-sample" above)
+LEARN_VARIANTS = [("icpp-sample-nolearn", "--no-learn"), ("icpp-sample", "--learn=2 (default)"),
+                  ("icpp-sample-learn3", "--learn=3"), ("icpp-sample-learn4", "--learn=4"),
                   ("icpp-sample-learn8", "--learn=8"), ("icpp-sample-learn16", "--learn=16"),
                   ("icpp-sample-learn64", "--learn=64")]
 CHECK_MODES = [("trained", "map only"), ("learned", "+ learned"), ("completed", "+ completed")]
@@ -480,7 +480,7 @@ class Report:
         self.w("Each input set is trained (`icpp-train`) and recorded with `icpp-sample --validate` at 2.5x the")
         self.w("overhead figures' rate (`-c` period x 0.4, so each recording holds ~2.5x the samples and its")
         self.w("shares move less from run to run; --validate also copies each sample's user stack, and takes one")
-        self.w("learn sample in 4 as every recording does by")
+        self.w("learn sample in 2 as every cpu-clock recording does by")
         self.w("default); `icpp-resolve -m MAP --check --format json RECORDING` then unwinds every sample with")
         self.w("DWARF CFI and compares the true call path with what the map resolves it to. Offline: trained and")
         self.w("measured on the same input set; online: trained on one, measured on another. *precise*: exactly")

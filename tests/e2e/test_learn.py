@@ -180,6 +180,17 @@ for e in entries:
         c.check(alone["by_samples"]["incorrect"] == 0, f"{label}: learned alone: incorrect {alone['incorrect_samples'][:2]}")
         c.check(s["precise"] + s["ambiguous-containing-truth"] >= 0.95, f"{label}: learned alone: {s}")
 
+# The default learn rate follows the event: one in 2 for a software event (docs/resolve.md, "The learn rate").
+for e in entries:
+    if e.prog == "workloads" and e.config == "O2-fp-pie":
+        rec = os.path.join(tmp, "default-rate.samples")
+        r = sample(e.binary, ["10", "b"], rec)
+        m = re.search(r"(\d+) samples of .*\((\d+) of them learn samples", r.stderr)
+        if c.check(m is not None, f"default rate: no sample summary: {r.stderr}"):
+            n, nl = int(m.group(1)), int(m.group(2))
+            c.check(0.40 * n <= nl <= 0.60 * n, f"default rate (cpu-clock): {nl} learn samples of {n}, want one in 2")
+        break
+
 # ---------------------------------------------------------------- 4. bad input
 w = next(e for e in entries if e.prog == "workloads" and e.config == "O2-fp-pie")
 o = next(e for e in entries if e.prog == "orders" and e.config == "O2-fp-pie")
