@@ -22,25 +22,32 @@ typedef struct learner {
     uint8_t      *novel;        /* per map function: learning found a context of it the map lacked */
     size_t        nnovel;
     icpp_hmap     frames;       /* (pid << 32 | exec generation, address) -> frame_func() + 3 */
-    /* Rooted learn samples repeat: the same leaf function under the same
-     * return addresses at the same heights.  The first of each is learned
-     * in full and its effect -- the (node, height) pairs it counted -- kept;
-     * a repeat only adds to its chain's repeats, applied to those pairs at
-     * the end.  A rooted sample needs no anchor, so its effect does not
-     * depend on what was learned before it: the map comes out the same. */
+    /* Learn samples repeat: the same leaf function under the same return
+     * addresses at the same heights.  The first of each is learned in full
+     * and its effect -- the stats it counted, the (node, height) pairs it
+     * gave a learn count -- kept; a repeat only adds to its chain's
+     * repeats, applied to those pairs at the end.  A rooted walk needs no
+     * anchor, so its effect does not depend on what was learned before it.
+     * One that is not rooted is joined where the map knows a context as
+     * exactly one path, which changes only when learning adds a context: its
+     * effect holds while stats.new_contexts is what it was (else it is
+     * learned again).  Either way the map comes out the same. */
     icpp_hmap     memo;         /* (key hash, 0) -> index into chains + 1 */
     struct lchain {
         uint64_t hash;
         uint32_t pid, gen, n;
+        uint8_t  status;        /* the walk's (0: rooted) */
+        uint8_t  outcome;       /* what learning it counted in the stats (OUT_*) */
         int64_t  fn0;           /* the leaf's map function (its pc varies, its function does not) */
         uint64_t base;
         size_t   key, eff, neff;    /* into words: pc[1..n), entry_sp[0..n); into eff: neff pairs */
         uint64_t repeats;       /* samples not yet applied */
+        uint64_t contexts;      /* stats.new_contexts when it was learned (a walk that is not rooted) */
     } *chains;
     size_t        nchains, capchains;
     uint64_t     *words;        /* the chains' keys */
     size_t        nwords, capwords;
-    struct leff { uint32_t node; int64_t height; } *eff;    /* the chains' effects */
+    struct leff { uint32_t node; int64_t height; } *eff;    /* the chains' effects (learn counts) */
     size_t        neff, capeff;
     int           recording;    /* learn_one appends what it counts to eff */
 } learner;
@@ -162,6 +169,26 @@ static int64_t frame_func_cached(learner *L, const icpp_replay *rp, const icpp_r
     return f;
 }
 
+/* One learn count for (node, height), and a note of it in the effect of
+ * the chain being remembered (learner.recording). */
+static int count_learned(learner *L, uint32_t node, int64_t height)
+{
+    if (icpp_pathmap_add_learned(L->pm, node, height, 1) < 0)
+        return -ENOMEM;
+    if (!L->recording)
+        return 0;
+    if (L->neff == L->capeff) {
+        size_t nc = L->capeff ? 2 * L->capeff : 1024;
+        struct leff *ne = realloc(L->eff, nc * sizeof *ne);
+        if (!ne)
+            return -ENOMEM;
+        L->eff = ne;
+        L->capeff = nc;
+    }
+    L->eff[L->neff++] = (struct leff){node, height};
+    return 0;
+}
+
 /* One learn sample into the map: 1 if it was learned, 0 if not (counted in
  * st by why), -ENOMEM. */
 static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, icpp_learn_stats *st)
@@ -217,7 +244,7 @@ static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, i
     }
     size_t before = icpp_pathmap_nnodes(L->pm);
     int64_t first = rooted ? top : top - 1;     /* an anchor is a node already */
-    if (!rooted && icpp_pathmap_add_learned(L->pm, node, ht[top], 1) < 0)
+    if (!rooted && count_learned(L, node, ht[top]) < 0)
         return -ENOMEM;
     for (int64_t i = first; i >= 0; i--) {
         if (fn[i] < 0)
@@ -232,77 +259,126 @@ static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, i
         for (uint32_t h = 0; h < nd->nheights && !known; h++)
             known = nd->heights[h].height == ht[i];
         st->new_contexts += !known;
-        if ((!known && mark_novel(L, (uint32_t)fn[i]) < 0) || icpp_pathmap_add_learned(L->pm, node, ht[i], 1) < 0 ||
+        if ((!known && mark_novel(L, (uint32_t)fn[i]) < 0) || count_learned(L, node, ht[i]) < 0 ||
             (L->have_cid && !known && cid_note(L, (uint32_t)fn[i], ht[i], node) < 0))
             return -ENOMEM;
-        if (L->recording) {
-            if (L->neff == L->capeff) {
-                size_t nc = L->capeff ? 2 * L->capeff : 1024;
-                struct leff *ne = realloc(L->eff, nc * sizeof *ne);
-                if (!ne)
-                    return -ENOMEM;
-                L->eff = ne;
-                L->capeff = nc;
-            }
-            L->eff[L->neff++] = (struct leff){node, ht[i]};
-        }
     }
     st->new_paths += icpp_pathmap_nnodes(L->pm) - before;
     st->learned++;
     return 1;
 }
 
+/* A chain's key hashed: four lanes of multiply-xor over its words (chains
+ * run to hundreds of frames, so one dependent chain of icpp_hash2 per word
+ * would be most of learning's time), mixed at the end. */
 static uint64_t chain_hash(uint32_t pid, uint32_t gen, uint64_t base, int64_t fn0, const icpp_learn_chain *l)
 {
-    uint64_t h = icpp_hash2((uint64_t)pid << 32 | gen, base);
-    h = icpp_hash2(h, (uint64_t)fn0 ^ (uint64_t)l->n << 40);
-    for (uint32_t i = 1; i < l->n; i++)
-        h = icpp_hash2(h, l->pc[i]);
-    for (uint32_t i = 0; i < l->n; i++)
-        h = icpp_hash2(h, l->entry_sp[i]);
-    return h;
+    const uint64_t K = 0x9e3779b97f4a7c15ull;
+    uint64_t h[4] = {(uint64_t)pid << 32 | gen, base, (uint64_t)fn0 ^ (uint64_t)l->n << 40 ^ (uint64_t)l->status << 56,
+                     0x632be59bd9b4e019ull};
+    uint32_t k = 0;
+    for (uint32_t i = 1; i < l->n; i++, k++)
+        h[k & 3] = (h[k & 3] ^ l->pc[i]) * K;
+    for (uint32_t i = 0; i < l->n; i++, k++)
+        h[k & 3] = (h[k & 3] ^ l->entry_sp[i]) * K;
+    return icpp_hash2(icpp_hash2(h[0], h[1]), icpp_hash2(h[2], h[3]));
 }
 
 static int chain_same(const learner *L, const struct lchain *c, uint32_t pid, uint32_t gen, uint64_t base,
                       int64_t fn0, const icpp_learn_chain *l)
 {
-    if (c->pid != pid || c->gen != gen || c->base != base || c->fn0 != fn0 || c->n != l->n)
+    if (c->pid != pid || c->gen != gen || c->base != base || c->fn0 != fn0 || c->n != l->n || c->status != l->status)
         return 0;
     const uint64_t *w = L->words + c->key;
     return (l->n < 2 || !memcmp(w, l->pc + 1, (l->n - 1) * sizeof *w)) &&
            !memcmp(w + l->n - 1, l->entry_sp, l->n * sizeof *w);
 }
 
-/* learn_one through the memo (learner.memo): a rooted sample seen before
- * only counts; a new one is learned and, if it was learned, remembered. */
+enum { OUT_LEARNED, OUT_ANCHORED, OUT_NOT_ROOTED, OUT_NO_BASE, OUT_UNREADABLE, OUT_UNTRAINED_ONLY, OUT_OTHER };
+
+/* What learn_one counted, from the stats before and after. */
+static uint8_t outcome_of(const icpp_learn_stats *a, const icpp_learn_stats *b)
+{
+    if (b->learned != a->learned)
+        return b->anchored != a->anchored ? OUT_ANCHORED : OUT_LEARNED;
+    if (b->not_rooted != a->not_rooted)
+        return OUT_NOT_ROOTED;
+    if (b->no_base != a->no_base)
+        return OUT_NO_BASE;
+    if (b->unreadable != a->unreadable)
+        return OUT_UNREADABLE;
+    if (b->untrained_only != a->untrained_only)
+        return OUT_UNTRAINED_ONLY;
+    return OUT_OTHER;
+}
+
+static void count_outcome(icpp_learn_stats *st, uint8_t out)
+{
+    switch (out) {
+    case OUT_ANCHORED: st->anchored++; /* fall through */
+    case OUT_LEARNED: st->learned++; break;
+    case OUT_NOT_ROOTED: st->not_rooted++; break;
+    case OUT_NO_BASE: st->no_base++; break;
+    case OUT_UNREADABLE: st->unreadable++; break;
+    case OUT_UNTRAINED_ONLY: st->untrained_only++; break;
+    default: break;
+    }
+}
+
+/* A chain's repeats, applied to the pairs it counted. */
+static int chain_apply(learner *L, struct lchain *c)
+{
+    for (size_t k = 0; c->repeats && k < c->neff; k++)
+        if (icpp_pathmap_add_learned(L->pm, L->eff[c->eff + k].node, L->eff[c->eff + k].height, c->repeats) < 0)
+            return -ENOMEM;
+    c->repeats = 0;
+    return 0;
+}
+
+/* learn_one through the memo (learner.memo): a sample seen before whose
+ * effect still holds only counts; any other is learned and remembered. */
 static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, icpp_learn_stats *st)
 {
     const icpp_learn_chain *l = &s->l;
-    if (!s->base || l->status != 0 || !l->n || l->n > MAXF)
+    if (!l->n || l->n > MAXF)
         return learn_one(L, rp, s, st) < 0 ? -ENOMEM : 0;
     int64_t fn0 = frame_func_cached(L, rp, s, l->pc[0]);
     if (fn0 == -3)
         return -ENOMEM;
     uint64_t h = chain_hash(s->pid, s->exec_gen, s->base, fn0, l);
     uint64_t *v = icpp_hmap_get(&L->memo, h, 0);
+    struct lchain *c = NULL;
     if (v) {
-        struct lchain *c = &L->chains[*v - 1];
-        if (chain_same(L, c, s->pid, s->exec_gen, s->base, fn0, l)) {
+        c = &L->chains[*v - 1];
+        if (!chain_same(L, c, s->pid, s->exec_gen, s->base, fn0, l))
+            return learn_one(L, rp, s, st) < 0 ? -ENOMEM : 0;     /* a hash collision: not remembered */
+        if (c->status == 0 || c->contexts == st->new_contexts) {
             c->repeats++;
-            st->learned++;
+            count_outcome(st, c->outcome);
             return 0;
         }
-        return learn_one(L, rp, s, st) < 0 ? -ENOMEM : 0;     /* a hash collision: not remembered */
+        if (chain_apply(L, c) < 0)      /* the map has changed since: learn it again */
+            return -ENOMEM;
     }
     size_t eff0 = L->neff;
     int room = (L->nwords + 2 * (size_t)l->n) * sizeof *L->words + (L->neff + l->n) * sizeof *L->eff <= MEMO_MAX_BYTES;
+    icpp_learn_stats before = *st;
     L->recording = room;
     int r = learn_one(L, rp, s, st);
     L->recording = 0;
     if (r < 0)
         return -ENOMEM;
-    if (r == 0 || !room) {
+    if (!room) {
         L->neff = eff0;
+        if (c)
+            c->contexts = UINT64_MAX;   /* stale for good (status != 0: a rooted walk is never relearned) */
+        return 0;
+    }
+    if (c) {            /* learned again: the new effect replaces the old */
+        c->eff = eff0;
+        c->neff = L->neff - eff0;
+        c->outcome = outcome_of(&before, st);
+        c->contexts = st->new_contexts;
         return 0;
     }
     size_t nw = 2 * (size_t)l->n - 1;
@@ -326,8 +402,9 @@ static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, 
     }
     if (icpp_hmap_put(&L->memo, h, 0, L->nchains + 1) < 0)
         return -ENOMEM;
-    struct lchain *c = &L->chains[L->nchains++];
-    *c = (struct lchain){h, s->pid, s->exec_gen, l->n, fn0, s->base, L->nwords, eff0, L->neff - eff0, 0};
+    c = &L->chains[L->nchains++];
+    *c = (struct lchain){h, s->pid, s->exec_gen, l->n, l->status, outcome_of(&before, st), fn0, s->base,
+                         L->nwords, eff0, L->neff - eff0, 0, st->new_contexts};
     if (l->n > 1)
         memcpy(L->words + L->nwords, l->pc + 1, (l->n - 1) * sizeof *L->words);
     memcpy(L->words + L->nwords + l->n - 1, l->entry_sp, l->n * sizeof *L->words);
@@ -338,12 +415,9 @@ static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, 
 /* The repeats the memo counted, added to the map. */
 static int memo_apply(learner *L)
 {
-    for (size_t i = 0; i < L->nchains; i++) {
-        const struct lchain *c = &L->chains[i];
-        for (size_t k = 0; c->repeats && k < c->neff; k++)
-            if (icpp_pathmap_add_learned(L->pm, L->eff[c->eff + k].node, L->eff[c->eff + k].height, c->repeats) < 0)
-                return -ENOMEM;
-    }
+    for (size_t i = 0; i < L->nchains; i++)
+        if (chain_apply(L, &L->chains[i]) < 0)
+            return -ENOMEM;
     return 0;
 }
 

@@ -329,7 +329,7 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
         s->base = icpp_maps_stack_top(&p->maps, s->sp);
         s->base_kind = s->base ? ICPP_BASE_MAPTOP : ICPP_BASE_NONE;
     }
-    if ((rp->select & ICPP_REPLAY_PROCESS_ONLY) && !s->learn) {
+    if (rp->select & ICPP_REPLAY_PROCESS_ONLY) {
         s->exe_module = p ? exe_module(rp, p) : -1;
         s->status = ICPP_RS_OK;
         return;

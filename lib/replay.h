@@ -75,10 +75,11 @@ enum {
     ICPP_REPLAY_ALL           = 0,
     ICPP_REPLAY_LEARN_ONLY    = 1 << 0, /* learn samples only */
     ICPP_REPLAY_OTHER_THREADS = 1 << 1, /* samples of threads other than their process's main thread */
-    ICPP_REPLAY_PROCESS_ONLY  = 1 << 2, /* profile samples (learn samples are resolved in full): only pid,
-                                           tid, event, time, ip, sp, bp, exec_gen, exe_module, base and
-                                           base_kind are filled; status is ICPP_RS_OK, module -1, func NULL
-                                           (no module, function or CFI lookup) */
+    ICPP_REPLAY_PROCESS_ONLY  = 1 << 2, /* only pid, tid, event, time, ip, sp, bp, learn, exec_gen,
+                                           exe_module, base, base_kind and (learn samples) the frames are
+                                           filled; status is ICPP_RS_OK, module -1, func NULL (no module,
+                                           function or CFI lookup: what learning and the executables
+                                           sampled need) */
 };
 void icpp_replay_select(icpp_replay *rp, unsigned what);
 /* The CFA table of replay module i, built on first use; NULL if none. */

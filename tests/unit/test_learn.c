@@ -214,17 +214,14 @@ int main(void)
     int rc, prof = 0, learnfull = 0, other = 0;
     while (rp && (rc = icpp_replay_next(rp, &s, &err)) > 0) {
         CHECK(icpp_learner_add(lr, rp, &s) == 0, "learner_add");
-        if (!s.learn) {
-            prof++;
-            CHECK(s.module == -1 && !s.func && s.exe_module >= 0 && s.status == ICPP_RS_OK,
-                  "process only: a profile sample has module %d, func %p, exe_module %d", s.module, (void *)s.func,
-                  s.exe_module);
-        } else {
-            learnfull += s.module >= 0 && s.func != NULL;
-        }
+        CHECK(s.module == -1 && !s.func && s.exe_module >= 0 && s.status == ICPP_RS_OK && s.base,
+              "process only: a sample has module %d, func %p, exe_module %d, base %#llx", s.module, (void *)s.func,
+              s.exe_module, (unsigned long long)s.base);
+        prof += !s.learn;
+        learnfull += s.learn && s.l.n > 0;
     }
-    CHECK(prof == 42 && learnfull == 21, "process only: %d profile samples (want 42), %d learn samples resolved "
-          "in full (want 21)", prof, learnfull);
+    CHECK(prof == 42 && learnfull == 21, "process only: %d profile samples (want 42), %d learn samples with their "
+          "frames (want 21)", prof, learnfull);
     icpp_learn_stats sts;
     uint8_t *novel = NULL;
     size_t nnovel = 0;
