@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #define N 50000
 
@@ -195,24 +194,6 @@ static void test_learn(const char *dir)
           (unsigned long long)bytes, (unsigned long long)rframes);
 }
 
-/* The CRC of every block: icpp_crc32 (slicing by 8) against zlib's, at
- * every alignment and length up to 80 bytes, chained, and on 1 MiB. */
-static void test_crc(void)
-{
-    static uint8_t buf[1 << 20];
-    for (size_t i = 0; i < sizeof buf; i++)
-        buf[i] = (uint8_t)rnd();
-    int bad = 0;
-    for (size_t off = 0; off < 16; off++)
-        for (size_t n = 0; n <= 80; n++) {
-            uint32_t a = icpp_crc32(0, buf + off, n), b = (uint32_t)crc32(0, buf + off, (uInt)n);
-            uint32_t a2 = icpp_crc32(a, buf + 100 + off, n), b2 = (uint32_t)crc32(b, buf + 100 + off, (uInt)n);
-            bad += a != b || a2 != b2;
-        }
-    CHECK(bad == 0, "%d CRCs differ from zlib's", bad);
-    CHECK(icpp_crc32(0, buf, sizeof buf) == (uint32_t)crc32(0, buf, sizeof buf), "1 MiB CRC differs from zlib's");
-}
-
 /* Resident memory of this process, KiB (VmRSS). */
 static long rss_kib(void)
 {
@@ -278,7 +259,6 @@ static void test_large(const char *dir)
 
 int main(void)
 {
-    test_crc();
     icpp_err err = {0};
     char dir[] = "/tmp/icpp-smp-XXXXXX", path[256], old[300];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
