@@ -426,9 +426,6 @@ static void janitor_say(int fd, char what, int32_t pid)
         (void)!write(fd, m, sizeof m);
 }
 
-/* Run the program with the agent; returns its wait status.  The child
- * dies with icpp-train (PR_SET_PDEATHSIG; if icpp-train is already gone
- * when that is set, it does not run at all). */
 /* The progress line while the program runs: what the training directory
  * holds so far -- function tables (one per process image), threads' live
  * trees and parts, and their size (the trees grow with the call paths
@@ -456,8 +453,10 @@ static void train_progress(const char *tdir, icpp_cli_progress *p)
                            threads, threads == 1 ? "" : "s", (double)bytes / 1048576.0);
 }
 
-/* Run the program and wait for it; with a progress line on (a terminal,
- * no -q), wake once a second (poll on its pidfd) to update it. */
+/* Run the program with the agent; returns its wait status.  The child
+ * dies with icpp-train (PR_SET_PDEATHSIG; if icpp-train is already gone
+ * when that is set, it does not run at all).  With a progress line on (a
+ * terminal, no -q), wake once a second (poll on its pidfd) to update it. */
 static int run_target(const char *exe, char **args, int janitor, const char *tdir, icpp_cli_progress *prog)
 {
     struct sigaction sa;
