@@ -157,4 +157,35 @@ r = run(train, cwd=tmp)
 c.check(r.returncode == 0 and "\r" not in r.stderr and "\x1b" not in r.stderr and "training:" not in r.stderr
         and "icpp-train: " in r.stderr, f"stderr not a terminal: the summary only: {r.stderr!r}")
 
+# icpp-resolve --trend over 20 copies of one recording: a line per second while the
+# runs are resolved (each takes a few tens of ms at least: loading the map, DWARF,
+# resolving), none when stderr is a pipe or with -q.
+sys.path.insert(0, os.path.join(SOURCE, "tests"))
+import corpus  # noqa: E402
+entry = next(e for e in corpus.load_list(os.path.join(BUILD, "tests/programs/corpus-list.txt"))
+             if e.prog == "orders" and e.config == "O2-fp-pie")
+MAP, SAMPLES = os.path.join(tmp, "orders.icppmap"), os.path.join(tmp, "orders.samples")
+r1 = run([tool("icpp-train"), "-q", "-o", MAP, "--", entry.binary], cwd=tmp)
+r2 = run([tool("icpp-sample"), "-q", "-e", "cpu-clock", "-o", SAMPLES, "--", entry.binary, "5"], cwd=tmp)
+if c.check(r1.returncode == 0 and r2.returncode == 0, f"orders: train/sample failed: {r1.stderr} {r2.stderr}"):
+    N = 20
+    trend = [tool("icpp-resolve"), "--trend", "-m", MAP, "--no-complete", "--feature",
+             "n=" + ",".join(str(i) for i in range(1, N + 1))] + [SAMPLES] * N
+    t0 = time.time()
+    st, out = on_pty(trend)
+    took = time.time() - t0
+    c.check(st == 0, f"--trend on a terminal: exit {st}: {out[-300:]!r}")
+    lines = re.findall(rf"\ricpp-resolve: \d+s, resolving run (\d+) of {N}\x1b\[K", out)
+    if took > 3:
+        c.check(lines and all(1 <= int(k) <= N for k in lines),
+                f"--trend took {took:.1f} s on a terminal, no progress line: {out[:300]!r}")
+    else:
+        print(f"note: --trend of {N} runs took {took:.1f} s only: its progress line is not checked")
+    c.check(not lines or "\r\x1b[K" in out, f"--trend: the progress line is cleared: {out[:300]!r}")
+    st, out = on_pty(trend[:1] + ["-q"] + trend[1:])
+    c.check(st == 0 and "resolving run" not in out and "\x1b" not in out, f"--trend -q on a terminal: {out[:300]!r}")
+    r = run(trend, cwd=tmp)
+    c.check(r.returncode == 0 and "\r" not in r.stderr and "resolving run" not in r.stderr,
+            f"--trend, stderr not a terminal: no progress: {r.stderr[:300]!r}")
+
 c.done()
