@@ -6,6 +6,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -188,4 +189,5 @@ if c.check(r1.returncode == 0 and r2.returncode == 0, f"orders: train/sample fai
     c.check(r.returncode == 0 and "\r" not in r.stderr and "resolving run" not in r.stderr,
             f"--trend, stderr not a terminal: no progress: {r.stderr[:300]!r}")
 
+shutil.rmtree(tmp)
 c.done()
