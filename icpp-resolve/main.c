@@ -1,5 +1,6 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
 #include "basevote.h"
+#include "cli.h"
 #include "defs.h"
 #include "escape.h"
 #include "fsafe.h"
@@ -99,6 +100,7 @@ static const char *usage_text =
     "                    bound (docs/resolve.md); such paths are *inferred*, a\n"
     "                    status of their own ('NAME [inferred]' frames, an\n"
     "                    [inferred] mark at the path; json: \"inferred\").\n"
+    "  --complete        complete (the default; undoes an earlier --no-complete).\n"
     "  --complete-stats  print the completion search's figures to stderr.\n"
     "  --script          one line per sample: pid/tid, time, event, ip, sp, bp,\n"
     "                    thread base, height, module and function, and\n"
@@ -106,6 +108,9 @@ static const char *usage_text =
     "                    the maps, as for a profile; else by their first sample)\n"
     "                    'inlined=G;H' when the address is in functions inlined\n"
     "                    into it (outermost first; not with --no-inline).\n"
+    "  -q, --quiet       no progress line (on a terminal, the samples resolved\n"
+    "                    and how far into the file are shown every second).\n"
+    "  --version         print icpp-resolve's version.\n"
     "  -h, --help        this text.\n"
     "\n"
     "Ambiguous samples (several paths share the sample's (function, height)) are\n"
@@ -194,7 +199,7 @@ int main(int argc, char **argv)
         return trend_main(argc, argv);
     enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
            OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR,
-           OPT_FOLD };
+           OPT_FOLD, OPT_VERSION };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"map-dir", required_argument, 0, OPT_MAPDIR},
@@ -214,9 +219,11 @@ int main(int argc, char **argv)
                                        {"no-complete", no_argument, 0, OPT_NOCOMPLETE},
                                        {"complete-stats", no_argument, 0, OPT_CSTATS},
                                        {"fold-recursion", no_argument, 0, OPT_FOLD},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"version", no_argument, 0, OPT_VERSION},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    int c, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0, fold = 0;
+    int c, quiet = 0, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0, fold = 0;
     uint32_t votes = ICPP_LEARN_VOTES;
     int evidence = -1;
     const char *out_path = NULL, *sort_name = NULL, *save_map = NULL;
@@ -225,7 +232,7 @@ int main(int argc, char **argv)
     icpp_err err;
     fmt_t fmt = F_TEXT;
     out_opts oo = {20, 0, 0, 0.5, 0};
-    while ((c = getopt_long(argc, argv, "m:o:n:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:o:n:qh", lo, NULL)) != -1) {
         switch (c) {
         case OPT_SCRIPT: do_script = 1; break;
         case 'm':
@@ -303,6 +310,8 @@ int main(int argc, char **argv)
         case OPT_COMPLETE: complete = 1; break;
         case OPT_NOCOMPLETE: complete = 0; break;
         case OPT_CSTATS: cstats = 1; break;
+        case 'q': quiet = 1; break;
+        case OPT_VERSION: icpp_cli_version(stdout, "icpp-resolve"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -376,7 +385,16 @@ int main(int argc, char **argv)
     int rc;
     sampstat ss;    /* intervals between samples, per thread (sampstat.h) */
     sampstat_init(&ss, icpp_replay_info_get(rp));
+    icpp_cli_progress prog;     /* samples resolved and how far into the file, on a terminal (lib/cli.h) */
+    icpp_cli_progress_init(&prog, "icpp-resolve", quiet);
+    uint64_t nread = 0;
     while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
+        if (++nread % 4096 == 0 && icpp_cli_progress_due(&prog)) {     /* the clock every 4096 samples */
+            size_t done, len;
+            icpp_replay_position(rp, &done, &len);
+            icpp_cli_progress_show(&prog, "%" PRIu64 " samples resolved, %.0f of %.0f MiB read", nread,
+                                   (double)done / 1048576.0, (double)len / 1048576.0);
+        }
         if (sampstat_add(&ss, &s) < 0) {
             fprintf(stderr, "icpp-resolve: out of memory\n");
             return 1;
@@ -388,6 +406,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    icpp_cli_progress_end(&prog);
     if (rc < 0) {
         fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
         return 1;

@@ -2,6 +2,7 @@
 #include "trends.h"
 
 #include "basevote.h"
+#include "cli.h"
 #include "escape.h"
 #include "fsafe.h"
 #include "hmap.h"
@@ -55,6 +56,8 @@ static const char *usage_text =
     "  -m, --map MAP, --map-dir DIR, --no-learn, --no-complete, --no-inline\n"
     "                    as for one recording (icpp-resolve --help).\n"
     "  -o, --output OUT  write there instead of standard output.\n"
+    "  -q, --quiet       no progress line (on a terminal, the runs resolved so far).\n"
+    "  --version         print icpp-resolve's version.\n"
     "  -h, --help        this text.\n";
 
 #define MIN_RUNS 3      /* distinct feature values a fit needs to mean anything */
@@ -62,7 +65,7 @@ static const char *usage_text =
 typedef struct topts {
     const char **maps, **dirs;
     size_t       nmaps, ndirs;
-    int          learn, complete, inlines, json, top, by_exp;
+    int          learn, complete, inlines, json, top, by_exp, quiet;
     double       min_samples;
     const char  *feature;           /* NAME or NAME=V1,... */
     const char  *plots, *out;
@@ -887,7 +890,7 @@ static void ctx_free(trend_ctx *t)
 int trend_main(int argc, char **argv)
 {
     enum { OPT_TREND = 256, OPT_MAPDIR, OPT_FEATURE, OPT_FORMAT, OPT_RANK, OPT_MIN, OPT_PLOTS, OPT_NOLEARN,
-           OPT_NOCOMPLETE, OPT_NOINLINE };
+           OPT_NOCOMPLETE, OPT_NOINLINE, OPT_VERSION };
     static const struct option lo[] = {{"trend", no_argument, 0, OPT_TREND},
                                        {"map", required_argument, 0, 'm'},
                                        {"map-dir", required_argument, 0, OPT_MAPDIR},
@@ -900,6 +903,8 @@ int trend_main(int argc, char **argv)
                                        {"no-learn", no_argument, 0, OPT_NOLEARN},
                                        {"no-complete", no_argument, 0, OPT_NOCOMPLETE},
                                        {"no-inline", no_argument, 0, OPT_NOINLINE},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"version", no_argument, 0, OPT_VERSION},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     topts o = {.learn = 1, .complete = 1, .inlines = 1, .top = 20, .min_samples = 20};
@@ -908,7 +913,7 @@ int trend_main(int argc, char **argv)
     trend_ctx t;
     memset(&t, 0, sizeof t);
     icpp_hmap_init(&t.ix);
-    while ((c = getopt_long(argc, argv, "m:o:n:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:o:n:qh", lo, NULL)) != -1) {
         switch (c) {
         case OPT_TREND: break;
         case 'm':
@@ -948,6 +953,8 @@ int trend_main(int argc, char **argv)
         case OPT_NOLEARN: o.learn = 0; break;
         case OPT_NOCOMPLETE: o.complete = 0; break;
         case OPT_NOINLINE: o.inlines = 0; break;
+        case 'q': o.quiet = 1; break;
+        case OPT_VERSION: icpp_cli_version(stdout, "icpp-resolve"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -971,9 +978,18 @@ int trend_main(int argc, char **argv)
         goto oom;
     if (read_headers(&t, &o) < 0)
         goto out;
-    for (size_t r = 0; r < t.nruns; r++)
-        if (resolve_run(&t, r, &o) < 0)
+    icpp_cli_progress prog;     /* a line per run resolved, on a terminal (lib/cli.h) */
+    icpp_cli_progress_init(&prog, "icpp-resolve", o.quiet);
+    for (size_t r = 0; r < t.nruns; r++) {
+        if (icpp_cli_progress_due(&prog))
+            icpp_cli_progress_show(&prog, "resolving run %zu of %zu", r + 1, t.nruns);
+        int rr = resolve_run(&t, r, &o);
+        if (rr < 0) {
+            icpp_cli_progress_end(&prog);
             goto out;
+        }
+    }
+    icpp_cli_progress_end(&prog);
     tfit **order = NULL;
     if (fit_all(&t, &o, &order) < 0) {
         free(order);

@@ -1,6 +1,7 @@
 /* main.c -- icpp-rewrite: enlarge chosen activation records so that fewer call paths share a context id. */
 #include "arr.h"
 #include "cfi.h"
+#include "cli.h"
 #include "escape.h"
 #include "frame.h"
 #include "fsafe.h"
@@ -60,8 +61,11 @@ static const char *usage_text =
     "                           compare output and exit status, train both with\n"
     "                           icpp-train and check every path's heights against\n"
     "                           the prediction and OUT's map (docs/rewrite.md).\n"
-    "      --explain            list the verdict on every function of PROG.\n"
-    "  -q, --quiet              only errors (and --verify's verdict).\n"
+    "  -v, --verbose, --explain list the verdict on every function of PROG.\n"
+    "  -q, --quiet              only errors (and --verify's verdict); no progress\n"
+    "                           line (on a terminal, the search's rounds and best\n"
+    "                           score so far are shown every second).\n"
+    "      --version            print icpp-rewrite's version.\n"
     "  -h, --help               this text.\n"
     "\n"
     "Exit status: 0 done (and verified); 1 error (nothing or nothing new written);\n"
@@ -163,7 +167,7 @@ static int rc_cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN };
+    enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN, OPT_VERSION };
     static const struct option lo[] = {{"map", required_argument, 0, 'm'},
                                        {"output", required_argument, 0, 'o'},
                                        {"max-stack-growth", required_argument, 0, OPT_GROWTH},
@@ -172,7 +176,9 @@ int main(int argc, char **argv)
                                        {"verify", no_argument, 0, OPT_VERIFY},
                                        {"enter", no_argument, 0, OPT_ENTER},
                                        {"explain", no_argument, 0, OPT_EXPLAIN},
+                                       {"verbose", no_argument, 0, 'v'},
                                        {"quiet", no_argument, 0, 'q'},
+                                       {"version", no_argument, 0, OPT_VERSION},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *map_path = NULL, *out = NULL;
@@ -180,7 +186,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     int do_verify = 0, enter = 0, explain = 0, quiet = 0, c;
     char *e;
-    while ((c = getopt_long(argc, argv, "+m:o:qh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+m:o:qvh", lo, NULL)) != -1) {
         switch (c) {
         case 'm': map_path = optarg; break;
         case 'o': out = optarg; break;
@@ -203,8 +209,10 @@ int main(int argc, char **argv)
             break;
         case OPT_VERIFY: do_verify = 1; break;
         case OPT_ENTER: enter = 1; break;
-        case OPT_EXPLAIN: explain = 1; break;
+        case OPT_EXPLAIN:
+        case 'v': explain = 1; break;
         case 'q': quiet = 1; break;
+        case OPT_VERSION: icpp_cli_version(stdout, "icpp-rewrite"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -356,9 +364,13 @@ int main(int argc, char **argv)
     if (icpp_pathmap_stats(pm, &before, &err) < 0)
         die(1, "%s", err.msg);
     int64_t h0 = map_max_height(pm);
-    rw_search_opts so2 = {seed, tlimit, (int64_t)floor((double)h0 * growth), 0};
+    icpp_cli_progress progress; /* the search's progress on a terminal (lib/cli.h) */
+    icpp_cli_progress_init(&progress, "icpp-rewrite", quiet);
+    rw_search_opts so2 = {seed, tlimit, (int64_t)floor((double)h0 * growth), 0, &progress};
     rw_search_result sr;
-    if (rw_search_run(pm, caller, maxpad, &so2, &sr, &err) < 0)
+    int srr = rw_search_run(pm, caller, maxpad, &so2, &sr, &err);
+    icpp_cli_progress_end(&progress);
+    if (srr < 0)
         die(1, "%s", err.msg);
 
     /* Patch. */

@@ -5,6 +5,7 @@
 #include "hmap.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -567,7 +568,9 @@ int rw_search_run(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t
     /* Iterated best response: every candidate in turn takes the padding
      * that scores best given the others; when a round improves nothing,
      * kick a few at random; keep the best state seen. */
+    uint64_t rounds = 0;
     while (s.ncand && stale < max_stale) {
+        rounds++;
         for (uint32_t k = s.ncand; k > 1; k--) {
             uint32_t j = (uint32_t)(rnd(&s) % k), t = order[k - 1];
             order[k - 1] = order[j];
@@ -580,6 +583,11 @@ int rw_search_run(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t
                 r->hit_time_limit = 1;
                 break;
             }
+            if (icpp_cli_progress_due(o->progress))     /* the clock is read per candidate anyway */
+                icpp_cli_progress_show(o->progress,
+                                       "searching: round %" PRIu64 ", %" PRIu64 " best responses; best so far %" PRIu64
+                                       " unique contexts, %" PRIu64 " calls on them",
+                                       rounds, r->iterations, bestUC, bestU);
             uint32_t k = order[q];
             if (!ambiguous_below(&s, k))
                 continue;

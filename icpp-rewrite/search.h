@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli.h"
 #include "err.h"
 #include "pathmap.h"
 
@@ -13,6 +14,7 @@ typedef struct rw_search_opts {
     double   time_limit;        /* seconds of CPU time */
     int64_t  max_height;        /* no path's height may exceed this after padding */
     uint64_t max_stale;         /* stop after this many rounds without a new best (0: default 100) */
+    icpp_cli_progress *progress; /* a line on a terminal every second (NULL: none) */
 } rw_search_opts;
 
 typedef struct rw_search_result {

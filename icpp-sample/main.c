@@ -1,5 +1,6 @@
 /* main.c -- icpp-sample: record PC, SP and BP per sample through perf_event_open, nothing else. */
 #include "autoperiod.h"
+#include "cli.h"
 #include "defs.h"
 #include "events.h"
 #include "fsafe.h"
@@ -59,7 +60,8 @@ static const char *usage_text =
     "                       instructions, cpu-clock, task-clock, raw rUUEE, PMU\n"
     "                       event names. Default: cycles if this machine has a\n"
     "                       hardware PMU, else cpu-clock (said on stderr).\n"
-    "  -c, --period N       sample every N events (ns for cpu-clock/task-clock).\n"
+    "  -c, --count N, --period N\n"
+    "                       sample every N events (ns for cpu-clock/task-clock).\n"
     "                       Hardware events always use a fixed period (default\n"
     "                       1000003) so Intel PEBS can buffer samples without an\n"
     "                       interrupt each.\n"
@@ -111,6 +113,7 @@ static const char *usage_text =
     "                       that is a regular file (or none and standard input is\n"
     "                       one), its size is recorded as bytes=SIZE.\n"
     "  -q, --quiet          no summary on stderr.\n"
+    "      --version        print icpp-sample's version.\n"
     "      --list-events    list the events this machine knows.\n"
     "  -h, --help           this text.\n"
     "\n"
@@ -814,7 +817,7 @@ int main(int argc, char **argv)
     pid_t attach = 0;
     int quiet = 0, fell_back = 0;
     s.pages = 128;
-    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER, OPT_FEATURE };
+    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER, OPT_FEATURE, OPT_VERSION };
     int auto_period = 0;
     double pilot_t = 0, jitter_r = 0;
     jitter jit;
@@ -822,6 +825,7 @@ int main(int argc, char **argv)
     s.learn_every = LEARN_EVERY_DEFAULT;
     static const struct option lo[] = {
         {"event", required_argument, 0, 'e'},   {"period", required_argument, 0, 'c'},
+        {"count", required_argument, 0, 'c'},
         {"freq", required_argument, 0, 'F'},    {"output", required_argument, 0, 'o'},
         {"mmap-pages", required_argument, 0, 'm'}, {"pid", required_argument, 0, 'p'},
         {"validate", no_argument, 0, OPT_VALIDATE}, {"stack-size", required_argument, 0, OPT_STACK},
@@ -830,6 +834,7 @@ int main(int argc, char **argv)
         {"auto-period", no_argument, 0, OPT_AUTO}, {"pilot-time", required_argument, 0, OPT_PILOT_T},
         {"jitter", required_argument, 0, OPT_JITTER},
         {"feature", required_argument, 0, OPT_FEATURE},
+        {"version", no_argument, 0, OPT_VERSION},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "+e:c:F:o:m:p:qh", lo, NULL)) != -1) {
@@ -873,6 +878,7 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_LIST: icpp_event_list(stdout); return 0;
+        case OPT_VERSION: icpp_cli_version(stdout, "icpp-sample"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }

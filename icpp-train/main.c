@@ -1,5 +1,7 @@
 /* main.c -- icpp-train: run a program with the training agent and merge what it learned into a path map. */
+#include "cli.h"
 #include "codec.h"
+#include "config.h"
 #include "escape.h"
 #include "fsafe.h"
 #include "module.h"
@@ -56,7 +58,10 @@ static const char *usage_text =
     "                     end how often each int3-hooked function was entered\n"
     "                     through its trap (its direct calls do not trap: they\n"
     "                     are pointed at the hook).\n"
-    "  -q, --quiet        no summary.\n"
+    "  -q, --quiet        no summary, no progress line (on a terminal, a line\n"
+    "                     with the time so far, processes, threads and the\n"
+    "                     size of their trees is updated every second).\n"
+    "      --version      print icpp-train's version.\n"
     "  -h, --help         this text.\n"
     "\n"
     "If PROG is killed (SIGKILL, a crash no handler can catch), what it learned\n"
@@ -269,6 +274,12 @@ static char *find_in_path(const char *prog)
     return NULL;
 }
 
+/* The training agent, first found of: $ICPP_AGENT; libicpp-agent.so next
+ * to icpp-train (the build tree); the installed agent relative to
+ * icpp-train's own directory (bindir/../LIBDIR/icpp, config.h), which finds
+ * it in a relocated install too (meson install --destdir, a package
+ * unpacked elsewhere); the absolute path configured from the install
+ * prefix (icpp-train copied or linked elsewhere).  Its real path, or NULL. */
 static char *agent_path(void)
 {
     const char *env = getenv("ICPP_AGENT");
@@ -276,17 +287,20 @@ static char *agent_path(void)
         return strdup(env);
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return NULL;
-    self[n] = 0;
-    char *d = dirname(self);
-    static const char *rel[] = {"libicpp-agent.so", "../lib/icpp/libicpp-agent.so", "../lib/libicpp-agent.so"};
-    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-        char buf[PATH_MAX];
-        snprintf(buf, sizeof buf, "%s/%s", d, rel[i]);
-        if (access(buf, R_OK) == 0)
-            return realpath(buf, NULL);
+    if (n > 0) {
+        self[n] = 0;
+        char *d = dirname(self);
+        const char *rel[] = {"libicpp-agent.so", ICPP_AGENT_FROM_BINDIR};
+        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+            char buf[PATH_MAX];
+            if (!*rel[i] || snprintf(buf, sizeof buf, "%s/%s", d, rel[i]) >= (int)sizeof buf)
+                continue;
+            if (access(buf, R_OK) == 0)
+                return realpath(buf, NULL);
+        }
     }
+    if (access(ICPP_AGENT_PATH, R_OK) == 0)
+        return realpath(ICPP_AGENT_PATH, NULL);
     return NULL;
 }
 
@@ -412,10 +426,38 @@ static void janitor_say(int fd, char what, int32_t pid)
         (void)!write(fd, m, sizeof m);
 }
 
+/* The progress line while the program runs: what the training directory
+ * holds so far -- function tables (one per process image), threads' live
+ * trees and parts, and their size (the trees grow with the call paths
+ * recorded).  A directory listing once a second, nothing in the program. */
+static void train_progress(const char *tdir, icpp_cli_progress *p)
+{
+    DIR *d = opendir(tdir);
+    if (!d)
+        return;
+    size_t procs = 0, threads = 0;
+    uint64_t bytes = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (!strncmp(de->d_name, "syms.", 5))
+            procs++;
+        else if (!strncmp(de->d_name, "live.", 5) || !strncmp(de->d_name, "part.", 5)) {
+            threads++;
+            if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                bytes += (uint64_t)st.st_size;
+        }
+    }
+    closedir(d);
+    icpp_cli_progress_show(p, "training: %zu process%s, %zu thread%s, trees %.1f MiB", procs, procs == 1 ? "" : "es",
+                           threads, threads == 1 ? "" : "s", (double)bytes / 1048576.0);
+}
+
 /* Run the program with the agent; returns its wait status.  The child
  * dies with icpp-train (PR_SET_PDEATHSIG; if icpp-train is already gone
- * when that is set, it does not run at all). */
-static int run_target(const char *exe, char **args, int janitor)
+ * when that is set, it does not run at all).  With a progress line on (a
+ * terminal, no -q), wake once a second (poll on its pidfd) to update it. */
+static int run_target(const char *exe, char **args, int janitor, const char *tdir, icpp_cli_progress *prog)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -446,9 +488,22 @@ static int run_target(const char *exe, char **args, int janitor)
     if (pending_sig)
         kill(pid, pending_sig);
     int wst;
+    int pfd = prog->on ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    if (pfd >= 0) {
+        struct pollfd q = {pfd, POLLIN, 0};
+        for (;;) {
+            int r = poll(&q, 1, 1000);
+            if (r > 0 || (r < 0 && errno != EINTR))
+                break;
+            if (icpp_cli_progress_due(prog))
+                train_progress(tdir, prog);
+        }
+        close(pfd);
+    }
     while (waitpid(pid, &wst, 0) < 0)
         if (errno != EINTR)
             die(1, "waitpid: %s", strerror(errno));
+    icpp_cli_progress_end(prog);
     child = -1;     /* reaped: its pid may be reused, never signal it again */
     return wst;
 }
@@ -578,7 +633,7 @@ static void add_meta(icpp_pathmap *dst, const char *key, uint64_t v)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_MODULES = 256, OPT_FRESH, OPT_STATS, OPT_DEPTH, OPT_PATHS };
+    enum { OPT_MODULES = 256, OPT_FRESH, OPT_STATS, OPT_DEPTH, OPT_PATHS, OPT_VERSION };
     static const struct option lo[] = {{"output", required_argument, 0, 'o'},
                                        {"modules", required_argument, 0, OPT_MODULES},
                                        {"fresh", no_argument, 0, OPT_FRESH},
@@ -587,6 +642,7 @@ int main(int argc, char **argv)
                                        {"max-depth", required_argument, 0, OPT_DEPTH},
                                        {"quiet", no_argument, 0, 'q'},
                                        {"verbose", no_argument, 0, 'v'},
+                                       {"version", no_argument, 0, OPT_VERSION},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *out = NULL, *modules = "all", *depth = NULL;
@@ -612,6 +668,7 @@ int main(int argc, char **argv)
         }
         case 'q': quiet = 1; break;
         case 'v': verbose = 1; break;
+        case OPT_VERSION: icpp_cli_version(stdout, "icpp-train"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -665,7 +722,7 @@ int main(int argc, char **argv)
     free(outdup);
     char *agent = agent_path();
     if (!agent)
-        die(1, "cannot find libicpp-agent.so next to icpp-train (set ICPP_AGENT to its path)");
+        die(1, "cannot find libicpp-agent.so next to icpp-train, nor installed (" ICPP_AGENT_PATH "): set ICPP_AGENT to its path");
     if (icpp_fs_check_regular(agent, &err) < 0)      /* ld.so would block on a FIFO */
         die(1, "ICPP_AGENT: %s", err.msg);
 
@@ -688,7 +745,9 @@ int main(int argc, char **argv)
     /* Like system(): the terminal's ^C and ^\ reach the program, which
      * decides; termination requests sent to icpp-train are passed on. */
     int janitor = janitor_start(tdir);
-    int wst = run_target(exe, argv + optind, janitor);
+    icpp_cli_progress progress;
+    icpp_cli_progress_init(&progress, "icpp-train", quiet);
+    int wst = run_target(exe, argv + optind, janitor, tdir, &progress);
     int status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
 
     /* Merge: the parts (and what live files recover), then the previous map. */

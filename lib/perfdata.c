@@ -1047,6 +1047,11 @@ void icpp_perfdata_close(icpp_perfdata *pd)
 }
 
 size_t icpp_perfdata_truncated(const icpp_perfdata *pd) { return pd->truncated; }
+void icpp_perfdata_position(const icpp_perfdata *pd, size_t *done, size_t *len)
+{
+    *done = (size_t)(pd->cur > pd->doff ? pd->cur : pd->doff);
+    *len = pd->len;
+}
 int icpp_perfdata_clean_end(const icpp_perfdata *pd) { return pd->clean; }
 const icpp_perfdata_stats *icpp_perfdata_stats_get(const icpp_perfdata *pd) { return &pd->st; }
 

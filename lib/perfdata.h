@@ -75,6 +75,9 @@ int icpp_perfdata_next(icpp_perfdata *pd, icpp_srec *rec, icpp_err *err);
 /* Bytes of an incomplete last record of a recording perf did not finish
  * (killed: the header's data size is 0); whether perf finished it. */
 size_t icpp_perfdata_truncated(const icpp_perfdata *pd);
+/* How far the second pass is: *done bytes of the file's *len (for a
+ * progress line; records waiting in the reorder window count as read). */
+void   icpp_perfdata_position(const icpp_perfdata *pd, size_t *done, size_t *len);
 int    icpp_perfdata_clean_end(const icpp_perfdata *pd);
 const icpp_perfdata_stats *icpp_perfdata_stats_get(const icpp_perfdata *pd);
 

@@ -105,6 +105,13 @@ void icpp_replay_close(icpp_replay *rp)
 
 const icpp_replay_info *icpp_replay_info_get(const icpp_replay *rp) { return &rp->info; }
 size_t icpp_replay_nmodules(const icpp_replay *rp) { return rp->nmods; }
+void icpp_replay_position(const icpp_replay *rp, size_t *done, size_t *len)
+{
+    if (rp->pd)
+        icpp_perfdata_position(rp->pd, done, len);
+    else
+        icpp_sreader_position(rp->rd, done, len);
+}
 const icpp_rmodule *icpp_replay_module(const icpp_replay *rp, uint32_t i) { return i < rp->nmods ? &rp->mods[i] : NULL; }
 
 int icpp_replay_set_own_stack(icpp_replay *rp, uint32_t pid, uint32_t tid, uint64_t top)

@@ -114,6 +114,8 @@ typedef struct icpp_replay_info {
 } icpp_replay_info;
 const icpp_replay_info *icpp_replay_info_get(const icpp_replay *rp);
 size_t              icpp_replay_nmodules(const icpp_replay *rp);
+/* How far icpp_replay_next has read: *done bytes of the file's *len. */
+void                icpp_replay_position(const icpp_replay *rp, size_t *done, size_t *len);
 /* Module and link-time address of runtime address `addr` in process pid,
  * as the mappings stand now; -1 if no readable module holds it. */
 int icpp_replay_locate(const icpp_replay *rp, uint32_t pid, uint64_t addr, int32_t *module, uint64_t *link_addr);

@@ -556,6 +556,11 @@ void icpp_sreader_close(icpp_sreader *r)
 
 size_t icpp_sreader_truncated(const icpp_sreader *r) { return r->truncated; }
 int icpp_sreader_clean_end(const icpp_sreader *r) { return r->clean_end; }
+void icpp_sreader_position(const icpp_sreader *r, size_t *done, size_t *len)
+{
+    *done = r->pos;
+    *len = r->len;
+}
 
 static int need_u64(icpp_sreader *r, uint64_t n)
 {

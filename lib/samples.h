@@ -141,6 +141,9 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err);
  * whether an END record was seen. */
 size_t icpp_sreader_truncated(const icpp_sreader *r);
 int    icpp_sreader_clean_end(const icpp_sreader *r);
+/* How far the reader is: *done bytes of the file's *len read (for a
+ * progress line). */
+void   icpp_sreader_position(const icpp_sreader *r, size_t *done, size_t *len);
 
 /* Identify a sample file by its first bytes. */
 int icpp_samples_is(const uint8_t *buf, size_t len);
