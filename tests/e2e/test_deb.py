@@ -72,7 +72,9 @@ r = run(["dpkg-deb", "-c", deb])
 files = {}                                # path without the leading "." -> mode string
 for line in r.stdout.splitlines():
     f = line.split()
-    files[f[-1][1:].rstrip("/")] = f[0]
+    path = f[-1][1:].rstrip("/")
+    if path:                              # "./" itself
+        files[path] = f[0]
 bins = sorted(os.path.basename(p) for p in files if os.path.dirname(p) == "/usr/bin")
 c.check(bins == sorted(TOOLS), f"/usr/bin holds {bins}, not the four tools")
 for t in TOOLS:
@@ -81,7 +83,8 @@ agents = [p for p in files if p.startswith("/usr/lib/") and os.path.basename(p) 
 c.check(len(agents) == 1, f"the training agent libicpp-agent.so: {agents or 'absent'}")
 sos = [p for p in files if ".so" in os.path.basename(p) and p not in agents]
 c.check(not sos, f"libraries other than the agent: {sos} (the bench-only hooks-only agent?)")
-c.check(not [p for p in files if not p.startswith("/usr")], "files outside /usr")
+outside = [p for p in files if p != "/usr" and not p.startswith("/usr/")]
+c.check(not outside, f"files outside /usr: {outside}")
 mans = sorted(p for p in files if p.startswith("/usr/share/man/"))
 r = run(["git", "-C", tree, "ls-files", "--cached", "--others", "--exclude-standard", "*.scd"])
 want_mans = []
