@@ -149,7 +149,7 @@ uint64_t icpp_rbuf_u64le(icpp_rbuf *r)
     return lo | (uint64_t)icpp_rbuf_u32le(r) << 32;
 }
 
-uint64_t icpp_rbuf_uv(icpp_rbuf *r)
+uint64_t icpp_rbuf_uv_long(icpp_rbuf *r)
 {
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
@@ -164,12 +164,6 @@ uint64_t icpp_rbuf_uv(icpp_rbuf *r)
     }
     r->bad = 1;
     return 0;
-}
-
-int64_t icpp_rbuf_sv(icpp_rbuf *r)
-{
-    uint64_t u = icpp_rbuf_uv(r);
-    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
 }
 
 char *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen)

@@ -38,8 +38,21 @@ typedef struct icpp_rbuf {
 void     icpp_rbuf_init(icpp_rbuf *r, const uint8_t *p, size_t len);
 uint32_t icpp_rbuf_u32le(icpp_rbuf *r);
 uint64_t icpp_rbuf_u64le(icpp_rbuf *r);
-uint64_t icpp_rbuf_uv(icpp_rbuf *r);
-int64_t  icpp_rbuf_sv(icpp_rbuf *r);
+/* Varints (LEB128): the one-byte case inline -- most of a recording's
+ * fields -- the rest in icpp_rbuf_uv_long.  A bad or truncated one marks r
+ * bad and reads as 0. */
+uint64_t icpp_rbuf_uv_long(icpp_rbuf *r);
+static inline uint64_t icpp_rbuf_uv(icpp_rbuf *r)
+{
+    if (!r->bad && r->p < r->end && *r->p < 0x80)
+        return *r->p++;
+    return icpp_rbuf_uv_long(r);
+}
+static inline int64_t icpp_rbuf_sv(icpp_rbuf *r)
+{
+    uint64_t u = icpp_rbuf_uv(r);
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
 /* A string of at most maxlen bytes, NUL-free; returns malloc'd copy or NULL (bad set). */
 char    *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen);
 const uint8_t *icpp_rbuf_bytes(icpp_rbuf *r, size_t n);
