@@ -176,7 +176,8 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
             js[nj++] = (jump){k, v[j].owner, t != v[k].addr};
         }
     }
-    qsort(js, nj, sizeof *js, jump_cmp);
+    if (nj)
+        qsort(js, nj, sizeof *js, jump_cmp);
     /* Parents: framed entries first (never a function's entry), then the
      * others, whose own framed parts' jumps back into them do not count. */
     for (int pass = 0; pass < 2; pass++)
