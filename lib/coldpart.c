@@ -9,7 +9,7 @@
 typedef struct jump {
     size_t   to;            /* index of the entry jumped into */
     uint64_t from;          /* owner of the function whose code jumps (an FDE-only one: its start) */
-    uint8_t  past;          /* lands past the entry's first byte */
+    uint8_t  past;          /* conditional, and lands past the entry's first byte */
 } jump;
 
 static int jump_cmp(const void *a, const void *b)
@@ -102,8 +102,8 @@ static uint64_t framed_root(const icpp_ftab_entry *v, size_t n, const uint64_t *
 
 /* The one function the jumps js[0..nj) into v[k] come from, skipping those
  * from the framed parts whose parents lead back to v[k] (its own parts) when
- * `own` is set; NO_PARENT if none or several.  *past: one of its jumps lands
- * past v[k]'s first byte. */
+ * `own` is set; NO_PARENT if none or several.  *past: one of its jumps is
+ * conditional and lands past v[k]'s first byte. */
 static uint64_t one_jumper(const icpp_ftab_entry *v, size_t n, const uint64_t *parent, size_t k, const jump *js,
                            size_t nj, int own, int *past)
 {
@@ -173,7 +173,7 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
                     goto out;
                 js = nv;
             }
-            js[nj++] = (jump){k, v[j].owner, t != v[k].addr};
+            js[nj++] = (jump){k, v[j].owner, in.branch == ICPP_INSN_JCC && t != v[k].addr};
         }
     }
     if (nj)

@@ -39,10 +39,12 @@ typedef struct icpp_code_seg {
  * that no direct call reaches, and that direct jumps from outside it reach
  * from the code of exactly one function F (its parent) is F's cold part if
  * it is not a function's entry: its FDE starts inside a frame
- * (entry->framed), or one of F's jumps lands past its first byte -- for an
- * entry that is not framed, jumps back from its own framed parts not
- * counted.  A block with CFA = rsp + 8 at its start reached only there
- * (jmp or jcc) is a tail-called function.  Its owner: parents followed, at
+ * (entry->framed), or one of F's conditional jumps lands past its first
+ * byte -- for an entry that is not framed, jumps back from its own framed
+ * parts not counted.  A block with CFA = rsp + 8 at its start reached only
+ * there (jmp or jcc) is a tail-called function, and one reached past its
+ * start only by plain jmps a function that shares its body (glibc's
+ * mempcpy jumps into memcpy's).  Its owner: parents followed, at
  * most 8 links, to an entry that has none.
  * Code is decoded with `decode` linearly over every entry's [addr,
  * addr + size), from the image's executable segments segs[0..nseg);

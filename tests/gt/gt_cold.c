@@ -290,8 +290,8 @@ static uint64_t framed_root(gt_module *m, uint64_t start)
 
 /* The parent of the FDE-only code at `start` (FDE index k): the one function
  * whose code jumps into it when it is not called and is no function's entry
- * (framed: it starts inside a frame; else a jump lands past its first byte,
- * jumps back from its own framed parts not counted); else start. */
+ * (framed: it starts inside a frame; else a conditional jump lands past its
+ * first byte, jumps back from its own framed parts not counted); else start. */
 static uint64_t decide(gt_module *m, uint64_t start, long k)
 {
     gt_cold *c = m->cold;
@@ -328,7 +328,7 @@ static uint64_t decide(gt_module *m, uint64_t start, long k)
         if (from && from != src)
             several = true;
         from = from ? from : src;
-        past |= h->target != start;
+        past |= kind == JCC && h->target != start;
     }
     return from && !several && (framed || past) ? from : start;
 }

@@ -7,7 +7,12 @@
  * only branch reaching ctail_far, whose CFA at its first byte is rsp+8:
  * stripped, ctail_far must stay a function of its own, not ctail's cold
  * part (docs/definitions.md, "cold part").  hot's unlikely branch is a real
- * cold part (hot.cold), so the table has one to find as well. */
+ * cold part (hot.cold), so the table has one to find as well.
+ *
+ * share_entry / share_body are glibc's mempcpy / memcpy shape: share_entry
+ * is two instructions and a plain jmp into share_body's middle, the only
+ * branch that reaches share_body, which is entered through a pointer:
+ * share_body is a function too, not share_entry's part. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,6 +32,33 @@ __asm__(".text\n"
         "\tret\n"
         ".cfi_endproc\n"
         ".size ctail, .-ctail\n");
+
+/* x + k; share_entry returns x + k + n */
+unsigned long share_entry(unsigned long n, unsigned long x, unsigned long k);
+unsigned long share_body(unsigned long n, unsigned long x, unsigned long k);
+__asm__(".text\n"
+        ".globl share_entry\n"
+        ".type share_entry, @function\n"
+        "share_entry:\n"
+        ".cfi_startproc\n"
+        "\tmovq %rdi, %rax\n"
+        "\taddq %rdx, %rax\n"
+        "\tjmp share_body_mid\n"
+        ".cfi_endproc\n"
+        ".size share_entry, .-share_entry\n"
+        ".p2align 4\n"
+        ".globl share_body\n"
+        ".type share_body, @function\n"
+        "share_body:\n"
+        ".cfi_startproc\n"
+        "\tmovq %rdx, %rax\n"
+        "share_body_mid:\n"
+        "\taddq %rsi, %rax\n"
+        "\tret\n"
+        ".cfi_endproc\n"
+        ".size share_body, .-share_body\n");
+
+static unsigned long (*volatile body_ptr)(unsigned long, unsigned long, unsigned long) = share_body;
 
 NOIPA unsigned long leaf(unsigned long n, unsigned long x)
 {
@@ -69,7 +101,7 @@ int main(void)
     unsigned long s = 0;
 
     for (unsigned long k = 0; k < 16; k++)
-        s ^= hot(100, s + k, k) ^ ctail(100, s + k, k);
+        s ^= hot(100, s + k, k) ^ ctail(100, s + k, k) ^ share_entry(k, s, 3) ^ body_ptr(k, s, 5);
     printf("%lx\n", s);
     return 0;
 }
