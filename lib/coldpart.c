@@ -5,13 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the jumps and calls into one FDE-only entry say about it. */
-typedef struct cand {
-    uint64_t from;          /* owner of the function that jumps into it (UINT64_MAX: none yet) */
-    uint8_t  called;        /* a direct call reaches it: a function */
-    uint8_t  several;       /* jumps come from more than one function */
-    uint8_t  not_tail;      /* a conditional jump, or a jump past its first byte */
-} cand;
+/* A direct jump into an FDE-only entry from another function's code. */
+typedef struct jump {
+    size_t   to;            /* index of the entry jumped into */
+    uint64_t from;          /* owner of the function whose code jumps (an FDE-only one: its start) */
+    uint8_t  past;          /* conditional, and lands past the entry's first byte */
+} jump;
+
+static int jump_cmp(const void *a, const void *b)
+{
+    const jump *x = a, *y = b;
+    return x->to < y->to ? -1 : x->to > y->to;
+}
+
+#define NO_PARENT UINT64_MAX
+#define MAX_HOPS  8         /* parent links followed, docs/definitions.md */
 
 /* Index of the entry whose [addr, addr + size) holds a, or SIZE_MAX. */
 static size_t entry_at(const icpp_ftab_entry *v, size_t n, uint64_t a)
@@ -67,19 +75,74 @@ void icpp_insn_decode_zydis(const uint8_t *code, size_t avail, icpp_insn *out)
     out->rel = in.raw.imm[0].value.s;
 }
 
+/* The entry starting exactly at a, or SIZE_MAX. */
+static size_t entry_start(const icpp_ftab_entry *v, size_t n, uint64_t a)
+{
+    size_t k = entry_at(v, n, a);
+    return k != SIZE_MAX && v[k].addr == a ? k : SIZE_MAX;
+}
+
+/* Is v[k] an entry the rule decides (FDE-only, not yet a part by symbol, no signal trampoline)? */
+static int candidate(const icpp_ftab_entry *v, size_t k)
+{
+    return k != SIZE_MAX && v[k].source == ICPP_FSRC_FDE && v[k].owner == v[k].addr && !v[k].signal;
+}
+
+/* Where the parents of framed parts lead from a: at most MAX_HOPS links. */
+static uint64_t framed_root(const icpp_ftab_entry *v, size_t n, const uint64_t *parent, uint64_t a)
+{
+    for (int hop = 0; hop < MAX_HOPS; hop++) {
+        size_t k = entry_start(v, n, a);
+        if (!candidate(v, k) || !v[k].framed || parent[k] == NO_PARENT)
+            break;
+        a = parent[k];
+    }
+    return a;
+}
+
+/* The one function the jumps js[0..nj) into v[k] come from, skipping those
+ * from the framed parts whose parents lead back to v[k] (its own parts) when
+ * `own` is set; NO_PARENT if none or several.  *past: one of its jumps is
+ * conditional and lands past v[k]'s first byte. */
+static uint64_t one_jumper(const icpp_ftab_entry *v, size_t n, const uint64_t *parent, size_t k, const jump *js,
+                           size_t nj, int own, int *past)
+{
+    uint64_t from = NO_PARENT;
+    *past = 0;
+    for (size_t i = 0; i < nj; i++) {
+        uint64_t f = js[i].from;
+        if (f == v[k].addr)
+            continue;
+        if (own) {
+            size_t fk = entry_start(v, n, f);
+            if (candidate(v, fk) && v[fk].framed && framed_root(v, n, parent, f) == v[k].addr)
+                continue;
+        }
+        if (from != NO_PARENT && from != f)
+            return NO_PARENT;
+        from = f;
+        *past |= js[i].past;
+    }
+    return from;
+}
+
 int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs, size_t nseg, icpp_insn_decoder decode,
                        icpp_ftab_entry *v, size_t n)
 {
     size_t ncand = 0;
     for (size_t i = 0; i < n; i++)
-        ncand += v[i].source == ICPP_FSRC_FDE && v[i].owner == v[i].addr && !v[i].signal;
+        ncand += candidate(v, i);
     if (ncand == 0)
         return 0;
-    cand *c = calloc(n, sizeof *c);
-    if (!c)
-        return -1;
+    uint8_t *called = calloc(n, 1);
+    uint64_t *parent = malloc(n * sizeof *parent);
+    jump *js = NULL;
+    size_t nj = 0, capj = 0;
+    int rc = -1;
+    if (!called || !parent)
+        goto out;
     for (size_t i = 0; i < n; i++)
-        c[i].from = UINT64_MAX;
+        parent[i] = NO_PARENT;
     for (size_t j = 0; j < n; j++) {
         const uint8_t *code = v[j].size ? code_at(img, len, segs, nseg, v[j].addr, v[j].size) : NULL;
         if (!code)
@@ -97,39 +160,57 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
                 continue;
             uint64_t t = at + in.len + (uint64_t)in.rel;
             size_t k = entry_at(v, n, t);
-            if (k == SIZE_MAX || k == j || v[k].source != ICPP_FSRC_FDE || v[k].owner != v[k].addr || v[k].signal)
+            if (k == j || !candidate(v, k))
                 continue;
             if (in.branch == ICPP_INSN_CALL) {
-                c[k].called = 1;
+                called[k] = 1;
                 continue;
             }
-            uint64_t src = v[j].owner;     /* an FDE-only jumper: itself, followed below */
-            if (c[k].from == UINT64_MAX)
-                c[k].from = src;
-            else if (c[k].from != src)
-                c[k].several = 1;
-            if (in.branch == ICPP_INSN_JCC || t != v[k].addr)
-                c[k].not_tail = 1;
+            if (nj == capj) {
+                capj = capj ? 2 * capj : 256;
+                jump *nv = realloc(js, capj * sizeof *nv);
+                if (!nv)
+                    goto out;
+                js = nv;
+            }
+            js[nj++] = (jump){k, v[j].owner, in.branch == ICPP_INSN_JCC && t != v[k].addr};
         }
     }
-    /* Owners: a part's jumper may itself be a part (follow, bounded). */
-    int linked = 0;
+    if (nj)
+        qsort(js, nj, sizeof *js, jump_cmp);
+    /* Parents: framed entries first (never a function's entry), then the
+     * others, whose own framed parts' jumps back into them do not count. */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t a = 0; a < nj;) {
+            size_t k = js[a].to, b = a;
+            while (b < nj && js[b].to == k)
+                b++;
+            int past;
+            if (!called[k] && (pass == 0) == (v[k].framed != 0)) {
+                uint64_t f = one_jumper(v, n, parent, k, js + a, b - a, pass == 1, &past);
+                if (f != NO_PARENT && (v[k].framed || past))
+                    parent[k] = f;
+            }
+            a = b;
+        }
+    /* Owners: follow parents, at most MAX_HOPS links, to an entry that has
+     * none; a chain that comes back or goes on is no owner. */
+    rc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (c[i].from == UINT64_MAX || c[i].called || c[i].several || !(c[i].not_tail || v[i].framed))
+        uint64_t o = v[i].addr;
+        size_t k = i;
+        for (int hop = 0; hop < MAX_HOPS && k != SIZE_MAX && parent[k] != NO_PARENT; hop++) {
+            o = parent[k];
+            k = o == v[i].addr ? SIZE_MAX : entry_start(v, n, o);
+        }
+        if (o == v[i].addr || (k != SIZE_MAX && parent[k] != NO_PARENT))
             continue;
-        uint64_t o = c[i].from;
-        for (int hop = 0; hop < 8; hop++) {
-            size_t k = entry_at(v, n, o);
-            if (k == SIZE_MAX || v[k].addr != o || c[k].from == UINT64_MAX || c[k].called || c[k].several ||
-                !(c[k].not_tail || v[k].framed) || c[k].from == v[i].addr)
-                break;
-            o = c[k].from;
-        }
-        if (o != v[i].addr) {
-            v[i].owner = o;
-            linked++;
-        }
+        v[i].owner = o;
+        rc++;
     }
-    free(c);
-    return linked;
+out:
+    free(called);
+    free(parent);
+    free(js);
+    return rc;
 }

@@ -37,11 +37,15 @@ typedef struct icpp_code_seg {
 /* The rule of docs/definitions.md ("cold part") for code without a symbol:
  * an FDE-only entry of v[0..n) (sorted, as icpp_functab_build makes it)
  * that no direct call reaches, and that direct jumps from outside it reach
- * from the code of exactly one function F is F's cold part (its owner
- * becomes F's owner) if it is not a function's entry: its FDE starts inside
- * a frame (entry->framed), or at least one of the jumps is conditional or
- * lands past its first byte.  (A block with CFA = rsp + 8 at its start
- * reached only by plain jmps to its start is a tail-called function.)
+ * from the code of exactly one function F (its parent) is F's cold part if
+ * it is not a function's entry: its FDE starts inside a frame
+ * (entry->framed), or one of F's conditional jumps lands past its first
+ * byte -- for an entry that is not framed, jumps back from its own framed
+ * parts not counted.  A block with CFA = rsp + 8 at its start reached only
+ * there (jmp or jcc) is a tail-called function, and one reached past its
+ * start only by plain jmps a function that shares its body (glibc's
+ * mempcpy jumps into memcpy's).  Its owner: parents followed, at
+ * most 8 links, to an entry that has none.
  * Code is decoded with `decode` linearly over every entry's [addr,
  * addr + size), from the image's executable segments segs[0..nseg);
  * nothing is decoded when v has no FDE-only entry.  Returns how many

@@ -106,11 +106,14 @@ uint32_t icpp_plt_contexts(icpp_plt *p, icpp_cidx *x, const icpp_pathmap *pm, co
     const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)s->module);
     if (!g || !rm)
         return 0;
-    /* The stub holding the pc: PLT entries are 16 bytes (.plt.got: 8). */
+    /* The stub holding the pc: PLT entries are 16 bytes, .plt.got's 8, so
+     * the 8-byte boundary first: in .plt.got the 16-byte one is the stub
+     * before it (another function's); in a 16-byte entry the 8-byte one is
+     * its middle, where no stub starts. */
     uint64_t pc = s->addr;
-    const char *name = icpp_callgraph_plt_name(g, pc & ~(uint64_t)15);
+    const char *name = icpp_callgraph_plt_name(g, pc & ~(uint64_t)7);
     if (!name)
-        name = icpp_callgraph_plt_name(g, pc & ~(uint64_t)7);
+        name = icpp_callgraph_plt_name(g, pc & ~(uint64_t)15);
     if (!name)
         return 0;
     const icpp_cg_site *const *sites;

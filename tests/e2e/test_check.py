@@ -75,8 +75,9 @@ c.check(total["good"] >= 0.99 * total["judged"], f"corpus: correct {total['good'
 # Stripped, cold.c's hot.cold is an FDE without a symbol: it must still be
 # hot's (docs/definitions.md), in training, resolving and --check alike.
 # The profile's fn_ADDR names are named by the unstripped twin's symbols and
-# must be cold.c's documented paths, main;hot;slow;leaf (slow called from
-# the cold part) among them.
+# must be cold.c's documented paths, main;hot;slow;leaf and
+# main;viaptr;slow;leaf (slow called from the cold parts; viaptr is called
+# only through a pointer) among them.
 cold = {(e.prog, e.config): e for e in corpus.load_list(built("tests/programs/corpus-list.txt")) if e.prog == "cold"}
 for config in ("O2-nofp-pie", "O2-fp-nopie") if not only or "cold" in only else ():
     e = cold[("cold", config)]
@@ -110,7 +111,8 @@ for config in ("O2-nofp-pie", "O2-fp-nopie") if not only or "cold" in only else 
         c.check(own in documented and not any(".cold" in n for n in names),
                 f"{label}: path {';'.join(names)} is not documented")
         seen.add(own)
-    c.check(("main", "hot", "slow", "leaf") in seen, f"{label}: main;hot;slow;leaf not seen: {sorted(seen)}")
+    for want in (("main", "hot", "slow", "leaf"), ("main", "viaptr", "slow", "leaf")):
+        c.check(want in seen, f"{label}: {';'.join(want)} not seen: {sorted(seen)}")
 print(f"{total['binaries']} binaries: {total['good']} of {total['judged']} samples correct "
       f"({100.0 * total['good'] / max(total['judged'], 1):.2f}%), {total['precise']} precise, "
       f"{total['eh']} taken inside exception dispatch")

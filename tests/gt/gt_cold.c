@@ -7,8 +7,10 @@
  * frame lands in it, the branches into it are found by a byte scan for
  * every rel8/rel32 call, jmp and jcc encoding that would land there, each
  * confirmed by decoding (Zydis, full decode) the code around it from its
- * FDE's start; the CFA at the FDE's first byte comes from libdw.  Lazy,
- * because icpp-gt must keep draining its rings while the program runs. */
+ * FDE's start; the CFA at the FDE's first byte comes from libdw.  Each
+ * block's parent is decided when first needed, owners found by following
+ * parents when asked.  Lazy, because icpp-gt must keep draining its rings
+ * while the program runs. */
 #include "gt_cold.h"
 
 #include <Zydis/Zydis.h>
@@ -39,13 +41,13 @@ typedef struct gt_hit {
     uint64_t target, site;
 } gt_hit;
 
-/* A start asked about: the answer. */
+/* A start asked about: the function it hangs off. */
 typedef struct gt_answer {
     uint64_t start;
-    uint64_t owner;         /* == start: a function of its own */
-    const char *name;
-    int busy;               /* being decided (a cycle of parts) */
+    uint64_t parent;        /* the one function jumping into it; == start: none */
 } gt_answer;
+
+enum { HOPS = 8 };          /* parent links followed (docs/definitions.md) */
 
 struct gt_cold {
     gt_part   *parts;  size_t nparts;      /* by symbol, sorted by start */
@@ -259,23 +261,48 @@ static gt_answer *answer_of(gt_cold *c, uint64_t start, bool add)
     }
     memmove(&c->ans[lo + 1], &c->ans[lo], (c->nans - lo) * sizeof *c->ans);
     c->nans++;
-    c->ans[lo] = (gt_answer){start, start, NULL, 0};
+    c->ans[lo] = (gt_answer){start, start};
     return &c->ans[lo];
 }
 
-/* Decide whether the FDE-only function at `start` (FDE index k) is a part. */
-static void decide(gt_module *m, uint64_t start, long k, int depth)
+/* Is `start` an FDE's start that no symbol covers (code the rule judges)? */
+static bool fde_only(const gt_module *m, uint64_t start)
+{
+    uint64_t s;
+    const char *n;
+    long k = fde_at(m, start);
+    return k >= 0 && m->fdes[k] == start && !gt_module_sym(m, start, &s, &n);
+}
+
+static uint64_t parent_of(gt_module *m, uint64_t start);
+
+/* Where the parents of framed FDE-only code lead from `start`, HOPS links at most. */
+static uint64_t framed_root(gt_module *m, uint64_t start)
+{
+    for (int hop = 0; hop < HOPS && fde_only(m, start) && !entry_shape(m, start); hop++) {
+        uint64_t p = parent_of(m, start);
+        if (p == start)
+            break;
+        start = p;
+    }
+    return start;
+}
+
+/* The parent of the FDE-only code at `start` (FDE index k): the one function
+ * whose code jumps into it when it is not called and is no function's entry
+ * (framed: it starts inside a frame; else a conditional jump lands past its
+ * first byte, jumps back from its own framed parts not counted); else start. */
+static uint64_t decide(gt_module *m, uint64_t start, long k)
 {
     gt_cold *c = m->cold;
-    gt_answer *a = answer_of(c, start, true);
-    a->busy = 1;
     if (!c->scanned)
         scan(m);
+    bool framed = !entry_shape(m, start);
     uint64_t end = (size_t)k + 1 < m->nfdes ? m->fdes[k + 1] : start + 1;
     size_t lo = lower(c->hits, c->nhits, sizeof *c->hits, start);
-    bool called = false, several = false, not_tail = false;
+    bool several = false, past = false;
     uint64_t from = 0;
-    for (size_t i = lo; i < c->nhits && c->hits[i].target < end && !called; i++) {
+    for (size_t i = lo; i < c->nhits && c->hits[i].target < end; i++) {
         const gt_hit *h = &c->hits[i];
         if (h->site >= start && h->site < end)
             continue;       /* its own loops: never counted, not worth a decode */
@@ -291,43 +318,30 @@ static void decide(gt_module *m, uint64_t start, long k, int depth)
         int kind = confirm(m, h->site, h->target);
         if (kind == NONE)
             continue;
+        if (kind == CALL)
+            return start;
         uint64_t src = func_of(m, h->site);
         if (src == start)
             continue;       /* its own loops */
-        if (kind == CALL) {
-            called = true;
-            break;
-        }
+        if (!framed && fde_only(m, src) && !entry_shape(m, src) && framed_root(m, src) == start)
+            continue;       /* back from its own framed part */
         if (from && from != src)
             several = true;
         from = from ? from : src;
-        not_tail |= kind == JCC || h->target != start;
+        past |= kind == JCC && h->target != start;
     }
-    uint64_t owner = start;
-    const char *name = NULL;
-    if (from && !called && !several && (not_tail || !entry_shape(m, start))) {
-        owner = from;
-        uint64_t s;
-        const char *n;
-        if (gt_module_sym(m, from, &s, &n) && s == from) {
-            name = n;
-        } else if (depth < 8) {        /* the jumper has no symbol: it may be a part itself */
-            long j = fde_at(m, from);
-            gt_answer *up = answer_of(c, from, false);
-            if (!up && j >= 0 && m->fdes[j] == from) {
-                decide(m, from, j, depth + 1);
-                up = answer_of(c, from, false);
-            }
-            if (up && !up->busy) {
-                owner = up->owner;
-                name = up->name;
-            }
-        }
-    }
-    a = answer_of(c, start, false);     /* the array may have moved */
-    a->owner = owner == start ? start : owner;
-    a->name = owner == start ? NULL : name;
-    a->busy = 0;
+    return from && !several && (framed || past) ? from : start;
+}
+
+static uint64_t parent_of(gt_module *m, uint64_t start)
+{
+    gt_answer *a = answer_of(m->cold, start, false);
+    if (a)
+        return a->parent;
+    long k = fde_at(m, start);
+    uint64_t p = k >= 0 && m->fdes[k] == start ? decide(m, start, k) : start;
+    answer_of(m->cold, start, true)->parent = p;
+    return p;
 }
 
 bool gt_cold_owner(gt_module *m, uint64_t start, bool by_fde, uint64_t *owner, const char **name)
@@ -343,17 +357,27 @@ bool gt_cold_owner(gt_module *m, uint64_t start, bool by_fde, uint64_t *owner, c
     }
     if (!by_fde)
         return false;
-    gt_answer *a = answer_of(c, start, false);
-    if (!a) {
-        long k = fde_at(m, start);
-        if (k < 0 || m->fdes[k] != start)
-            return false;
-        decide(m, start, k, 0);
-        a = answer_of(c, start, false);
+    /* follow parents to code that has none: a function (HOPS links at most;
+     * a chain that comes back or goes on is no owner) */
+    uint64_t o = start;
+    bool ends = false;
+    for (int hop = 0;; hop++) {
+        uint64_t p = fde_only(m, o) ? parent_of(m, o) : o;
+        if (p == o) {
+            ends = true;
+            break;
+        }
+        if (hop == HOPS)
+            break;
+        o = p;
+        if (o == start)
+            break;
     }
-    if (!a || a->busy || a->owner == start)
+    if (!ends || o == start)
         return false;
-    *owner = a->owner;
-    *name = a->name;
+    uint64_t s;
+    const char *n;
+    *owner = o;
+    *name = gt_module_sym(m, o, &s, &n) && s == o ? n : NULL;
     return true;
 }

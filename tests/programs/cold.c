@@ -9,15 +9,22 @@
  * belongs to hot (docs/definitions.md). slow is itself __attribute__((cold)),
  * a whole function in the cold text: a function of its own.
  *
+ * viaptr has hot's shape but is called only through a pointer, and
+ * viaptr.cold jumps back into its middle. Stripped, viaptr is still a
+ * function (entered by calls through the pointer) and viaptr.cold its part,
+ * not the other way round.
+ *
  * ICPP-PATHS  (prefixes are implied)
  * main;hot;leaf
  * main;hot;slow;leaf
  * main;outer;hot;leaf
  * main;outer;hot;slow;leaf
+ * main;viaptr;leaf
+ * main;viaptr;slow;leaf
  *
  * ICPP-EXPECT
  * exit 0
- * stdout cold checksum=523faf27750391d4
+ * stdout cold checksum=577c442710c426d6
  */
 #include "corpus.h"
 
@@ -65,6 +72,21 @@ NOIPA unsigned long outer(unsigned long n, unsigned long x, unsigned long k)
 	return r + 3;
 }
 
+/* hot's shape, called only through vp below: viaptr.cold jumps back into it */
+NOIPA unsigned long viaptr(unsigned long n, unsigned long x, unsigned long k)
+{
+	unsigned long r = leaf(n, x);
+
+	if (__builtin_expect((k & 7) == 5, 0)) {
+		r += slow(n, r);
+		CORPUS_KEEP(r);
+	}
+	CORPUS_KEEP(r);
+	return r + 7;
+}
+
+static unsigned long (*volatile vp)(unsigned long, unsigned long, unsigned long) = viaptr;
+
 int main(int argc, char **argv)
 {
 	long scale = corpus_scale(argc, argv);
@@ -75,6 +97,7 @@ int main(int argc, char **argv)
 		for (unsigned long k = 0; k < 64; k++) {
 			sum ^= hot(unit, sum + k, k);
 			sum ^= outer(unit, sum + k, k + 3);
+			sum ^= vp(unit, sum + k, k);
 		}
 	printf("cold checksum=%016lx\n", sum);
 	return 0;

@@ -9,13 +9,20 @@
  * it (docs/definitions.md), here main;spin or main;outer;spin. libc's
  * frames are elided in the paths below.
  *
+ * rand_r's and div's addresses are also taken (`taken`, by code), so a PIE's
+ * linker gives them 8-byte stubs in .plt.got (each jumps through the GOT
+ * slot the address came from) instead of .plt entries: one of the two
+ * stubs is the second in its 16 bytes, whose samples must be charged to
+ * its own callers (spin_div calls only div), not to the first stub's.
+ *
  * ICPP-PATHS  (prefixes are implied)
  * main;spin
  * main;outer;spin
+ * main;spin_div
  *
  * ICPP-EXPECT
  * exit 0
- * stdout plt checksum=000000773826a8b1
+ * stdout plt checksum=00000077391108ad
  */
 #include "corpus.h"
 
@@ -32,6 +39,18 @@ NOIPA unsigned long spin(unsigned long n, unsigned int seed)
 	return x;
 }
 
+NOIPA unsigned long spin_div(unsigned long n, unsigned int seed)
+{
+	unsigned long x = 0;
+
+	for (unsigned long i = 0; i < n; i++)
+		x += (unsigned long)div((int)(i | 1) + (int)seed, 7).rem;
+	return x;
+}
+
+/* addresses taken by code (through the GOT): .plt.got stubs in a PIE (see above) */
+void *volatile taken[2];
+
 NOIPA unsigned long outer(unsigned long n, unsigned int seed)
 {
 	unsigned long r = spin(n, seed);
@@ -45,9 +64,13 @@ int main(int argc, char **argv)
 	long scale = corpus_scale(argc, argv);
 	unsigned long sum = 0, n = 16 * CORPUS_UNIT;
 
+	taken[0] = (void *)rand_r;
+	taken[1] = (void *)div;
+
 	for (long s = 0; s < scale; s++) {
 		sum += spin(n, (unsigned int)s);
 		sum ^= outer(n, (unsigned int)s + 7);
+		sum += spin_div(n, (unsigned int)s);
 	}
 	printf("plt checksum=%016lx\n", sum);
 	return 0;
