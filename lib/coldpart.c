@@ -8,7 +8,7 @@
 /* What the jumps and calls into one FDE-only entry say about it. */
 typedef struct cand {
     uint64_t from;          /* owner of the function that jumps into it (UINT64_MAX: none yet) */
-    uint8_t  called;        /* a direct call reaches it: a function */
+    uint8_t  called;        /* a direct call reaches it, or code takes its address: a function */
     uint8_t  several;       /* jumps come from more than one function */
     uint8_t  not_tail;      /* a conditional jump, or a jump past its first byte */
 } cand;
@@ -56,6 +56,12 @@ void icpp_insn_decode_zydis(const uint8_t *code, size_t avail, icpp_insn *out)
     if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&d, NULL, code, avail, &in)))
         return;
     out->len = in.length;
+    if ((in.attributes & ZYDIS_ATTRIB_HAS_MODRM) && in.raw.modrm.mod == 0 && in.raw.modrm.rm == 5 &&
+        in.raw.disp.size == 32) {
+        out->branch = ICPP_INSN_RIPREF;     /* [rip + disp32]: no SIB, so rm 5 with mod 0 is rip */
+        out->rel = in.raw.disp.value;
+        return;
+    }
     if (in.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY || !in.raw.imm[0].is_relative)
         return;
     uint8_t op = in.opcode;
@@ -99,8 +105,11 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
             size_t k = entry_at(v, n, t);
             if (k == SIZE_MAX || k == j || v[k].source != ICPP_FSRC_FDE || v[k].owner != v[k].addr || v[k].signal)
                 continue;
-            if (in.branch == ICPP_INSN_CALL) {
-                c[k].called = 1;
+            if (in.branch == ICPP_INSN_CALL || in.branch == ICPP_INSN_RIPREF) {
+                /* called, or its address taken (an IFUNC resolver's lea of the variant it picks):
+                 * a function, even if another one also jumps into it */
+                if (in.branch == ICPP_INSN_CALL || t == v[k].addr)
+                    c[k].called = 1;
                 continue;
             }
             uint64_t src = v[j].owner;     /* an FDE-only jumper: itself, followed below */
