@@ -57,8 +57,8 @@ void icpp_insn_decode_zydis(const uint8_t *code, size_t avail, icpp_insn *out)
         return;
     out->len = in.length;
     if ((in.attributes & ZYDIS_ATTRIB_HAS_MODRM) && in.raw.modrm.mod == 0 && in.raw.modrm.rm == 5 &&
-        in.raw.disp.size == 32) {
-        out->branch = ICPP_INSN_RIPREF;     /* [rip + disp32]: no SIB, so rm 5 with mod 0 is rip */
+        in.raw.disp.size == 32 && in.address_width == 64) {
+        out->branch = ICPP_INSN_RIPREF;     /* [rip + disp32]: no SIB, so rm 5 with mod 0 is rip (not eip) */
         out->rel = in.raw.disp.value;
         return;
     }

@@ -14,7 +14,7 @@ typedef enum icpp_insn_branch {
     ICPP_INSN_JCC,          /* 70-7F jcc rel8, 0F 80-8F jcc rel32 */
     ICPP_INSN_JMP,          /* EB jmp rel8, E9 jmp rel32 */
     ICPP_INSN_RIPREF,       /* not a branch: a [rip + disp32] memory operand (lea, mov, ...),
-                               any encoding; rel is disp32 */
+                               any encoding, 64-bit addressing; rel is disp32 */
 } icpp_insn_branch;
 
 typedef struct icpp_insn {

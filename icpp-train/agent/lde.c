@@ -830,7 +830,7 @@ void icpp_agent_lde_coldpart(const uint8_t *code, size_t avail, struct icpp_insn
     out->len = (uint8_t)icpp_agent_lde_decode(code, avail, &in);
     out->branch = ICPP_INSN_OTHER;
     out->rel = out->len ? in.rel : 0;
-    if (out->len && in.riprel) {
+    if (out->len && in.riprel && !(in.prefixes & ICPP_AGENT_LDE_P_67)) {     /* rip, not eip */
         out->branch = ICPP_INSN_RIPREF;
         out->rel = in.disp;
         return;
