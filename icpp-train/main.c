@@ -51,7 +51,8 @@ static const char *usage_text =
     "                     were hooked and the int3-hooked ones' trap entries.\n"
     "      --paths MAP    list every call path: count, heights, names, and\n"
     "                     module@address of each function (a path deeper than\n"
-    "                     256 functions: its first and last 8).\n"
+    "                     256 functions: its first and last 8); the modules'\n"
+    "                     build-ids and paths in '# module' lines first.\n"
     "  -v, --verbose      list every function that did not get the jmp hook (the\n"
     "                     slower int3, or none) with the reason, as the agent\n"
     "                     patches it (stripped functions as fn_ADDR), and at the\n"
@@ -185,6 +186,13 @@ static int print_stats(const char *path)
 #define PATHS_FULL_DEPTH 256
 #define PATHS_END        8
 
+/* A module as the functions column names it: its path's last component. */
+static const char *module_name(const icpp_pm_module *m)
+{
+    const char *b = strrchr(m->path, '/');
+    return b ? b + 1 : m->path;
+}
+
 /* One tab-separated field: the functions of fs[0..n), names or module@address,
  * with an elision marker after the first `cut` of them (cut < n). */
 static void print_field(const icpp_pathmap *pm, const uint32_t *fs, uint32_t n, uint32_t cut, uint32_t more,
@@ -202,8 +210,7 @@ static void print_field(const icpp_pathmap *pm, const uint32_t *fs, uint32_t n, 
             for (const char *c = icpp_escape(f->name, eb, sizeof eb); *c; c++)
                 putchar(*c == ';' ? ',' : *c);
         } else {
-            const char *mp = icpp_pathmap_module(pm, f->module)->path, *b = strrchr(mp, '/');
-            icpp_escape_fputs(b ? b + 1 : mp, stdout);
+            icpp_escape_fputs(module_name(icpp_pathmap_module(pm, f->module)), stdout);
             printf("@%" PRIx64, f->addr);
         }
     }
@@ -218,6 +225,19 @@ static int print_paths(const char *path)
     printf("# count\theights (height:count,...)\tpath (root;...;leaf)\tfunctions (module@address;...)\n");
     printf("# paths deeper than %d functions: the first and last %d, with '...N more...' between\n",
            PATHS_FULL_DEPTH, PATHS_END);
+    /* the modules, so that a script can tell them by build-id: the path is the
+     * one the program loaded, which may be a link to a file of another name */
+    printf("# module\tname\tbuild-id\tpath\n");
+    for (uint32_t m = 0; m < icpp_pathmap_nmodules(pm); m++) {
+        const icpp_pm_module *mm = icpp_pathmap_module(pm, m);
+        char bid[2 * ICPP_BUILD_ID_MAX + 1] = "";
+        icpp_build_id_hex(&mm->build_id, bid, sizeof bid);
+        printf("# module\t");
+        icpp_escape_fputs(module_name(mm), stdout);
+        printf("\t%s\t", bid);
+        icpp_escape_fputs(mm->path, stdout);
+        putchar('\n');
+    }
     size_t nn = icpp_pathmap_nnodes(pm);
     uint32_t *top = malloc(sizeof *top * (nn ? nn : 1));     /* ancestor at depth PATHS_END */
     uint32_t fs[PATHS_FULL_DEPTH];

@@ -64,6 +64,12 @@ void icpp_insn_decode_zydis(const uint8_t *code, size_t avail, icpp_insn *out)
     if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&d, NULL, code, avail, &in)))
         return;
     out->len = in.length;
+    if ((in.attributes & ZYDIS_ATTRIB_HAS_MODRM) && in.raw.modrm.mod == 0 && in.raw.modrm.rm == 5 &&
+        in.raw.disp.size == 32 && in.address_width == 64) {
+        out->branch = ICPP_INSN_RIPREF;     /* [rip + disp32]: no SIB, so rm 5 with mod 0 is rip (not eip) */
+        out->rel = in.raw.disp.value;
+        return;
+    }
     if (in.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY || !in.raw.imm[0].is_relative)
         return;
     uint8_t op = in.opcode;
@@ -162,8 +168,11 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
             size_t k = entry_at(v, n, t);
             if (k == j || !candidate(v, k))
                 continue;
-            if (in.branch == ICPP_INSN_CALL) {
-                called[k] = 1;
+            if (in.branch == ICPP_INSN_CALL || in.branch == ICPP_INSN_RIPREF) {
+                /* called, or its address taken (an IFUNC resolver's lea of the variant it picks):
+                 * a function, even if another one also jumps into it */
+                if (in.branch == ICPP_INSN_CALL || t == v[k].addr)
+                    called[k] = 1;
                 continue;
             }
             if (nj == capj) {

@@ -13,12 +13,14 @@ typedef enum icpp_insn_branch {
     ICPP_INSN_CALL,         /* E8 call rel32 */
     ICPP_INSN_JCC,          /* 70-7F jcc rel8, 0F 80-8F jcc rel32 */
     ICPP_INSN_JMP,          /* EB jmp rel8, E9 jmp rel32 */
+    ICPP_INSN_RIPREF,       /* not a branch: a [rip + disp32] memory operand (lea, mov, ...),
+                               any encoding, 64-bit addressing; rel is disp32 */
 } icpp_insn_branch;
 
 typedef struct icpp_insn {
     uint8_t len;            /* bytes; 0: no valid instruction here */
-    uint8_t branch;         /* icpp_insn_branch (legacy encoding only) */
-    int64_t rel;            /* branches: target = address + len + rel */
+    uint8_t branch;         /* icpp_insn_branch (branches: legacy encoding only) */
+    int64_t rel;            /* target (branches) or operand address (RIPREF) = address + len + rel */
 } icpp_insn;
 
 /* An x86-64 instruction decoder: fill *out from code[0..avail). */
@@ -36,15 +38,16 @@ typedef struct icpp_code_seg {
 
 /* The rule of docs/definitions.md ("cold part") for code without a symbol:
  * an FDE-only entry of v[0..n) (sorted, as icpp_functab_build makes it)
- * that no direct call reaches, and that direct jumps from outside it reach
- * from the code of exactly one function F (its parent) is F's cold part if
- * it is not a function's entry: its FDE starts inside a frame
- * (entry->framed), or one of F's conditional jumps lands past its first
- * byte -- for an entry that is not framed, jumps back from its own framed
- * parts not counted.  A block with CFA = rsp + 8 at its start reached only
- * there (jmp or jcc) is a tail-called function, and one reached past its
- * start only by plain jmps a function that shares its body (glibc's
- * mempcpy jumps into memcpy's).  Its owner: parents followed, at
+ * that no direct call reaches, whose address no RIP-relative operand of
+ * another entry's code takes (its first byte), and that direct jumps from
+ * outside it reach from the code of exactly one function F (its parent) is
+ * F's cold part if it is not a function's entry: its FDE starts inside a
+ * frame (entry->framed), or one of F's conditional jumps lands past its
+ * first byte -- for an entry that is not framed, jumps back from its own
+ * framed parts not counted.  A block with CFA = rsp + 8 at its start
+ * reached only there (jmp or jcc) is a tail-called function, and one
+ * reached past its start only by plain jmps a function that shares its body
+ * (glibc's mempcpy jumps into memcpy's).  Its owner: parents followed, at
  * most 8 links, to an entry that has none.
  * Code is decoded with `decode` linearly over every entry's [addr,
  * addr + size), from the image's executable segments segs[0..nseg);

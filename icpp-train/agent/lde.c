@@ -729,6 +729,7 @@ opcode:
 
     /* ModRM, SIB, displacement; validity. */
     unsigned modrm = 0, riprel = 0, imm = e & 15;
+    const uint8_t *dend = NULL;                     /* end of the displacement */
     if (e & MR) {
         if (p >= end)
             return 0;
@@ -743,6 +744,7 @@ opcode:
             }
             p += x & 7;
             riprel = x >> 4;
+            dend = p;
         }
         unsigned mod3 = modrm >= 0xc0;
         unsigned ok = FORM(form, cls) & (mod3 ? 2 : 1);
@@ -794,6 +796,7 @@ opcode:
     out->mandatory = (uint8_t)mand;
     out->rex = (uint8_t)rex;
     out->riprel = (uint8_t)riprel;
+    out->disp = riprel && dend ? rd32(dend - 4) : 0;    /* dend <= p <= end: in the bytes */
     out->rel_size = (uint8_t)rel_size;
     out->rel = rel_size == 1 ? (int8_t)p[-1]
              : rel_size == 2 ? (int16_t)(p[-2] | p[-1] << 8)
@@ -827,6 +830,11 @@ void icpp_agent_lde_coldpart(const uint8_t *code, size_t avail, struct icpp_insn
     out->len = (uint8_t)icpp_agent_lde_decode(code, avail, &in);
     out->branch = ICPP_INSN_OTHER;
     out->rel = out->len ? in.rel : 0;
+    if (out->len && in.riprel && !(in.prefixes & ICPP_AGENT_LDE_P_67)) {     /* rip, not eip */
+        out->branch = ICPP_INSN_RIPREF;
+        out->rel = in.disp;
+        return;
+    }
     if (!out->len || in.enc != ICPP_AGENT_LDE_LEGACY || !in.rel_size)
         return;
     if (in.map == 0)

@@ -40,6 +40,7 @@ typedef struct icpp_agent_lde_insn {
                                XOP: the pp field's equivalent */
     uint8_t rex;            /* REX byte in effect (directly before the opcode), 0 = none */
     uint8_t riprel;         /* the memory operand is [rip + disp32] */
+    int32_t disp;           /* riprel: that disp32 (operand address = address + len + disp), else 0 */
     uint8_t rel_size;       /* relative branch displacement: 0 = none, else 1, 2 or 4
                                bytes, always the instruction's last bytes */
     int32_t rel;            /* its value: target = address + len + rel */

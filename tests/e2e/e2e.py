@@ -98,6 +98,24 @@ def map_paths(mapfile):
     return out
 
 
+def map_modules(mapfile):
+    """`icpp-train --paths MAP`'s '# module' lines: {name in the functions column: build-id}.
+    The name is the path the program loaded (libstdc++.so.6), which may be a link to
+    a file of another name (libstdc++.so.6.0.30, as /proc/PID/maps says): compare
+    modules by build-id."""
+    r = run([tool("icpp-train"), "--paths", mapfile])
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    out = {}
+    for line in r.stdout.splitlines():
+        f = line.split("\t")
+        if f[0] == "# module" and len(f) == 4 and f[1:] != ["name", "build-id", "path"]:
+            if f[1] in out and out[f[1]] != f[2]:
+                raise RuntimeError(f"{mapfile}: two modules named {f[1]}")
+            out[f[1]] = f[2]
+    return out
+
+
 def textproto(text):
     """`protoc --decode` output -> nested dicts of lists (strings, ints, bools)."""
     root, stack = {}, []

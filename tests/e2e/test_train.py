@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from e2e import BUILD, SOURCE, Checker, built, map_paths, run, tool
+from e2e import BUILD, SOURCE, Checker, built, map_modules, map_paths, run, tool
 
 sys.path.insert(0, os.path.join(SOURCE, "tests"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "gt"))
@@ -138,63 +138,100 @@ for e in entries:
 print(f"corpus: {summary['binaries']} binaries, {summary['paths']} documented paths recorded, "
       f"{summary['contexts']} sampled contexts matched")
 
-# Whole-process training (libc too): behaviour unchanged, libc paths present, heights
-# of complete samples (identity paths through every trained module) in the map.
-if not only:
-    for prog in ("fnptr.O2-nofp-pie", "threads.O2-fp-pie", "dlopen.O2-nofp-pie", "exceptions.O2-nofp-pie"):
-        binary = built("tests/programs/" + prog)
-        mapfile = os.path.join(tmp, prog + ".all.icppmap")
-        plain = run([binary, "8"])
-        r, trace = traced_training(binary, mapfile, "all", ["8"])
-        c.check(r.returncode == plain.returncode and r.stdout == plain.stdout,
-                f"{prog} (all modules): behaviour differs: rc {r.returncode}/{plain.returncode}")
-        nodes = paths_of(mapfile)
-        libc = [n for n in nodes if any(i.startswith("libc.so") for i in n[3])]
-        c.check(len(libc) > 20, f"{prog} (all modules): only {len(libc)} paths through libc")
-        byid = collections.defaultdict(set)
-        for cnt, hs, names, ids in nodes:
-            byid[ids] |= set(hs)
-        checked = bad = bad_unwinder = 0
-        for smp in trace.samples:
-            if not smp.complete or smp.base is None:
-                continue
-            # frames of the program and its libraries only (not ld.so, the vdso or the agent;
-            # not foo.cold frames, which the map names by their owner)
-            fr = [f for f in smp.frames if not (f.module and f.func is not None and f.module.startswith("/")
-                                                 and in_plt(f.module, f.func))]
-            # only the trained program (icpp-gt also samples icpp-train itself)
-            if not any(f.module and os.path.realpath(f.module) == os.path.realpath(binary) for f in fr):
-                continue
-            # exit() runs on after the agent wrote its parts (its atexit handler
-            # is the last one): the tail of process teardown is not trained.
-            if any(f.name == "exit" for f in fr):
-                continue
-            if any(f.module is None or f.func is None or "ld-linux" in f.module or "icpp-agent" in f.module
-                   or (f.name or "").count(".cold") or not f.module.startswith("/") for f in fr):
-                continue
-            ids = tuple(f"{os.path.basename(f.module)}@{f.func:x}" for f in fr)
+def rewritten_return(fr):
+    """Index of the _Unwind_* frame of frames fr (root -> leaf) whose return address
+    libgcc has just overwritten, else None.  Before it jumps to a landing pad, the
+    unwinder copies the handler frame's registers into its own frame's save slots
+    (uw_install_context), the return-address column too: from then until its
+    epilogue, the memory icpp-gt unwinds says _Unwind_RaiseException returns into
+    the handler, and the frames above it repeat the handler's frame.  Only the frames
+    from the _Unwind_* frame to the leaf are then known (docs/train.md)."""
+    for i in range(1, len(fr)):
+        if (fr[i].name or "").startswith("_Unwind_") and \
+                any(g.pc == fr[i - 1].pc and g.func == fr[i - 1].func for g in fr[:i - 1]):
+            return i
+    return None
+
+
+def whole_process(label, binary, args, min_checked=20, min_unwinder=0):
+    """Train binary with every module under icpp-gt: behaviour unchanged, libc paths
+    present, and every complete sample's context (its identity path through the
+    trained modules, functions named by build-id and address) in the map with its
+    height."""
+    mapfile = os.path.join(tmp, label + ".all.icppmap")
+    plain = run([binary] + args)
+    r, trace = traced_training(binary, mapfile, "all", args)
+    c.check(r.returncode == plain.returncode and r.stdout == plain.stdout,
+            f"{label} (all modules): behaviour differs: rc {r.returncode}/{plain.returncode}")
+    nodes = paths_of(mapfile)
+    libc = [n for n in nodes if any(i.startswith("libc.so") for i in n[3])]
+    c.check(len(libc) > 20, f"{label} (all modules): only {len(libc)} paths through libc")
+    bid = map_modules(mapfile)
+    byid = collections.defaultdict(set)
+    for cnt, hs, names, ids in nodes:
+        byid[tuple(bid[i.rsplit("@", 1)[0]] + "@" + i.rsplit("@", 1)[1] for i in ids)] |= set(hs)
+    checked = bad = in_unwinder = rewritten = 0
+    for smp in trace.samples:
+        if not smp.complete or smp.base is None:
+            continue
+        # frames of the program and its libraries only (not ld.so, the vdso or the agent;
+        # not foo.cold frames, which the map names by their owner; not PLT stubs: a sample
+        # in one belongs to the calling context, so its height is the caller's)
+        fr = [f for f in smp.frames if not (f.module and f.func is not None and f.module.startswith("/")
+                                             and in_plt(f.module, f.func))]
+        # only the trained program (icpp-gt also samples icpp-train itself)
+        if not fr or not any(f.module and os.path.realpath(f.module) == os.path.realpath(binary) for f in fr):
+            continue
+        # exit() runs on after the agent wrote its parts (its atexit handler
+        # is the last one): the tail of process teardown is not trained.
+        if any(f.name == "exit" for f in fr):
+            continue
+        if any(f.module is None or f.func is None or "ld-linux" in f.module or "icpp-agent" in f.module
+               or (f.name or "").count(".cold") or not f.module.startswith("/") for f in fr):
+            continue
+        ids = tuple(f"{f.obj.build_id}@{f.func:x}" for f in fr)
+        h = smp.height(fr[-1])
+        cut = rewritten_return(fr)
+        if cut is not None:
+            # only the unwinder's own frames are known: the map's paths that end with them
+            tail = ids[cut:]
+            match = [k for k in byid if len(k) >= len(tail) and k[len(k) - len(tail):] == tail]
+            rewritten += 1
+        else:
             # the map's paths start at the first hooked entry: match a suffix
             match = [k for k in byid if k and k[-1] == ids[-1] and ids[len(ids) - len(k):] == k]
-            checked += 1
-            if not any(smp.leaf_height in byid[k] for k in match):
-                unw = any((f.name or "").startswith("_Unwind_") for f in fr)
-                bad_unwinder += unw
-                bad += not unw
-                if bad + bad_unwinder <= 3:
-                    print(f"  {prog} (all): sampled {';'.join(smp.path)} h={smp.leaf_height}: not in the map")
+        checked += 1
+        in_unwinder += any(f.obj.path.endswith("/libgcc_s.so.1") for f in fr)
+        if not any(h in byid[k] for k in match):
+            bad += 1
+            if bad <= 3:
+                print(f"  {label} (all): sampled {';'.join(smp.path)} h={h}: not in the map")
+    print(f"  {label} (all modules): {checked} sampled contexts, {in_unwinder} in libgcc_s's unwinder, "
+          f"{rewritten} after it rewrote its return address (its own frames compared), {bad} missing")
+    c.check(checked >= min_checked and in_unwinder >= min_unwinder,
+            f"{label} (all modules): only {checked} sampled contexts, {in_unwinder} in the unwinder")
+    return bad, checked
+
+
+# Whole-process training (libc too).
+if not only:
+    for prog in ("fnptr.O2-nofp-pie", "threads.O2-fp-pie", "dlopen.O2-nofp-pie", "exceptions.O2-nofp-pie"):
+        bad, checked = whole_process(prog, built("tests/programs/" + prog), ["8"])
         # At most one: under heavy load (a parallel suite next to a benchmark) one
         # sample in a few hundred was missing in 4 of ~20 runs since the live
         # trees landed, never reproduced alone or under a CPU hog; the sample is
-        # printed above when it happens.  A real regression misses many.
-        # Inside libgcc's unwinder (under _Unwind_RaiseException, its unnamed
-        # helpers) a few samples in a thousand miss since the cold-part and
-        # int3-redirect changes (2-4 of ~740 in 4 CI-like runs; the suspect is a
-        # stripped libgcc_s block classified differently by the agent and by
-        # icpp-gt): tolerated up to 1% there, printed, and open in the notes.
-        c.check(checked >= 20 and bad <= 1 and bad_unwinder <= max(1, checked // 100),
-                f"{prog} (all modules): {bad} of {checked} sampled contexts missing from the map "
-                f"(+{bad_unwinder} inside the unwinder)")
+        # printed above when it happens.  A real regression misses many.  (One
+        # cause of such single misses is gone: exceptions' samples in libstdc++
+        # never matched while modules were compared by file name, not build-id.)
+        c.check(bad <= 1, f"{prog} (all modules): {bad} of {checked} sampled contexts missing from the map")
+    # C++ exceptions most of the time: libgcc_s (stripped) and libstdc++ (loaded by a
+    # link name) hold most samples, and libc's string functions that are both called
+    # through an IFUNC's choice and jumped into by another variant (strcmp from
+    # type_info::__do_catch).  Every context is in the map.
+    bad, checked = whole_process("thrower", built("tests/e2e/thrower"), ["60000"], min_checked=100, min_unwinder=50)
+    c.check(bad == 0, f"thrower (all modules): {bad} of {checked} sampled contexts missing from the map")
 
+if not only:
     # Every way of ending keeps the data.
     ENDER = built("tests/e2e/ender")
     for mode, want in (("return", 0), ("exit", 4), ("_exit", 5), ("abort", 128 + 6), ("segv", 128 + 11),

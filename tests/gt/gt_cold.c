@@ -5,12 +5,13 @@
  * first (foo.cold, foo.cold.N, foo.part.N.cold belong to the function named
  * before ".cold"); for an FDE no symbol covers, asked about only when a
  * frame lands in it, the branches into it are found by a byte scan for
- * every rel8/rel32 call, jmp and jcc encoding that would land there, each
- * confirmed by decoding (Zydis, full decode) the code around it from its
- * FDE's start; the CFA at the FDE's first byte comes from libdw.  Each
- * block's parent is decided when first needed, owners found by following
- * parents when asked.  Lazy, because icpp-gt must keep draining its rings
- * while the program runs. */
+ * every rel8/rel32 call, jmp and jcc encoding that would land there, and
+ * every disp32 that, as a [rip + disp32] operand, would give an FDE's start
+ * (an address taken: a function), each confirmed by decoding (Zydis, full
+ * decode) the code around it from its FDE's start; the CFA at the FDE's
+ * first byte comes from libdw.  Each block's parent is decided when first
+ * needed, owners found by following parents when asked.  Lazy, because
+ * icpp-gt must keep draining its rings while the program runs. */
 #include "gt_cold.h"
 
 #include <Zydis/Zydis.h>
@@ -128,19 +129,49 @@ static const uint8_t *code(const gt_module *m, uint64_t addr, uint64_t n)
     return NULL;
 }
 
+static void add_hit(gt_cold *c, size_t *cap, uint64_t target, uint64_t site)
+{
+    if (c->nhits == *cap) {
+        *cap = *cap ? 2 * *cap : 4096;
+        c->hits = gt_xrealloc(c->hits, *cap * sizeof *c->hits);
+    }
+    c->hits[c->nhits++] = (gt_hit){target, site};
+}
+
+/* Is addr the start of an FDE? */
+static bool fde_start(const gt_module *m, uint64_t addr)
+{
+    size_t i = lower(m->fdes, m->nfdes, sizeof *m->fdes, addr);
+    return i < m->nfdes && m->fdes[i] == addr;
+}
+
 /* Every byte offset of the executable segments that could encode a direct
- * call, jmp or jcc: the target it would have. */
+ * call, jmp or jcc: the target it would have; and every 4 bytes that, as
+ * the disp32 of a [rip + disp32] operand followed by an immediate of 0, 1,
+ * 2 or 4 bytes, would address an FDE's start: that start (site: the
+ * disp32's first byte). */
 static void scan(gt_module *m)
 {
     gt_cold *c = m->cold;
     size_t cap = 0;
     c->scanned = 1;
+    uint64_t flo = m->nfdes ? m->fdes[0] : 1, fhi = m->nfdes ? m->fdes[m->nfdes - 1] : 0;
     for (size_t i = 0; i < m->nloads; i++) {
         const gt_load *l = &m->loads[i];
         const uint8_t *b = (l->flags & PF_X) ? code(m, l->vaddr, l->filesz) : NULL;
         if (!b)
             continue;
         for (uint64_t o = 0; o + 2 <= l->filesz; o++) {
+            if (o + 4 <= l->filesz) {
+                int32_t d;
+                memcpy(&d, b + o, 4);
+                static const unsigned imm[] = {0, 1, 2, 4};
+                for (int k = 0; k < 4; k++) {
+                    uint64_t t = l->vaddr + o + 4 + imm[k] + (uint64_t)(int64_t)d;
+                    if (t >= flo && t <= fhi && fde_start(m, t))
+                        add_hit(c, &cap, t, l->vaddr + o);
+                }
+            }
             uint8_t op = b[o];
             int64_t rel;
             uint64_t len;
@@ -160,11 +191,7 @@ static void scan(gt_module *m)
             uint64_t t = l->vaddr + o + len + (uint64_t)rel;
             if (t < l->vaddr || t >= l->vaddr + l->filesz)
                 continue;
-            if (c->nhits == cap) {
-                cap = cap ? 2 * cap : 4096;
-                c->hits = gt_xrealloc(c->hits, cap * sizeof *c->hits);
-            }
-            c->hits[c->nhits++] = (gt_hit){t, l->vaddr + o};
+            add_hit(c, &cap, t, l->vaddr + o);
         }
     }
     qsort(c->hits, c->nhits, sizeof *c->hits, hit_cmp);
@@ -179,10 +206,12 @@ static long fde_at(const gt_module *m, uint64_t addr)
     return (long)i - 1;
 }
 
-enum { NONE, CALL, JMP, JCC };
+enum { NONE, CALL, JMP, JCC, ADDR };
 
 /* Decode the code around `site` from the start of its FDE: the branch an
- * instruction holding `site` makes to `target` (CALL, JMP, JCC), or NONE. */
+ * instruction holding `site` makes to `target` (CALL, JMP, JCC), or ADDR if
+ * its [rip + disp32] operand, whose displacement starts at `site`,
+ * addresses `target`; else NONE. */
 static int confirm(const gt_module *m, uint64_t site, uint64_t target)
 {
     long k = fde_at(m, site);
@@ -208,6 +237,11 @@ static int confirm(const gt_module *m, uint64_t site, uint64_t target)
         if (at + in.length <= site)
             continue;
         /* the instruction that holds site */
+        for (unsigned i = 0; i < in.operand_count; i++)
+            if (op[i].type == ZYDIS_OPERAND_TYPE_MEMORY && op[i].mem.base == ZYDIS_REGISTER_RIP &&
+                in.raw.disp.size == 32 && at + in.raw.disp.offset == site &&
+                ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &op[i], at, &t)) && t == target)
+                return ADDR;
         int kind = in.mnemonic == ZYDIS_MNEMONIC_CALL ? CALL : in.mnemonic == ZYDIS_MNEMONIC_JMP ? JMP
                  : in.meta.category == ZYDIS_CATEGORY_COND_BR && in.mnemonic != ZYDIS_MNEMONIC_JRCXZ &&
                    in.mnemonic != ZYDIS_MNEMONIC_JECXZ && in.mnemonic != ZYDIS_MNEMONIC_LOOP &&
@@ -318,8 +352,10 @@ static uint64_t decide(gt_module *m, uint64_t start, long k)
         int kind = confirm(m, h->site, h->target);
         if (kind == NONE)
             continue;
-        if (kind == CALL)
-            return start;
+        if (kind == CALL || (kind == ADDR && h->target == start))
+            return start;   /* called, or its address taken: a function */
+        if (kind == ADDR)
+            continue;
         uint64_t src = func_of(m, h->site);
         if (src == start)
             continue;       /* its own loops */

@@ -1,9 +1,13 @@
 /* test_module.c -- ELF modules: kinds, build-id, bias, function lookup, demangling, inlined frames. */
 #include "check.h"
+#include "debuginfo.h"
 #include "module.h"
 #include "procmaps.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -152,6 +156,41 @@ static void check_cold_pair(const char *full_path, const char *strip_path)
     icpp_module_close(strip);
 }
 
+/* A function is no cold part: every function start of the stripped module
+ * that the symbols of its separate debug file (or unstripped twin) name as
+ * a function of its own -- not a part -- keeps itself as owner in the
+ * stripped one.  (glibc's hand-written string functions are entered both by
+ * indirect calls, through the IFUNC resolver's choice, and by another
+ * variant's conditional tail jump: __strcmp_evex from __strncmp_evex.) */
+static void check_no_false_parts(const char *full_path, const char *strip_path)
+{
+    icpp_err err;
+    icpp_module *full = icpp_module_open(full_path, &err);
+    CHECK(full != NULL, "open %s: %s", full_path, err.msg);
+    icpp_module *strip = full ? icpp_module_open(strip_path, &err) : NULL;
+    CHECK(!full || strip != NULL, "open %s: %s", strip_path, err.msg);
+    if (!full || !strip) {
+        icpp_module_close(full);
+        return;
+    }
+    size_t funcs = 0, wrong = 0;
+    for (size_t k = 0; k < icpp_module_nfuncs(strip); k++) {
+        const icpp_func *s = &icpp_module_funcs(strip)[k];
+        const icpp_func *f = icpp_module_func_start(full, s->addr);
+        if (!f || f->owner != f->addr || strstr(f->sym, ".cold") || s->source != ICPP_FSRC_FDE)
+            continue;       /* no symbol, a named part, or named in the stripped file too */
+        funcs++;
+        if (s->owner != s->addr && wrong++ < 5)
+            fprintf(stderr, "%s: %s at %#llx is a function, taken as a part of %#llx\n", strip_path, f->sym,
+                    (unsigned long long)s->addr, (unsigned long long)s->owner);
+    }
+    printf("%s: %zu functions known only from the CFI that %s names, %zu taken as cold parts\n", strip_path, funcs,
+           full_path, wrong);
+    CHECK(funcs > 0 && wrong == 0, "%s: %zu of %zu functions taken as cold parts", strip_path, wrong, funcs);
+    icpp_module_close(full);
+    icpp_module_close(strip);
+}
+
 int main(int argc, char **argv)
 {
     icpp_err err = {0};
@@ -262,6 +301,25 @@ int main(int argc, char **argv)
         b[lb] = 0;
         p += la + 1 + lb + (p[la + 1 + lb] == ';');
         check_cold_pair(a, b);
+    }
+    /* A stripped library (libc) against its separate debug file's symbols
+     * (libc6-dbg): no function taken as a part. */
+    const char *stripped = getenv("ICPP_FUNC_STRIPPED");
+    if (stripped) {
+        int fd = open(stripped, O_RDONLY);
+        struct stat st;
+        void *img = fd >= 0 && fstat(fd, &st) == 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)
+                                                   : MAP_FAILED;
+        icpp_debuginfo d = {.fd = -1};
+        CHECK(img != MAP_FAILED && icpp_debuginfo_find(stripped, img, (size_t)st.st_size, &d) == 0 && d.path,
+              "%s: no separate debug file", stripped);
+        if (d.path)
+            check_no_false_parts(d.path, stripped);
+        icpp_debuginfo_release(&d);
+        if (img != MAP_FAILED)
+            munmap(img, (size_t)st.st_size);
+        if (fd >= 0)
+            close(fd);
     }
     /* C++: the inlined method's name is demangled, as the function table's names are. */
     const char *cxx = getenv("ICPP_INLINE_CXX");

@@ -108,7 +108,12 @@ static void compare(const uint8_t *code, size_t avail, uint64_t addr, counts *c,
                 zval = zi.raw.imm[i].value.s;
             }
         int znop = zi.mnemonic == ZYDIS_MNEMONIC_NOP, lnop = icpp_agent_lde_is_nop(&li);
-        if (zl != ll || zt != lt || zrel != li.rel_size || zval != li.rel || (lnop && !znop)) {
+        /* [rip + disp32] and its displacement (lib/coldpart.c: an address taken) */
+        int zrip = (zi.attributes & ZYDIS_ATTRIB_HAS_MODRM) && zi.raw.modrm.mod == 0 && zi.raw.modrm.rm == 5 &&
+                   zi.raw.disp.size == 32;
+        int64_t zdisp = zrip ? zi.raw.disp.value : 0;
+        if (zl != ll || zt != lt || zrel != li.rel_size || zval != li.rel || (lnop && !znop) ||
+            zrip != li.riprel || zdisp != li.disp) {
             c->mismatch++;
             if (shown++ < 20) {
                 printf("  MISMATCH at %#llx: Zydis len %zu target %#llx nop %d, "
