@@ -241,7 +241,7 @@ int main(int argc, char **argv)
         die(1, "%s: the map is empty (no modules)", map_path);
     icpp_build_id_hex(&mm->build_id, hex_map, sizeof hex_map);
     char mpe[1024];
-    if (mm->build_id.len != bid->len || memcmp(mm->build_id.bytes, bid->bytes, bid->len))
+    if (!icpp_build_id_eq(&mm->build_id, bid))     /* bid->len > 0: checked above */
         die(1, "%s is a map of %s (build-id %s), not of %s (build-id %s): train this program with icpp-train",
             map_path, icpp_escape(mm->path, mpe, sizeof mpe), hex_map, prog, hex_old);
     struct stat sp, so;

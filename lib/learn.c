@@ -258,7 +258,9 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
                 }
                 icpp_pathmap_set_main(pm, idx);
             } else if (em && icpp_pathmap_nmodules(pm) &&
-                       !icpp_build_id_eq(&icpp_pathmap_module(pm, icpp_pathmap_main(pm))->build_id, &em->build_id)) {
+                       !icpp_build_id_match(&icpp_pathmap_module(pm, icpp_pathmap_main(pm))->build_id,
+                                            icpp_pathmap_module(pm, icpp_pathmap_main(pm))->path,
+                                            &em->build_id, em->path)) {
                 foreign = 1;
             }
         }

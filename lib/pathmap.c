@@ -105,9 +105,7 @@ int icpp_pathmap_add_module(icpp_pathmap *pm, const char *path, const icpp_build
 {
     for (size_t i = 0; i < pm->nmods; i++) {
         const icpp_pm_module *m = &pm->mods[i];
-        int same = bid->len ? (m->build_id.len == bid->len && !memcmp(m->build_id.bytes, bid->bytes, bid->len))
-                            : (!m->build_id.len && !strcmp(m->path, path));
-        if (same) {
+        if (icpp_build_id_match(&m->build_id, m->path, bid, path)) {
             *idx = (uint32_t)i;
             return 0;
         }
@@ -607,7 +605,7 @@ int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err
 {
     if (dst->nmods && src->nmods) {
         const icpp_pm_module *a = &dst->mods[dst->main_module], *b = &src->mods[src->main_module];
-        if (a->build_id.len != b->build_id.len || memcmp(a->build_id.bytes, b->build_id.bytes, a->build_id.len)) {
+        if (!icpp_build_id_match(&a->build_id, a->path, &b->build_id, b->path)) {
             char ha[2 * ICPP_BUILD_ID_MAX + 1], hb[2 * ICPP_BUILD_ID_MAX + 1];
             icpp_hex(a->build_id.bytes, a->build_id.len, ha, sizeof ha);
             icpp_hex(b->build_id.bytes, b->build_id.len, hb, sizeof hb);
