@@ -428,7 +428,7 @@ static int learn(mapset *ms, const char *samples, const icpp_build_id *rec_bid, 
         any |= ms->bins[i].map >= 0;
     ms->learn_map = rec_bid->len ? find_map(ms, rec_bid) : -1;
     if (ms->learn_map < 0 && ms->nmaps == 1)
-        ms->learn_map = 0;      /* the one map given: lib/learn.c refuses another program's samples, counted */
+        ms->learn_map = 0;      /* the one map given: icpp-resolve/learn.c refuses another program's samples, counted */
     if (!any && !ms->explicit && ms->learn_map < 0) {
         icpp_pathmap *pm = icpp_pathmap_new();
         if (!pm)

@@ -74,7 +74,7 @@ typedef struct mapset {
     size_t        capcands;
     ms_stack     *stacks;       /* each thread's own stack, as voted by mapset_prepare */
     size_t        nstacks;
-    /* Learning (lib/learn.h), set before mapset_prepare: the recording's
+    /* Learning (icpp-resolve/learn.h), set before mapset_prepare: the recording's
      * learn samples become paths of the map of the recording's (first
      * process's) executable -- or, with no map at all and neither -m nor
      * --map-dir, of a map of their own ("(learned)"). */

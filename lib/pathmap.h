@@ -67,7 +67,7 @@ int  icpp_pathmap_add_func(icpp_pathmap *pm, uint32_t module, uint64_t addr, con
 /* The child of `parent` for `func`, created (count 0) if absent. */
 int  icpp_pathmap_child(icpp_pathmap *pm, uint32_t parent, uint32_t func, uint32_t *idx);
 int  icpp_pathmap_add_height(icpp_pathmap *pm, uint32_t node, int64_t height, uint64_t count);
-/* A context seen by `n` learn samples (lib/learn.h): kept apart from the
+/* A context seen by `n` learn samples (icpp-resolve/learn.h): kept apart from the
  * training entries so a resolver can tell learned contexts from trained
  * ones; a map written afterwards stores count + learned as its entries. */
 int  icpp_pathmap_add_learned(icpp_pathmap *pm, uint32_t node, int64_t height, uint64_t n);

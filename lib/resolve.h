@@ -11,7 +11,7 @@
 typedef struct icpp_cidx icpp_cidx;
 
 /* One candidate path for a CID, with its training count at that height and
- * the learn samples that saw it there (lib/learn.h). */
+ * the learn samples that saw it there (icpp-resolve/learn.h). */
 typedef struct icpp_cand {
     uint32_t node;
     uint64_t count;

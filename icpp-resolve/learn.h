@@ -1,4 +1,4 @@
-/* learn.h -- learned contexts: the frames of `icpp-sample --learn` samples become paths of the path map. */
+/* learn.h -- icpp-resolve: learned contexts: the frames of `icpp-sample --learn` samples become paths of the path map. */
 #ifndef ICPP_LEARN_H
 #define ICPP_LEARN_H
 

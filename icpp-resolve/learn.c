@@ -1,4 +1,4 @@
-/* learn.c -- learned contexts: the frames of `icpp-sample --learn` samples become paths of the path map. */
+/* learn.c -- icpp-resolve: learned contexts: the frames of `icpp-sample --learn` samples become paths of the path map. */
 #include "learn.h"
 
 #include "hmap.h"
