@@ -4,6 +4,7 @@
 #include "codec.h"
 #include "hmap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -158,6 +159,7 @@ int icpp_pathmap_child(icpp_pathmap *pm, uint32_t parent, uint32_t func, uint32_
     n->parent = parent;
     n->func = func;
     n->depth = pm->nodes[parent].depth + 1;
+    assert(parent < pm->nnodes);    /* pathmap.h: a parent's index is below its children's */
     *idx = (uint32_t)pm->nnodes++;
     return 0;
 }
@@ -380,6 +382,7 @@ void icpp_pmenc_node(icpp_pmenc *e, uint64_t parent_distance, uint32_t func, uin
                      const icpp_pm_height *h, uint32_t nh, const icpp_pm_site *s, uint32_t ns)
 {
     icpp_wbuf *b = e->b;
+    assert(parent_distance >= 1);   /* nodes come parent first (pathmap.h) */
     icpp_wbuf_uv(b, parent_distance);
     icpp_wbuf_uv(b, func);
     icpp_wbuf_uv(b, count);
