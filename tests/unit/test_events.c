@@ -7,8 +7,8 @@
 
 #include "check.h"
 
-/* Linux's LARGE_PEBS_FLAGS (arch/x86/events/perf_event.h, with PERF_SAMPLE_TIME since 4.17):
- * a sample_type outside it falls back to one interrupt per sample. */
+/* Linux's LARGE_PEBS_FLAGS (arch/x86/events/perf_event.h; PERF_SAMPLE_TIME is among them in
+ * current kernels): a sample_type outside it falls back to one interrupt per sample. */
 #define LARGE_PEBS_FLAGS                                                                                   \
     (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_ADDR | PERF_SAMPLE_ID | PERF_SAMPLE_CPU |              \
      PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TRANSACTION |     \
