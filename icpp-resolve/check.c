@@ -325,8 +325,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                 uint32_t p[MAXF];
                 uint32_t d = icpp_pathmap_path(pm, r.cand[c].node, p, MAXF);
                 int64_t q[MAXF];
-                for (uint32_t k = 0; k < d && k < MAXF; k++)
-                    q[k] = p[k];
+                for (uint32_t j = 0; j < d && j < MAXF; j++)
+                    q[j] = p[j];
                 char tmp[2048];
                 names_of(pm, q, NULL, (int)(d < MAXF ? d : MAXF), tmp, sizeof tmp);
                 o += (size_t)snprintf(sh->cand + o, sizeof sh->cand - o, "%s%s", c ? " | " : "", tmp);

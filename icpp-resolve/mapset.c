@@ -45,10 +45,13 @@ void mapset_free(mapset *ms)
     memset(ms, 0, sizeof *ms);
 }
 
+/* The build-id of a map's program; an empty one (which matches nothing) for
+ * a map without modules. */
 static const icpp_build_id *main_bid(const icpp_pathmap *pm)
 {
+    static const icpp_build_id none;
     const icpp_pm_module *m = icpp_pathmap_module(pm, icpp_pathmap_main(pm));
-    return m ? &m->build_id : NULL;
+    return m ? &m->build_id : &none;
 }
 
 /* Keep a map read from path; one of a build-id already kept is merged into it. */

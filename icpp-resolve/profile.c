@@ -67,10 +67,9 @@ static icpp_module *map_module(profile *p, uint32_t i)
     const icpp_pm_module *pmm = icpp_pathmap_module(p->pm, i);
     if (!pmm)
         return NULL;
-    for (uint32_t k = 0; !p->mods_tried[i] && p->rp && pmm->build_id.len && k < icpp_replay_nmodules(p->rp); k++) {
+    for (uint32_t k = 0; !p->mods_tried[i] && p->rp && k < icpp_replay_nmodules(p->rp); k++) {
         const icpp_rmodule *rm = icpp_replay_module(p->rp, k);
-        if (rm->mod && rm->build_id.len == pmm->build_id.len &&
-            !memcmp(rm->build_id.bytes, pmm->build_id.bytes, pmm->build_id.len)) {
+        if (rm->mod && icpp_build_id_match(&rm->build_id, rm->path, &pmm->build_id, pmm->path)) {
             p->mods[i] = rm->mod;
             p->mods_tried[i] = 2;       /* borrowed: prof_free leaves it */
         }
@@ -79,7 +78,7 @@ static icpp_module *map_module(profile *p, uint32_t i)
         p->mods_tried[i] = 1;
         icpp_module *m = icpp_module_open(pmm->path, NULL);
         const icpp_build_id *b = m ? icpp_module_build_id(m) : NULL;
-        if (b && (b->len != pmm->build_id.len || memcmp(b->bytes, pmm->build_id.bytes, b->len))) {
+        if (b && !icpp_build_id_match(b, pmm->path, &pmm->build_id, pmm->path)) {
             icpp_module_close(m);           /* another file now: no lines from it */
             m = NULL;
         }

@@ -107,6 +107,7 @@ typedef struct trend_ctx {
     size_t          nfits;
     uint32_t        ngroups;
     char            binary[1024], build_id[2 * ICPP_BUILD_ID_MAX + 1], map[1024];
+    icpp_build_id   bid;            /* the first run's binary (binary and build_id: as shown) */
 } trend_ctx;
 
 int trend_requested(int argc, char **argv)
@@ -339,10 +340,11 @@ static int same_program(trend_ctx *t, size_t r, const mapset *ms)
     if (!r) {
         snprintf(t->binary, sizeof t->binary, "%s", bin);
         snprintf(t->build_id, sizeof t->build_id, "%s", hex);
+        t->bid = b->bid;
         snprintf(t->map, sizeof t->map, "%s", map);
         return 0;
     }
-    if (strcmp(hex, t->build_id)) {
+    if (!icpp_build_id_eq(&b->bid, &t->bid)) {     /* a mapset's binaries all have one */
         fprintf(stderr, "icpp-resolve: %s is a run of %s (build-id %s), %s of %s (build-id %s): a trend compares runs "
                         "of one binary\n",
                 t->runs[r], bin, hex, t->runs[0], t->binary, t->build_id);

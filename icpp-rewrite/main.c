@@ -8,6 +8,7 @@
 #include "image.h"
 #include "module.h"
 #include "pathmap.h"
+#include "plan.h"
 #include "search.h"
 #include "verify.h"
 
@@ -137,32 +138,143 @@ static void print_stats_pair(const icpp_pm_stats *a, const icpp_pm_stats *b)
                a->hist_paths[k], a->hist_calls[k], b->hist_paths[k], b->hist_calls[k]);
 }
 
-typedef struct reason_count {
-    const char *why;
-    size_t      n;
-    const char *eg[3];          /* a few of the functions */
-} reason_count;
+/* What one run did, for the report. */
+typedef struct rw_report {
+    const char             *prog, *out, *map_path, *out_map;
+    const char             *hex_old, *hex_new;      /* build-ids of prog and out */
+    const icpp_pm_stats    *before, *after;         /* the map's ambiguity before and after */
+    int64_t                 h0;                     /* the map's largest height */
+    double                  growth;                 /* --max-stack-growth */
+    const rw_search_opts   *so;
+    const rw_search_result *sr;
+    const rw_plan          *plan;
+    const rw_frames        *fs;
+    const icpp_arr_pad     *pads;
+    size_t                  npads, n_sub, n_enter;
+    uint64_t                seed;
+    double                  t[6];                   /* CPU seconds at: start, read, analysis, search, new map, written */
+} rw_report;
 
-static void count_reason(reason_count *rc, size_t *nrc, size_t max, const char *why, const char *name)
+/* The report on stdout: what changed, what was refused and why, what stays ambiguous. */
+static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
 {
-    size_t i;
-    for (i = 0; i < *nrc; i++)
-        if (rc[i].why == why || !strcmp(rc[i].why, why))
-            break;
-    if (i == *nrc) {
-        if (*nrc == max)
-            return;
-        rc[(*nrc)++] = (reason_count){why, 0, {NULL, NULL, NULL}};
+    printf("icpp-rewrite: %s -> %s\n", r->prog, r->out);
+    printf("build-id:     %s -> %s\n", r->hex_old, r->hex_new);
+    printf("map:          %s -> %s\n", r->map_path, r->out_map);
+    print_stats_pair(r->before, r->after);
+    printf("max height:   %" PRId64 " -> %" PRId64 " bytes (x%.2f; budget x%.2f = %" PRId64 ")\n", r->h0,
+           r->sr->max_height, r->h0 ? (double)r->sr->max_height / (double)r->h0 : 1.0, r->growth, r->so->max_height);
+    printf("functions:    %zu of the program's functions call others on the map's paths: %zu can be "
+           "enlarged, %zu refused\n",
+           r->plan->ncallers, r->plan->ncallers_ok, r->plan->ncallers - r->plan->ncallers_ok);
+    if (r->plan->moved)
+        printf("returned:     %ld paths were entered below frames that had returned (calls with stack "
+               "arguments); heights follow the frame they were called from\n",
+               r->plan->moved);
+    printf("resized:      %zu functions (%zu sub immediates, %zu enter)%s\n", r->npads, r->n_sub, r->n_enter,
+           r->npads ? ":" : "");
+    for (size_t i = 0; i < r->npads; i++) {
+        const rw_frame *fr = rw_frames_find(r->fs, r->pads[i].addr);
+        printf("  %#10" PRIx64 "  +%-5u %-5s frame %5u -> %-5u  %s\n", r->pads[i].addr, r->pads[i].pad,
+               fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + r->pads[i].pad, esc(fr->name));
     }
-    if (rc[i].n < 3)
-        rc[i].eg[rc[i].n] = name;
-    rc[i].n++;
+    if (r->plan->nreasons) {
+        const rw_reason *rc = r->plan->reasons;
+        printf("refused (callers on the map's paths), by reason:\n");
+        for (size_t i = 0; i < r->plan->nreasons; i++)
+            printf("  %5zu  %s (%s%s%s%s%s%s)\n", rc[i].n, rc[i].why, rc[i].eg[0] ? esc(rc[i].eg[0]) : "",
+                   rc[i].eg[1] ? ", " : "", rc[i].eg[1] ? esc(rc[i].eg[1]) : "", rc[i].eg[2] ? ", " : "",
+                   rc[i].eg[2] ? esc(rc[i].eg[2]) : "", rc[i].n > 3 ? ", ..." : "");
+        printf("  (--explain lists every function with the address the reason is about)\n");
+    }
+    printf("search:       %.3f s CPU, %" PRIu64 " best responses, %" PRIu64 " paddings evaluated, %zu candidate "
+           "functions, %zu contexts that can collide, seed %" PRIu64 "%s\n",
+           r->sr->seconds, r->sr->iterations, r->sr->evaluations, r->sr->candidates, r->sr->tracked, r->seed,
+           r->sr->hit_time_limit ? " (time limit reached)" : "");
+    printf("time:         %.2f s CPU: reading %.2f, analysis %.2f, search %.2f, new map %.2f, writing %.2f\n",
+           r->t[5] - r->t[0], r->t[1] - r->t[0], r->t[2] - r->t[1], r->t[3] - r->t[2], r->t[4] - r->t[3],
+           r->t[5] - r->t[4]);
+    rw_amb_report ar;
+    if (rw_ambiguity(pm, r->plan->caller, r->sr->pad, r->plan->maxpad, &ar, err) < 0)
+        return -1;
+    static const char *cls_name[RW_AMB_NCLASSES] = {
+        "same callers in another order or place: no resizing can separate",
+        "only functions that cannot be patched differ",
+        "separable in principle: budget or conflicts left them",
+    };
+    printf("still ambiguous: %zu contexts\n",
+           ar.contexts[0] + ar.contexts[1] + ar.contexts[2]);
+    for (int k = 0; k < RW_AMB_NCLASSES; k++)
+        printf("  %6zu contexts, %12" PRIu64 " calls: %s\n", ar.contexts[k], ar.weight[k], cls_name[k]);
+    size_t shown = 0;
+    for (size_t g = 0; g < ar.ngroups && shown < 12; g++, shown++) {
+        const rw_amb_group *G = &ar.groups[g];
+        printf("  [%s] %s at height %" PRId64 ", %u paths, %" PRIu64 " calls:\n",
+               G->cls == RW_AMB_SAME_CALLERS ? "inseparable" : G->cls == RW_AMB_UNPATCHABLE ? "unpatchable" : "open",
+               esc(icpp_pathmap_func(pm, G->leaf)->name), G->height, G->nnodes, G->weight);
+        for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
+            char pn[1024];
+            rw_path_name(pm, G->nodes[j], pn, sizeof pn);
+            printf("      %s\n", esc(pn));
+        }
+        if (G->nnodes > 4)
+            printf("      ... %u more\n", G->nnodes - 4);
+    }
+    if (ar.ngroups > shown)
+        printf("  ... %zu more shared CIDs\n", ar.ngroups - shown);
+    rw_amb_report_free(&ar);
+    return 0;
 }
 
-static int rc_cmp(const void *a, const void *b)
+/* Refuse, before any work, an OUT that is PROG itself, that cannot be
+ * written, or that the output rule (lib/fsafe.h) refuses; the same for its map. */
+static void check_outputs(const char *prog, const char *out, const char *out_map)
 {
-    const reason_count *x = a, *y = b;
-    return x->n > y->n ? -1 : x->n < y->n;
+    icpp_err err;
+    struct stat sp, so;
+    if (stat(prog, &sp) == 0 && stat(out, &so) == 0 && sp.st_dev == so.st_dev && sp.st_ino == so.st_ino)
+        die(1, "%s is the program itself: icpp-rewrite never modifies PROG; choose another -o", out);
+    char *d1 = strdup(out), *dir = dirname(d1);
+    if (access(dir, W_OK) != 0)
+        die(1, "%s: cannot write in %s: %s", out, dir, strerror(errno));
+    /* The output rule (lib/fsafe.h), checked before the search; the
+     * binary is run to verify it, so it must be a file, not a device. */
+    int k = icpp_fs_output_check(out, &err);
+    if (k < 0)
+        die(1, "%s", err.msg);
+    if (k == ICPP_FS_CHARDEV)
+        die(1, "%s exists and is not a regular file", out);
+    if (stat(out, &so) == 0 && access(out, W_OK) != 0 && errno != ENOENT)
+        die(1, "%s: cannot replace it: %s", out, strerror(errno));
+    k = icpp_fs_output_check(out_map, &err);
+    if (k < 0)
+        die(1, "%s (it would be %s's map)", err.msg, out);
+    if (k == ICPP_FS_CHARDEV)
+        die(1, "%s exists and is not a regular file (it would be %s's map)", out_map, out);
+    free(d1);
+}
+
+/* --explain: the verdict on every function of the program. */
+static void explain_frames(const rw_frames *fs)
+{
+    printf("# function\taddress\tverdict\n");
+    for (size_t i = 0; i < rw_frames_count(fs); i++) {
+        const rw_frame *f = rw_frames_get(fs, i);
+        if (f->why)
+            printf("%s\t%#" PRIx64 "\trefused: %s%s", esc(f->name), f->addr, f->why, f->where ? " at " : "");
+        else
+            printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches%s)", esc(f->name), f->addr,
+                   f->mode == RW_MODE_ENTER ? "enter" : "sub", f->frame, f->maxpad, f->npatches,
+                   f->ncfa ? ", no frame pointer: CFA offsets in the CFI among them" : "");
+        if (f->why && f->where)
+            printf("%#" PRIx64, f->where);
+        putchar('\n');
+    }
+}
+
+static const rw_frame *verdict(const void *fs, uint64_t addr)
+{
+    return rw_frames_find(fs, addr);
 }
 
 int main(int argc, char **argv)
@@ -249,32 +361,10 @@ int main(int argc, char **argv)
         die(1, "%s: the map is empty (no modules)", map_path);
     icpp_build_id_hex(&mm->build_id, hex_map, sizeof hex_map);
     char mpe[1024];
-    if (mm->build_id.len != bid->len || memcmp(mm->build_id.bytes, bid->bytes, bid->len))
+    if (!icpp_build_id_eq(&mm->build_id, bid))     /* bid->len > 0: checked above */
         die(1, "%s is a map of %s (build-id %s), not of %s (build-id %s): train this program with icpp-train",
             map_path, icpp_escape(mm->path, mpe, sizeof mpe), hex_map, prog, hex_old);
-    struct stat sp, so;
-    if (stat(prog, &sp) == 0 && stat(out, &so) == 0 && sp.st_dev == so.st_dev && sp.st_ino == so.st_ino)
-        die(1, "%s is the program itself: icpp-rewrite never modifies PROG; choose another -o", out);
-    {
-        char *d1 = strdup(out), *dir = dirname(d1);
-        if (access(dir, W_OK) != 0)
-            die(1, "%s: cannot write in %s: %s", out, dir, strerror(errno));
-        /* The output rule (lib/fsafe.h), checked before the search; the
-         * binary is run to verify it, so it must be a file, not a device. */
-        int k = icpp_fs_output_check(out, &err);
-        if (k < 0)
-            die(1, "%s", err.msg);
-        if (k == ICPP_FS_CHARDEV)
-            die(1, "%s exists and is not a regular file", out);
-        if (stat(out, &so) == 0 && access(out, W_OK) != 0 && errno != ENOENT)
-            die(1, "%s: cannot replace it: %s", out, strerror(errno));
-        k = icpp_fs_output_check(out_map, &err);
-        if (k < 0)
-            die(1, "%s (it would be %s's map)", err.msg, out);
-        if (k == ICPP_FS_CHARDEV)
-            die(1, "%s exists and is not a regular file (it would be %s's map)", out_map, out);
-        free(d1);
-    }
+    check_outputs(prog, out, out_map);
 
     /* Analysis. */
     t_read = now();
@@ -290,73 +380,11 @@ int main(int argc, char **argv)
     rw_frames *fs = rw_frames_analyze(m, &img, cfi, &fo, &err);
     if (!fs)
         die(1, "%s", err.msg);
-    if (explain) {
-        printf("# function\taddress\tverdict\n");
-        for (size_t i = 0; i < rw_frames_count(fs); i++) {
-            const rw_frame *f = rw_frames_get(fs, i);
-            if (f->why)
-                printf("%s\t%#" PRIx64 "\trefused: %s%s", esc(f->name), f->addr, f->why, f->where ? " at " : "");
-            else
-                printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches%s)", esc(f->name), f->addr,
-                       f->mode == RW_MODE_ENTER ? "enter" : "sub", f->frame, f->maxpad, f->npatches,
-                       f->ncfa ? ", no frame pointer: CFA offsets in the CFI among them" : "");
-            if (f->why && f->where)
-                printf("%#" PRIx64, f->where);
-            putchar('\n');
-        }
-    }
-    size_t nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
-    uint32_t main_mod = icpp_pathmap_main(pm);
-    uint32_t *maxpad = calloc(nf + 1, sizeof *maxpad);
-    uint8_t *is_caller = calloc(nf + 1, 1), *conflict = calloc(nf + 1, 1);
-    uint32_t *caller = malloc(nn * sizeof *caller), *far = malloc(nn * sizeof *far);
-    size_t nmf = icpp_module_nfuncs(m), nranges = 0;
-    icpp_arr_range *ranges = malloc((nmf + 1) * sizeof *ranges);
-    if (!maxpad || !is_caller || !conflict || !caller || !far || !ranges)
-        die(1, "out of memory");
-    /* Which frame each path was called from (returned frames in the map). */
-    for (size_t i = 0; i < nmf; i++) {
-        const icpp_func *f = &icpp_module_funcs(m)[i];
-        if (f->size)
-            ranges[nranges++] = (icpp_arr_range){f->addr, f->addr + f->size, f->owner};
-    }
-    long moved = icpp_arr_callers(pm, ranges, nranges, caller, far);
-    if (moved < 0)
-        die(1, "out of memory");
-    /* A node entered sometimes with, sometimes without the frames between
-     * its callers: those frames must keep their size. */
-    for (uint32_t i = 1; i < nn; i++) {
-        if (!far[i])
-            continue;
-        for (uint32_t a = icpp_pathmap_node(pm, i)->parent; a && a != far[i]; a = icpp_pathmap_node(pm, a)->parent)
-            conflict[icpp_pathmap_node(pm, a)->func] = 1;
-    }
-    for (uint32_t i = 1; i < nn; i++)
-        if (caller[i])
-            is_caller[icpp_pathmap_node(pm, caller[i])->func] = 1;
-    size_t ncallers = 0, ncallers_ok = 0;
-    reason_count rc[64];
-    size_t nrc = 0;
-    for (uint32_t f = 0; f < nf; f++) {
-        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
-        if (pf->module != main_mod)
-            continue;
-        const rw_frame *fr = rw_frames_find(fs, pf->addr);
-        const char *why = !fr ? "not a function start of the program (or a .cold part)"
-                          : fr->why ? fr->why
-                          : conflict[f] ? "the training saw it both live and returned below the same path "
-                                          "(calls with stack arguments after it returned)"
-                                        : NULL;
-        if (!why)
-            maxpad[f] = fr->maxpad;
-        if (!is_caller[f])
-            continue;
-        ncallers++;
-        if (!why)
-            ncallers_ok++;
-        else
-            count_reason(rc, &nrc, 64, why, pf->name);
-    }
+    if (explain)
+        explain_frames(fs);
+    rw_plan plan;
+    if (rw_plan_build(&plan, pm, icpp_module_funcs(m), icpp_module_nfuncs(m), verdict, fs, &err) < 0)
+        die(1, "%s", err.msg);
 
     /* Search. */
     t_analysis = now();
@@ -368,37 +396,27 @@ int main(int argc, char **argv)
     icpp_cli_progress_init(&progress, "icpp-rewrite", quiet);
     rw_search_opts so2 = {seed, tlimit, (int64_t)floor((double)h0 * growth), 0, &progress};
     rw_search_result sr;
-    int srr = rw_search_run(pm, caller, maxpad, &so2, &sr, &err);
+    int srr = rw_search_run(pm, plan.caller, plan.maxpad, &so2, &sr, &err);
     icpp_cli_progress_end(&progress);
     if (srr < 0)
         die(1, "%s", err.msg);
 
     /* Patch. */
     t_search = now();
-    icpp_arr_pad *pads = calloc(nf + 1, sizeof *pads);
-    size_t npads = 0, n_sub = 0, n_enter = 0;
-    if (!pads)
-        die(1, "out of memory");
-    for (uint32_t f = 0; f < nf; f++) {
-        if (!sr.pad[f])
-            continue;
-        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
-        const rw_frame *fr = rw_frames_find(fs, pf->addr);
-        if (!fr || rw_frame_patch(fr, sr.pad[f], &img, &err) < 0)
-            die(1, "%s", fr ? err.msg : "internal error: padding chosen for a function without a verdict");
-        pads[npads++] = (icpp_arr_pad){pf->addr, sr.pad[f]};
-        if (fr->mode == RW_MODE_ENTER)
-            n_enter++;
-        else
-            n_sub++;
-    }
+    icpp_arr_pad *pads;
+    size_t npads, n_sub, n_enter;
+    if (rw_plan_pads(pm, sr.pad, verdict, fs, &pads, &npads, &n_sub, &n_enter, &err) < 0)
+        die(1, "%s", err.msg);
+    for (size_t i = 0; i < npads; i++)
+        if (rw_frame_patch(rw_frames_find(fs, pads[i].addr), pads[i].pad, &img, &err) < 0)
+            die(1, "%s", err.msg);
     icpp_build_id nbid;
     icpp_arr_build_id(bid, pads, npads, &nbid);
     icpp_build_id_hex(&nbid, hex_new, sizeof hex_new);
     if (rw_image_set_build_id(&img, &nbid, &err) < 0)
         die(1, "%s: %s", prog, err.msg);
     char *out_abs = abs_path(out);
-    icpp_pathmap *npm = icpp_arr_apply(pm, caller, pads, npads, out_abs ? out_abs : out, &nbid, &err);
+    icpp_pathmap *npm = icpp_arr_apply(pm, plan.caller, pads, npads, out_abs ? out_abs : out, &nbid, &err);
     if (!npm)
         die(1, "%s", err.msg);
     if (icpp_pathmap_stats(npm, &after, &err) < 0)
@@ -415,87 +433,22 @@ int main(int argc, char **argv)
     t_write = now();
 
     if (!quiet) {
-        printf("icpp-rewrite: %s -> %s\n", prog, out);
-        printf("build-id:     %s -> %s\n", hex_old, hex_new);
-        printf("map:          %s -> %s\n", map_path, out_map);
-        print_stats_pair(&before, &after);
-        printf("max height:   %" PRId64 " -> %" PRId64 " bytes (x%.2f; budget x%.2f = %" PRId64 ")\n", h0,
-               sr.max_height, h0 ? (double)sr.max_height / (double)h0 : 1.0, growth, so2.max_height);
-        printf("functions:    %zu of the program's functions call others on the map's paths: %zu can be "
-               "enlarged, %zu refused\n",
-               ncallers, ncallers_ok, ncallers - ncallers_ok);
-        if (moved)
-            printf("returned:     %ld paths were entered below frames that had returned (calls with stack "
-                   "arguments); heights follow the frame they were called from\n",
-                   moved);
-        printf("resized:      %zu functions (%zu sub immediates, %zu enter)%s\n", npads, n_sub, n_enter,
-               npads ? ":" : "");
-        for (size_t i = 0; i < npads; i++) {
-            const rw_frame *fr = rw_frames_find(fs, pads[i].addr);
-            printf("  %#10" PRIx64 "  +%-5u %-5s frame %5u -> %-5u  %s\n", pads[i].addr, pads[i].pad,
-                   fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + pads[i].pad, esc(fr->name));
-        }
-        if (nrc) {
-            qsort(rc, nrc, sizeof *rc, rc_cmp);
-            printf("refused (callers on the map's paths), by reason:\n");
-            for (size_t i = 0; i < nrc; i++)
-                printf("  %5zu  %s (%s%s%s%s%s%s)\n", rc[i].n, rc[i].why, rc[i].eg[0] ? esc(rc[i].eg[0]) : "",
-                       rc[i].eg[1] ? ", " : "", rc[i].eg[1] ? esc(rc[i].eg[1]) : "", rc[i].eg[2] ? ", " : "",
-                       rc[i].eg[2] ? esc(rc[i].eg[2]) : "", rc[i].n > 3 ? ", ..." : "");
-            printf("  (--explain lists every function with the address the reason is about)\n");
-        }
-        printf("search:       %.3f s CPU, %" PRIu64 " best responses, %" PRIu64 " paddings evaluated, %zu candidate "
-               "functions, %zu contexts that can collide, seed %" PRIu64 "%s\n",
-               sr.seconds, sr.iterations, sr.evaluations, sr.candidates, sr.tracked, seed,
-               sr.hit_time_limit ? " (time limit reached)" : "");
-        printf("time:         %.2f s CPU: reading %.2f, analysis %.2f, search %.2f, new map %.2f, writing %.2f\n",
-               t_write - t_start, t_read - t_start, t_analysis - t_read, t_search - t_analysis, t_map - t_search,
-               t_write - t_map);
-        rw_amb_report ar;
-        if (rw_ambiguity(pm, caller, sr.pad, maxpad, &ar, &err) < 0)
+        rw_report r = {prog,   out,  map_path, out_map, hex_old, hex_new, &before, &after, h0, growth, &so2, &sr,
+                       &plan, fs,  pads,     npads,   n_sub,   n_enter, seed,    {t_start, t_read, t_analysis,
+                       t_search, t_map, t_write}};
+        if (report(pm, &r, &err) < 0)
             die(1, "%s", err.msg);
-        static const char *cls_name[RW_AMB_NCLASSES] = {
-            "same callers in another order or place: no resizing can separate",
-            "only functions that cannot be patched differ",
-            "separable in principle: budget or conflicts left them",
-        };
-        printf("still ambiguous: %zu contexts\n",
-               ar.contexts[0] + ar.contexts[1] + ar.contexts[2]);
-        for (int k = 0; k < RW_AMB_NCLASSES; k++)
-            printf("  %6zu contexts, %12" PRIu64 " calls: %s\n", ar.contexts[k], ar.weight[k], cls_name[k]);
-        size_t shown = 0;
-        for (size_t g = 0; g < ar.ngroups && shown < 12; g++, shown++) {
-            const rw_amb_group *G = &ar.groups[g];
-            printf("  [%s] %s at height %" PRId64 ", %u paths, %" PRIu64 " calls:\n",
-                   G->cls == RW_AMB_SAME_CALLERS ? "inseparable" : G->cls == RW_AMB_UNPATCHABLE ? "unpatchable" : "open",
-                   esc(icpp_pathmap_func(pm, G->leaf)->name), G->height, G->nnodes, G->weight);
-            for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
-                char pn[1024];
-                rw_path_name(pm, G->nodes[j], pn, sizeof pn);
-                printf("      %s\n", esc(pn));
-            }
-            if (G->nnodes > 4)
-                printf("      ... %u more\n", G->nnodes - 4);
-        }
-        if (ar.ngroups > shown)
-            printf("  ... %zu more shared CIDs\n", ar.ngroups - shown);
-        rw_amb_report_free(&ar);
     }
     int status = 0;
     if (do_verify) {
-        rw_verify_opts vo = {prog,  out,   out_map, argv + optind + 1, argc - optind - 1, pads, npads, ranges,
-                             nranges, quiet};
+        rw_verify_opts vo = {prog,  out,   out_map, argv + optind + 1, argc - optind - 1, pads, npads, plan.ranges,
+                             plan.nranges, quiet};
         int v = rw_verify(&vo);
         status = v < 0 ? 1 : v > 0 ? 3 : 0;
     }
     free(out_abs);
     free(pads);
-    free(maxpad);
-    free(is_caller);
-    free(conflict);
-    free(caller);
-    free(far);
-    free(ranges);
+    rw_plan_free(&plan);
     rw_search_result_free(&sr);
     icpp_pathmap_free(npm);
     icpp_pathmap_free(pm);

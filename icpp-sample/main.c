@@ -13,6 +13,7 @@
 #include "runinfo.h"
 #include "samples.h"
 #include "stackwalk.h"
+#include "tqueue.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -134,6 +135,7 @@ typedef struct session {
     int              ncpus;
     size_t           pages;
     icpp_swriter    *w;
+    tqueue           tq;        /* ring records on their way to on_record, in time order */
     uint64_t         samples, lost, noregs, throttles;
     int              initial_exec_seen;  /* the launched program's exec record was handled */
     int              validate;
@@ -524,88 +526,21 @@ static int on_record(void *ctx, const struct perf_event_header *h)
 #undef TAKE
 }
 
-/* Per-CPU rings are each in time order but not with each other: an mmap
- * seen on one CPU must be applied before a sample taken later on another.
- * Records are queued with their timestamps; after each drain round, those no
- * later than the newest timestamp of the previous round are handled in time
- * order (anything still unread was written after that round was read). */
-typedef struct qrec {
-    uint64_t time, seq;
-    struct perf_event_header *h;
-} qrec;
-
-static qrec    *queue;
-static size_t   nqueue, capqueue;
-static uint64_t qseq, round_max, prev_round_max;
-
-static uint64_t record_time(const struct perf_event_header *h)
-{
-    const uint8_t *b = (const uint8_t *)h;
-    uint64_t t = 0;
-    if (h->type == PERF_RECORD_SAMPLE) {
-        if (h->size >= sizeof *h + 32)
-            memcpy(&t, b + sizeof *h + 24, 8);      /* id, ip, pid/tid, time */
-    } else if (h->size >= sizeof *h + 24) {
-        memcpy(&t, b + h->size - 16, 8);            /* sample_id: pid/tid, time, identifier */
-    }
-    return t;
-}
-
+/* Ring records go through the time-ordering queue (tqueue.h) to on_record. */
 static int enqueue(void *ctx, const struct perf_event_header *h)
 {
     session *s = ctx;
     if (s->jit)
         jitter_on_record(s->jit, h);    /* the next period, right after the sample */
-    if (nqueue == capqueue) {
-        size_t nc = capqueue ? 2 * capqueue : 4096;
-        qrec *nq = realloc(queue, nc * sizeof *nq);
-        if (!nq)
-            return 1;
-        queue = nq;
-        capqueue = nc;
-    }
-    struct perf_event_header *copy = malloc(h->size);
-    if (!copy)
-        return 1;
-    memcpy(copy, h, h->size);
-    uint64_t t = record_time(h);
-    if (t > round_max)
-        round_max = t;
-    queue[nqueue++] = (qrec){t, qseq++, copy};
-    return 0;
-}
-
-static int qrec_cmp(const void *a, const void *b)
-{
-    const qrec *x = a, *y = b;
-    if (x->time != y->time)
-        return x->time < y->time ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Handle queued records with time <= limit, in time order. */
-static void process_queue(session *s, uint64_t limit)
-{
-    if (!nqueue)
-        return;
-    qsort(queue, nqueue, sizeof *queue, qrec_cmp);
-    size_t i = 0;
-    for (; i < nqueue && queue[i].time <= limit; i++) {
-        on_record(s, queue[i].h);
-        free(queue[i].h);
-    }
-    memmove(queue, queue + i, (nqueue - i) * sizeof *queue);
-    nqueue -= i;
+    return tq_push(&s->tq, h) < 0;
 }
 
 static void drain_all(session *s, int final)
 {
-    round_max = 0;
+    tq_round_begin(&s->tq);
     for (int c = 0; c < s->ncpus; c++)
         icpp_ring_drain(&s->rings[c], enqueue, s);
-    process_queue(s, final ? UINT64_MAX : prev_round_max);
-    if (round_max > prev_round_max)
-        prev_round_max = round_max;
+    tq_round_end(&s->tq, final, on_record, s);
 }
 
 /* ---- opening events ---- */
@@ -809,13 +744,206 @@ static void add_default_bytes(session *s, int argc, char **argv)
     }
 }
 
+/* ---- the steps of main ---- */
+
+/* Fork the child that runs cmd: it waits for a byte on go[0], then asks to be
+ * traced (so that it stops at its exec) and execs cmd; errno of a failed
+ * exec comes back on ep.  Leaves the parent's ends go[1] and ep[0] open. */
+static pid_t spawn_stopped(char **cmd, int go[2], int ep[2])
+{
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
+        die("pipe: %s", strerror(errno));
+    child_pid = fork();
+    if (child_pid < 0)
+        die("fork: %s", strerror(errno));
+    if (child_pid == 0) {
+        char b;
+        close(go[1]);
+        close(ep[0]);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        if (read(go[0], &b, 1) != 1)
+            _exit(127);     /* the parent gave up */
+        if (ptrace(PTRACE_TRACEME, 0, 0, 0) < 0) {
+            int e = errno;
+            (void)!write(ep[1], &e, sizeof e);
+            _exit(127);
+        }
+        execvp(cmd[0], cmd);
+        int e = errno;
+        (void)!write(ep[1], &e, sizeof e);
+        _exit(127);
+    }
+    close(go[0]);
+    close(ep[1]);
+    return child_pid;
+}
+
+static void kill_child(void)
+{
+    if (child_pid > 0) {
+        kill(child_pid, SIGKILL);
+        waitpid(child_pid, NULL, 0);
+    }
+}
+
+/* Open the events on every CPU for target; without a hardware PMU (a VM)
+ * and no event chosen, the clock instead (returns 1 then, else 0).  Dies
+ * with the reason (and kills a launched child) when they cannot be opened. */
+static int open_events(session *s, pid_t target, int launch, int user_chose, int amd, int *ring_owner)
+{
+    int bad = 0, fell_back = 0;
+    int r = open_target(s, target, launch, &bad, ring_owner);
+    if ((r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV) && !user_chose) {
+        /* No hardware PMU (a VM): use the clock, and say so once sampling runs. */
+        close_all(s);
+        for (int i = 0; i < s->ncpus; i++)
+            ring_owner[i] = -1;
+        fell_back = 1;
+        s->nev = 0;
+        parse_events(s, "cpu-clock");
+        setup_events(s, amd);
+        r = open_target(s, target, launch, &bad, ring_owner);
+    }
+    if (r < 0) {
+        icpp_err err;
+        if (s->ring_err.code)
+            err = s->ring_err;
+        else
+            icpp_event_open_error(&err, -r, &s->ev[bad], target);
+        kill_child();
+        die("%s", err.msg);
+    }
+    for (int i = 0; i < s->ncpus; i++)
+        if (ring_owner[i] < 0)
+            die("no event could be opened on CPU %d", s->cpus[i]);
+    return fell_back;
+}
+
+/* Let the launched child exec (one byte on go), wait for its exec stop,
+ * snapshot its mappings and let it run.  -1 (said on stderr) if it never
+ * got there. */
+static int start_child(session *s, int go, int ep, const char *prog)
+{
+    if (write(go, "g", 1) != 1)
+        die("cannot start the child: %s", strerror(errno));
+    close(go);
+    int st;
+    for (;;) {
+        pid_t w = waitpid(child_pid, &st, 0);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            die("waitpid: %s", strerror(errno));
+        break;
+    }
+    if (!WIFSTOPPED(st)) {
+        int e = 0;
+        if (read(ep, &e, sizeof e) == (ssize_t)sizeof e)
+            fprintf(stderr, "icpp-sample: cannot run %s: %s\n", prog, strerror(e));
+        else
+            fprintf(stderr, "icpp-sample: %s ended before it started\n", prog);
+        return -1;
+    }
+    close(ep);
+    /* At the exec stop: the image, ld.so and the stack are mapped. */
+    snapshot_process(s, child_pid, 0, 0);
+    if (ptrace(PTRACE_DETACH, child_pid, 0, 0) < 0)
+        die("ptrace detach: %s", strerror(errno));
+    return 0;
+}
+
+/* Record until the target ends (or, attached, until a signal): drain the
+ * rings, flush once a second, stop sampling on a write error (said once:
+ * *werr_said).  Returns the launched program's exit status (128+N for a
+ * signal N), 0 when attached. */
+static int record(session *s, pid_t attach, const char *prog, int quiet, int *werr_said)
+{
+    icpp_err err;
+    int status = 0;
+    struct pollfd *pfd = calloc((size_t)s->ncpus, sizeof *pfd);
+    if (!pfd)
+        die("out of memory");
+    for (int i = 0; i < s->ncpus; i++)
+        pfd[i] = (struct pollfd){s->rings[i].fd, POLLIN, 0};
+    time_t last_flush = time(NULL);
+    int done = 0;
+    while (!done) {
+        int pr = poll(pfd, (nfds_t)s->ncpus, 100);
+        (void)pr;
+        drain_all(s, 0);
+        if (!attach) {
+            int st;
+            pid_t w = waitpid(child_pid, &st, WNOHANG);
+            if (w == child_pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+                status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                if (WIFSIGNALED(st) && !quiet)
+                    fprintf(stderr, "icpp-sample: %s was killed by signal %d (%s)\n", prog, WTERMSIG(st),
+                            strsignal(WTERMSIG(st)));
+                done = 1;
+            }
+        } else {
+            if (stop_requested || kill(attach, 0) < 0)
+                done = 1;
+            int hup = 1;
+            for (int i = 0; i < s->ncpus; i++)
+                if (!(pfd[i].revents & POLLHUP))
+                    hup = 0;
+            if (hup)
+                done = 1;
+        }
+        if (time(NULL) != last_flush) {
+            icpp_swriter_flush(s->w, NULL);
+            last_flush = time(NULL);
+        }
+        if (icpp_swriter_error(s->w, &err) < 0 && !attach && !stop_requested) {
+            *werr_said = 1;
+            fprintf(stderr, "icpp-sample: %s; %s keeps running, unsampled\n", err.msg, prog);
+            for (size_t i = 0; i < s->nfds; i++)
+                ioctl(s->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+            stop_requested = 1;
+        }
+    }
+    free(pfd);
+    return status;
+}
+
+/* The summary on stderr: what the file holds (in_file samples, bytes), what
+ * was lost, --auto-period's and --jitter's outcome. */
+static void print_summary(const session *s, uint64_t in_file, uint64_t bytes, const char *out, const autoperiod *ap,
+                          double jitter_r)
+{
+    fprintf(stderr, "icpp-sample: %" PRIu64 " samples of %s", in_file, s->ev[0].name);
+    for (int e = 1; e < s->nev; e++)
+        if (!s->ev[e].learn)
+            fprintf(stderr, ",%s", s->ev[e].name);
+    if (s->learn_every)
+        fprintf(stderr, " (%" PRIu64 " of them learn samples, %" PRIu64 " unwound to the root)", s->learned,
+                s->learned_root);
+    fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s", s->lost,
+            s->lost ? ": the ring buffer overflowed, try a larger -m or a longer period" : "", bytes,
+            in_file ? (double)bytes / (double)in_file : 0.0, out);
+    if (in_file != s->samples)
+        fprintf(stderr, "; %" PRIu64 " more samples could not be written", s->samples - in_file);
+    fputc('\n', stderr);
+    if (ap)
+        autoperiod_print_result(ap, stderr, in_file);
+    if (s->jit)
+        fprintf(stderr, "icpp-sample: --jitter %g: %" PRIu64 " periods drawn, %" PRIu64 " refused by the kernel; %" PRIu64
+                        " samples of threads or processes created later kept their inherited period\n",
+                jitter_r, s->jit->rearmed, s->jit->failed, s->jit->inherited);
+}
+
 int main(int argc, char **argv)
 {
     session s;
     memset(&s, 0, sizeof s);
+    tq_init(&s.tq);
     const char *events = NULL, *out = "icpp.samples";
     pid_t attach = 0;
-    int quiet = 0, fell_back = 0;
+    int quiet = 0;
     s.pages = 128;
     enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER, OPT_FEATURE, OPT_VERSION };
     int auto_period = 0;
@@ -962,104 +1090,23 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     icpp_err err;
-    int bad = 0, r;
     int go[2] = {-1, -1}, ep[2] = {-1, -1};
     pid_t target = attach;
-    if (!attach) {
-        if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
-            die("pipe: %s", strerror(errno));
-        child_pid = fork();
-        if (child_pid < 0)
-            die("fork: %s", strerror(errno));
-        if (child_pid == 0) {
-            char b;
-            close(go[1]);
-            close(ep[0]);
-            signal(SIGINT, SIG_DFL);
-            signal(SIGTERM, SIG_DFL);
-            signal(SIGHUP, SIG_DFL);
-            signal(SIGPIPE, SIG_DFL);
-            if (read(go[0], &b, 1) != 1)
-                _exit(127);     /* the parent gave up */
-            if (ptrace(PTRACE_TRACEME, 0, 0, 0) < 0) {
-                int e = errno;
-                (void)!write(ep[1], &e, sizeof e);
-                _exit(127);
-            }
-            execvp(argv[optind], argv + optind);
-            int e = errno;
-            (void)!write(ep[1], &e, sizeof e);
-            _exit(127);
-        }
-        close(go[0]);
-        close(ep[1]);
-        target = child_pid;
-    }
-    r = open_target(&s, target, !attach, &bad, ring_owner);
-    if ((r == -ENOENT || r == -EOPNOTSUPP || r == -ENODEV) && !user_chose) {
-        /* No hardware PMU (a VM): use the clock, and say so once sampling runs. */
-        close_all(&s);
-        for (int i = 0; i < s.ncpus; i++)
-            ring_owner[i] = -1;
-        fell_back = 1;
-        s.nev = 0;
-        parse_events(&s, "cpu-clock");
-        setup_events(&s, amd);
-        r = open_target(&s, target, !attach, &bad, ring_owner);
-    }
-    if (r < 0) {
-        if (s.ring_err.code)
-            err = s.ring_err;
-        else
-            icpp_event_open_error(&err, -r, &s.ev[bad], target);
-        if (child_pid > 0) {
-            kill(child_pid, SIGKILL);
-            waitpid(child_pid, NULL, 0);
-        }
-        die("%s", err.msg);
-    }
-    for (int i = 0; i < s.ncpus; i++)
-        if (ring_owner[i] < 0)
-            die("no event could be opened on CPU %d", s.cpus[i]);
-
+    if (!attach)
+        target = spawn_stopped(argv + optind, go, ep);
+    int fell_back = open_events(&s, target, !attach, user_chose, amd, ring_owner);
     s.w = icpp_swriter_open(out, &err);
     if (!s.w) {
-        if (child_pid > 0) {
-            kill(child_pid, SIGKILL);
-            waitpid(child_pid, NULL, 0);
-        }
+        kill_child();
         die("%s", err.msg);
     }
     write_header(&s, argc, argv);
 
-    int status = 0;
     if (!attach) {
-        if (write(go[1], "g", 1) != 1)
-            die("cannot start the child: %s", strerror(errno));
-        close(go[1]);
-        int st;
-        for (;;) {
-            pid_t w = waitpid(child_pid, &st, 0);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0)
-                die("waitpid: %s", strerror(errno));
-            break;
-        }
-        if (!WIFSTOPPED(st)) {
-            int e = 0;
-            if (read(ep[0], &e, sizeof e) == (ssize_t)sizeof e)
-                fprintf(stderr, "icpp-sample: cannot run %s: %s\n", argv[optind], strerror(e));
-            else
-                fprintf(stderr, "icpp-sample: %s ended before it started\n", argv[optind]);
+        if (start_child(&s, go[1], ep[0], argv[optind]) < 0) {
             icpp_swriter_discard(s.w);
             return 127;
         }
-        close(ep[0]);
-        /* At the exec stop: the image, ld.so and the stack are mapped. */
-        snapshot_process(&s, child_pid, 0, 0);
-        if (ptrace(PTRACE_DETACH, child_pid, 0, 0) < 0)
-            die("ptrace detach: %s", strerror(errno));
     } else {
         snapshot_process(&s, attach, 0, 0);
     }
@@ -1069,52 +1116,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
                         "sampling cpu-clock instead\n");
 
-    /* Record until the target ends (or, attached, until a signal). */
-    struct pollfd *pfd = calloc((size_t)s.ncpus, sizeof *pfd);
-    for (int i = 0; i < s.ncpus; i++)
-        pfd[i] = (struct pollfd){s.rings[i].fd, POLLIN, 0};
-    time_t last_flush = time(NULL);
     int werr_said = 0;      /* the write error was already reported */
-    int done = 0;
-    while (!done) {
-        int pr = poll(pfd, (nfds_t)s.ncpus, 100);
-        (void)pr;
-        drain_all(&s, 0);
-        if (!attach) {
-            int st;
-            pid_t w = waitpid(child_pid, &st, WNOHANG);
-            if (w == child_pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
-                status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                if (WIFSIGNALED(st) && !quiet)
-                    fprintf(stderr, "icpp-sample: %s was killed by signal %d (%s)\n", argv[optind], WTERMSIG(st),
-                            strsignal(WTERMSIG(st)));
-                done = 1;
-            }
-        } else {
-            if (stop_requested || kill(attach, 0) < 0)
-                done = 1;
-            int hup = 1;
-            for (int i = 0; i < s.ncpus; i++)
-                if (!(pfd[i].revents & POLLHUP))
-                    hup = 0;
-            if (hup)
-                done = 1;
-        }
-        if (time(NULL) != last_flush) {
-            icpp_swriter_flush(s.w, NULL);
-            last_flush = time(NULL);
-        }
-        if (icpp_swriter_error(s.w, &err) < 0 && !attach && !stop_requested) {
-            werr_said = 1;
-            fprintf(stderr, "icpp-sample: %s; %s keeps running, unsampled\n", err.msg, argv[optind]);
-            for (size_t i = 0; i < s.nfds; i++)
-                ioctl(s.fds[i], PERF_EVENT_IOC_DISABLE, 0);
-            stop_requested = 1;
-        }
-    }
+    int status = record(&s, attach, attach ? NULL : argv[optind], quiet, &werr_said);
     drain_all(&s, 1);
     close_all(&s);
-    free(queue);
+    tq_free(&s.tq);
     /* The summary says what the file holds: after a write error (a full
      * disk) that is less than what was sampled. */
     int werr = icpp_swriter_finish(s.w, s.samples, s.lost, &err);
@@ -1124,30 +1130,10 @@ int main(int argc, char **argv)
         werr = -1;
     if (werr < 0 && !werr_said)
         fprintf(stderr, "icpp-sample: %s\n", err.msg);
-    if (!quiet) {
-        fprintf(stderr, "icpp-sample: %" PRIu64 " samples of %s", in_file, s.ev[0].name);
-        for (int e = 1; e < s.nev; e++)
-            if (!s.ev[e].learn)
-                fprintf(stderr, ",%s", s.ev[e].name);
-        if (s.learn_every)
-            fprintf(stderr, " (%" PRIu64 " of them learn samples, %" PRIu64 " unwound to the root)", s.learned,
-                    s.learned_root);
-        fprintf(stderr, " (%" PRIu64 " lost%s), %" PRIu64 " bytes, %.1f bytes/sample, written to %s", s.lost,
-                s.lost ? ": the ring buffer overflowed, try a larger -m or a longer period" : "", bytes,
-                in_file ? (double)bytes / (double)in_file : 0.0, out);
-        if (in_file != s.samples)
-            fprintf(stderr, "; %" PRIu64 " more samples could not be written", s.samples - in_file);
-        fputc('\n', stderr);
-        if (auto_period)
-            autoperiod_print_result(&ap, stderr, in_file);
-        if (s.jit)
-            fprintf(stderr, "icpp-sample: --jitter %g: %" PRIu64 " periods drawn, %" PRIu64 " refused by the kernel; %" PRIu64
-                            " samples of threads or processes created later kept their inherited period\n",
-                    jitter_r, jit.rearmed, jit.failed, jit.inherited);
-    }
+    if (!quiet)
+        print_summary(&s, in_file, bytes, out, auto_period ? &ap : NULL, jitter_r);
     if (s.jit)
         jitter_free(s.jit);
-    free(pfd);
     free(ring_owner);
     free(s.cpus);
     free(s.fds);

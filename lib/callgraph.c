@@ -3,6 +3,7 @@
 
 #include "hmap.h"
 
+#include <assert.h>
 #include <Zydis/Zydis.h>
 #include <errno.h>
 #include <gelf.h>
@@ -625,6 +626,8 @@ icpp_callgraph *icpp_callgraph_build(const icpp_module *m, const icpp_cfi *cfi, 
     free(g->work), g->work = NULL;
     if (g->nsites)
         qsort(g->sites, g->nsites, sizeof *g->sites, site_cmp);
+    for (size_t i = 1; i < g->nsites; i++)
+        assert(g->sites[i - 1].ret <= g->sites[i].ret);     /* callgraph.h: sorted by ret */
     g->by_callee = malloc((g->nsites + 1) * sizeof *g->by_callee);
     g->by_name = malloc((g->nsites + 1) * sizeof *g->by_name);
     g->ind = malloc((g->nsites + 1) * sizeof *g->ind);

@@ -61,7 +61,7 @@ static inline size_t icpp_rbuf_pos(const icpp_rbuf *r) { return (size_t)(r->p - 
 
 /* CRC-32 with zlib's polynomial and conventions: icpp_crc32(0, p, n). */
 uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n);
-/* Lower-case hex of n bytes into buf (truncated to bufsz-1 characters). */
+/* Lower-case hex of n bytes into buf; truncated to the whole bytes that fit in bufsz-1 characters. */
 char *icpp_hex(const uint8_t *p, size_t n, char *buf, size_t bufsz);
 
 /* Write `len` bytes to `path` so that either the old file or the complete new

@@ -108,7 +108,7 @@ static const icpp_callgraph *graph(icpp_completer *c, uint32_t i)
     double t0 = now_us();
     cm->m = icpp_module_open(pmm->path, NULL);
     const icpp_build_id *b = cm->m ? icpp_module_build_id(cm->m) : NULL;
-    if (!b || !icpp_build_id_eq(b, &pmm->build_id)) {   /* the file changed since training */
+    if (!b || !icpp_build_id_match(b, pmm->path, &pmm->build_id, pmm->path)) {   /* the file changed since training */
         icpp_module_close(cm->m);
         cm->m = NULL;
         return NULL;

@@ -107,7 +107,7 @@ static int try_file(look *lk, const char *cand, icpp_dbg_via via, int check_crc,
     char hw[2 * ICPP_BUILD_ID_MAX + 1], hg[2 * ICPP_BUILD_ID_MAX + 1];
     if (icpp_functab_build_id(img, len, &got) < 0)
         refuse(lk, cand, "not an x86-64 ELF file");
-    else if (lk->want->len && (got.len != lk->want->len || memcmp(got.bytes, lk->want->bytes, got.len)))
+    else if (lk->want->len && !icpp_build_id_eq(&got, lk->want))     /* none wanted: the CRC checks it */
         refuse(lk, cand, "build-id %s is not the binary's %s", got.len ? icpp_hex(got.bytes, got.len, hg, sizeof hg) : "(none)",
                icpp_hex(lk->want->bytes, lk->want->len, hw, sizeof hw));
     else if (check_crc && icpp_crc32(0, img, len) != crc)

@@ -2,6 +2,7 @@
 #ifndef ICPP_DEFS_H
 #define ICPP_DEFS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* These follow docs/definitions.md (the evidence: docs/background.md section 1).
@@ -26,15 +27,39 @@ typedef struct icpp_build_id {
     uint8_t bytes[ICPP_BUILD_ID_MAX];
 } icpp_build_id;
 
-/* The one rule for "the same module": both build-ids present and equal. */
-static inline int icpp_build_id_eq(const icpp_build_id *a, const icpp_build_id *b)
+/* The one rule for "the same module" (docs/definitions.md, "same module").
+ * Two modules are the same when
+ *   - both have a build-id and the build-ids are equal (paths do not matter:
+ *     a build-id names the contents wherever they lie), or
+ *   - neither has a build-id and both paths are given (non-NULL) and equal:
+ *     the path is then the only identity left;
+ * a module with a build-id is never the same as one without.  A NULL path
+ * means "no path to compare": an empty build-id then matches nothing.
+ * A caller that has no build-id to check against at all (a recording made
+ * without build-ids, a search that names no build-id) decides that before
+ * calling; it is not a comparison.  Costs a length test per mismatch. */
+static inline int icpp_build_id_match(const icpp_build_id *a, const char *apath,
+                                      const icpp_build_id *b, const char *bpath)
 {
-    if (!a->len || a->len != b->len)
+    if (a->len != b->len)
         return 0;
+    if (!a->len) {
+        if (!apath || !bpath)
+            return 0;
+        while (*apath && *apath == *bpath)
+            apath++, bpath++;
+        return *apath == *bpath;
+    }
     for (uint8_t i = 0; i < a->len; i++)
         if (a->bytes[i] != b->bytes[i])
             return 0;
     return 1;
+}
+
+/* icpp_build_id_match without paths: both build-ids present and equal. */
+static inline int icpp_build_id_eq(const icpp_build_id *a, const icpp_build_id *b)
+{
+    return icpp_build_id_match(a, NULL, b, NULL);
 }
 
 /* A function: module index into the owning table of modules + start address. */

@@ -4,6 +4,7 @@
 #include "coldpart.h"
 #include "fde.h"
 
+#include <assert.h>
 #include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -288,6 +289,8 @@ int icpp_functab_build_with(const uint8_t *p, size_t len, icpp_insn_decoder deco
             if (x.v[i].addr < sig.v[k].addr + sig.v[k].size && sig.v[k].addr < x.v[i].addr + 8)
                 x.v[i].signal = 1;
     free(sig.v);
+    for (size_t i = 1; i < x.n; i++)
+        assert(x.v[i - 1].addr < x.v[i].addr);      /* functab.h: sorted, one entry per start */
     *out = x.v;
     *nout = x.n;
     return 0;

@@ -1,6 +1,7 @@
 /* hmap.c -- open-addressing hash map from a pair of u64 keys to a u64 value. */
 #include "hmap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -58,6 +59,7 @@ int icpp_hmap_put(icpp_hmap *h, uint64_t k1, uint64_t k2, uint64_t val)
         h->slots = ns;
         h->cap = nc;
     }
+    assert(h->cap && !(h->cap & (h->cap - 1)) && (h->n + 1) * 4 <= h->cap * 3);   /* hmap.h: power of two */
     place(h->slots, h->cap, k1, k2, val);
     h->n++;
     return 0;

@@ -471,7 +471,9 @@ int icpp_learner_add(icpp_learner *lr, const icpp_replay *rp, const icpp_rsample
                 return -ENOMEM;
             icpp_pathmap_set_main(L->pm, idx);
         } else if (em && icpp_pathmap_nmodules(L->pm) &&
-                   !icpp_build_id_eq(&icpp_pathmap_module(L->pm, icpp_pathmap_main(L->pm))->build_id, &em->build_id)) {
+                   !icpp_build_id_match(&icpp_pathmap_module(L->pm, icpp_pathmap_main(L->pm))->build_id,
+                                        icpp_pathmap_module(L->pm, icpp_pathmap_main(L->pm))->path,
+                                        &em->build_id, em->path)) {
             lr->foreign = 1;
         }
     }

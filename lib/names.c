@@ -45,7 +45,7 @@ int icpp_names_refresh(icpp_pathmap *pm, char *note, size_t notesz, icpp_err *er
         const icpp_pm_module *pmm = icpp_pathmap_module(pm, (uint32_t)i);
         icpp_module *m = mods[i] && pmm->path && pmm->path[0] ? icpp_module_open(pmm->path, NULL) : NULL;
         const icpp_build_id *b = m ? icpp_module_build_id(m) : NULL;
-        if (m && (b->len != pmm->build_id.len || memcmp(b->bytes, pmm->build_id.bytes, b->len))) {
+        if (m && !icpp_build_id_match(b, pmm->path, &pmm->build_id, pmm->path)) {
             icpp_module_close(m);      /* another binary at that path now: its names are not ours */
             m = NULL;
         }

@@ -4,6 +4,7 @@
 #include "codec.h"
 #include "hmap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -105,9 +106,7 @@ int icpp_pathmap_add_module(icpp_pathmap *pm, const char *path, const icpp_build
 {
     for (size_t i = 0; i < pm->nmods; i++) {
         const icpp_pm_module *m = &pm->mods[i];
-        int same = bid->len ? (m->build_id.len == bid->len && !memcmp(m->build_id.bytes, bid->bytes, bid->len))
-                            : (!m->build_id.len && !strcmp(m->path, path));
-        if (same) {
+        if (icpp_build_id_match(&m->build_id, m->path, bid, path)) {
             *idx = (uint32_t)i;
             return 0;
         }
@@ -160,6 +159,7 @@ int icpp_pathmap_child(icpp_pathmap *pm, uint32_t parent, uint32_t func, uint32_
     n->parent = parent;
     n->func = func;
     n->depth = pm->nodes[parent].depth + 1;
+    assert(parent < pm->nnodes);    /* pathmap.h: a parent's index is below its children's */
     *idx = (uint32_t)pm->nnodes++;
     return 0;
 }
@@ -382,6 +382,7 @@ void icpp_pmenc_node(icpp_pmenc *e, uint64_t parent_distance, uint32_t func, uin
                      const icpp_pm_height *h, uint32_t nh, const icpp_pm_site *s, uint32_t ns)
 {
     icpp_wbuf *b = e->b;
+    assert(parent_distance >= 1);   /* nodes come parent first (pathmap.h) */
     icpp_wbuf_uv(b, parent_distance);
     icpp_wbuf_uv(b, func);
     icpp_wbuf_uv(b, count);
@@ -607,7 +608,7 @@ int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err
 {
     if (dst->nmods && src->nmods) {
         const icpp_pm_module *a = &dst->mods[dst->main_module], *b = &src->mods[src->main_module];
-        if (a->build_id.len != b->build_id.len || memcmp(a->build_id.bytes, b->build_id.bytes, a->build_id.len)) {
+        if (!icpp_build_id_match(&a->build_id, a->path, &b->build_id, b->path)) {
             char ha[2 * ICPP_BUILD_ID_MAX + 1], hb[2 * ICPP_BUILD_ID_MAX + 1];
             icpp_hex(a->build_id.bytes, a->build_id.len, ha, sizeof ha);
             icpp_hex(b->build_id.bytes, b->build_id.len, hb, sizeof hb);

@@ -1,6 +1,7 @@
 /* perfring.c -- reading perf_event mmap ring buffers record by record. */
 #include "perfring.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ size_t icpp_ring_drain(icpp_ring *r, icpp_ring_fn fn, void *ctx)
     struct perf_event_mmap_page *meta = r->base;
     if (!meta)
         return 0;
+    assert(r->data_size && !(r->data_size & (r->data_size - 1)));   /* perfring.h: power of two */
     uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
     uint64_t tail = meta->data_tail;
     const uint8_t *data = (const uint8_t *)r->base + (r->map_size - r->data_size);

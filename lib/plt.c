@@ -14,6 +14,7 @@
  * own module and CFI table. */
 typedef struct plt_graph {
     icpp_build_id   bid;
+    char           *path;       /* the module's file: its identity when it has no build-id */
     icpp_module    *m;
     icpp_cfi       *cfi;
     icpp_callgraph *g;          /* NULL: could not be built */
@@ -39,6 +40,7 @@ void icpp_plt_free(icpp_plt *p)
         icpp_callgraph_free(p->graphs[i].g);     /* before the module it reads */
         icpp_cfi_free(p->graphs[i].cfi);
         icpp_module_close(p->graphs[i].m);
+        free(p->graphs[i].path);
     }
     free(p->graphs);
     free(p->cands);
@@ -52,7 +54,7 @@ static icpp_callgraph *graph_of(icpp_plt *p, const icpp_replay *rp, uint32_t mi)
         return NULL;
     const icpp_build_id *bid = icpp_module_build_id(rm->mod);
     for (size_t i = 0; i < p->ngraphs; i++)
-        if (icpp_build_id_eq(&p->graphs[i].bid, bid))
+        if (icpp_build_id_match(&p->graphs[i].bid, p->graphs[i].path, bid, rm->path))
             return p->graphs[i].g;
     if (p->ngraphs == p->capgraphs) {
         size_t n = p->capgraphs ? 2 * p->capgraphs : 8;
@@ -62,11 +64,15 @@ static icpp_callgraph *graph_of(icpp_plt *p, const icpp_replay *rp, uint32_t mi)
         p->graphs = ng;
         p->capgraphs = n;
     }
+    char *path = strdup(rm->path);
+    if (!path)
+        return NULL;
     plt_graph *pg = &p->graphs[p->ngraphs++];
     memset(pg, 0, sizeof *pg);
     pg->bid = *bid;
+    pg->path = path;
     pg->m = icpp_module_open(rm->path, NULL);
-    if (pg->m && !icpp_build_id_eq(icpp_module_build_id(pg->m), bid)) {
+    if (pg->m && !icpp_build_id_match(icpp_module_build_id(pg->m), rm->path, bid, rm->path)) {
         icpp_module_close(pg->m);       /* the file changed since the replay opened it */
         pg->m = NULL;
     }

@@ -3,6 +3,7 @@
 
 #include "fsafe.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -102,6 +103,8 @@ int icpp_maps_insert(icpp_maps *mm, const icpp_mapping *m, icpp_err *err)
     mm->n = mm->n - (j - i) + 1;
     mm->v[i] = *m;
     mm->v[i].path = path;
+    assert((!i || mm->v[i - 1].end <= mm->v[i].start) &&
+           (i + 1 == mm->n || mm->v[i].end <= mm->v[i + 1].start));   /* procmaps.h: sorted, non-overlapping */
     return 0;
 }
 

@@ -146,9 +146,8 @@ static rproc *get_proc(icpp_replay *rp, uint32_t pid, int create)
 static int32_t get_module(icpp_replay *rp, const char *path, const icpp_build_id *bid)
 {
     for (size_t i = 0; i < rp->nmods; i++)
-        if (!strcmp(rp->mods[i].path, path) &&
-            (!bid->len || (rp->mods[i].build_id.len == bid->len &&
-                           !memcmp(rp->mods[i].build_id.bytes, bid->bytes, bid->len))))
+        if (!strcmp(rp->mods[i].path, path) &&      /* no recorded build-id: the path alone names it */
+            (!bid->len || icpp_build_id_eq(&rp->mods[i].build_id, bid)))
             return (int32_t)i;
     if (rp->nmods == rp->capmods) {
         size_t nc = rp->capmods ? 2 * rp->capmods : 16;
@@ -170,7 +169,7 @@ static int32_t get_module(icpp_replay *rp, const char *path, const icpp_build_id
         m->status = ICPP_RS_NOFILE;
     } else {
         const icpp_build_id *fb = icpp_module_build_id(m->mod);
-        if (bid->len && (fb->len != bid->len || memcmp(fb->bytes, bid->bytes, bid->len))) {
+        if (bid->len && !icpp_build_id_eq(fb, bid)) {     /* none recorded: nothing to check */
             m->status = ICPP_RS_CHANGED;
             icpp_module_close(m->mod);
             m->mod = NULL;

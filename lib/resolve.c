@@ -106,7 +106,7 @@ static int index_signal_contexts(icpp_cidx *x)
                 const icpp_pm_module *pmm = icpp_pathmap_module(pm, m);
                 mods[m] = icpp_module_open(pmm->path, NULL);
                 const icpp_build_id *b = mods[m] ? icpp_module_build_id(mods[m]) : NULL;
-                if (b && (b->len != pmm->build_id.len || memcmp(b->bytes, pmm->build_id.bytes, b->len))) {
+                if (b && !icpp_build_id_match(b, pmm->path, &pmm->build_id, pmm->path)) {
                     icpp_module_close(mods[m]);     /* the file changed since training */
                     mods[m] = NULL;
                 }

@@ -7,7 +7,7 @@
 
 #include "cfi.h"
 
-/* The learning path of issue #11: `icpp-sample --learn` unwinds a few
+/* The learning path (docs/resolve.md, "Learned contexts"): `icpp-sample --learn` unwinds a few
  * samples' stack copies as they arrive, with the same per-module tables
  * that give a passive sample its entry SP, and keeps only the frames.  It
  * is deliberately not lib/unwind.c (libdw's full rules), which stays the

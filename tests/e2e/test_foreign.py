@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_foreign.py -- samples and training on foreign stacks (issue #17 item 9): a signal
+"""test_foreign.py -- samples and training on foreign stacks (docs/definitions.md, "foreign stack"): a signal
 handler working on a sigaltstack (altstack.c) and makecontext/swapcontext coroutines on
 malloc'd stacks (coroutine.c).  Their samples must never be `missing` with a height
 measured from startstack: every sample in the functions that run on the foreign stack is

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_learn.py -- learning contexts from the recording itself (issue #11).
+"""test_learn.py -- learning contexts from the recording itself (docs/resolve.md, "Learned contexts").
 
 1. The learn samples' unwinder (lib/stackwalk.c, CFA tables) gives the same frames
    -- return addresses and entry SPs -- as libdw's full CFI (lib/unwind.c, the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_multiproc.py -- recordings of several programs (issue #17 item 8): `timeout 10 PROG`,
+"""test_multiproc.py -- recordings of several programs (docs/resolve.md, "Several programs in one recording"): `timeout 10 PROG`,
 a shell script that runs two corpus programs, and forkexec (fork + exec of itself).  Each
 process must resolve with the map of its own executable, chosen by build-id -- given as
 several -m, found in --map-dir (under misleading names), or found next to the binary -- and

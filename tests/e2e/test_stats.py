@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_stats.py -- sampling statistics (issue #15), on the corpus program inject.c.
+"""test_stats.py -- sampling statistics (docs/statistics.md), on the corpus program inject.c.
 
 1. Actionability (Mytkowicz, section 3.3): injection levels 0..8 add work to
    main;path_a;victim only; the time icpp-resolve attributes to that path (its

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_trend.py -- icpp-resolve --trend (issue #14): per-path growth recovered from sampled profiles.
+"""test_trend.py -- icpp-resolve --trend (docs/trend.md): per-path growth recovered from sampled profiles.
 
 The corpus program complexity.c runs four kernels of known complexity
 (matmul n^3, insertion_sort n^2, quicksort on sorted input with a fixed pivot

@@ -58,7 +58,13 @@ class Frame:
 
     @property
     def fid(self):
-        """Function identity: (build-id or path, link-time start)."""
+        """Function identity: (build-id or path, link-time start).
+
+        The module part is docs/definitions.md's "same module" rule
+        (lib/defs.h icpp_build_id_match), written again here on purpose: the
+        ground truth shares no code with lib/.  Equal build-ids are one module
+        wherever they lie; without a build-id the path is the identity; a hex
+        build-id never equals a path."""
         if self.obj is None:
             return (None, self.func)
         return (self.obj.build_id if self.obj.build_id != "-" else self.obj.path,

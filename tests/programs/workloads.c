@@ -4,7 +4,7 @@
  * pointers, as real interpreters do.  argv[2] names the workload: "a" (the
  * default) runs the add and the shift programs, "b" the mul, the pow and
  * the shift programs.  Training on "a" and sampling "b" is the online case
- * of issue #11: the contexts under op_mul and op_pow were never trained.
+ * of learning (docs/resolve.md, "Learned contexts"): the contexts under op_mul and op_pow were never trained.
  * op_add and op_mul have frames of the same shape, so `leaf` under op_mul
  * sits at the height a trained path has under op_add: a map trained on "a"
  * alone resolves those samples precisely -- and wrongly.  op_pow reaches

@@ -310,12 +310,12 @@ int main(int argc, char **argv)
         struct stat st;
         void *img = fd >= 0 && fstat(fd, &st) == 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)
                                                    : MAP_FAILED;
-        icpp_debuginfo d = {.fd = -1};
-        CHECK(img != MAP_FAILED && icpp_debuginfo_find(stripped, img, (size_t)st.st_size, &d) == 0 && d.path,
+        icpp_debuginfo dbg = {.fd = -1};
+        CHECK(img != MAP_FAILED && icpp_debuginfo_find(stripped, img, (size_t)st.st_size, &dbg) == 0 && dbg.path,
               "%s: no separate debug file", stripped);
-        if (d.path)
-            check_no_false_parts(d.path, stripped);
-        icpp_debuginfo_release(&d);
+        if (dbg.path)
+            check_no_false_parts(dbg.path, stripped);
+        icpp_debuginfo_release(&dbg);
         if (img != MAP_FAILED)
             munmap(img, (size_t)st.st_size);
         if (fd >= 0)

@@ -1,0 +1,129 @@
+/* plan.c -- icpp-rewrite's plan: which of the map's functions may be enlarged, by how much, and why not. */
+#include "plan.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void count_reason(rw_plan *p, const char *why, const char *name)
+{
+    size_t i;
+    for (i = 0; i < p->nreasons; i++)
+        if (p->reasons[i].why == why || !strcmp(p->reasons[i].why, why))
+            break;
+    if (i == p->nreasons) {
+        if (p->nreasons == RW_PLAN_MAX_REASONS)
+            return;
+        p->reasons[p->nreasons++] = (rw_reason){why, 0, {NULL, NULL, NULL}};
+    }
+    if (p->reasons[i].n < 3)
+        p->reasons[i].eg[p->reasons[i].n] = name;
+    p->reasons[i].n++;
+}
+
+static int reason_cmp(const void *a, const void *b)
+{
+    const rw_reason *x = a, *y = b;
+    return x->n > y->n ? -1 : x->n < y->n;
+}
+
+void rw_plan_free(rw_plan *p)
+{
+    free(p->ranges);
+    free(p->caller);
+    free(p->far);
+    free(p->maxpad);
+    free(p->conflict);
+    memset(p, 0, sizeof *p);
+}
+
+int rw_plan_build(rw_plan *p, const icpp_pathmap *pm, const icpp_func *funcs, size_t nfuncs, rw_verdict_fn verdict,
+                  const void *ctx, icpp_err *err)
+{
+    memset(p, 0, sizeof *p);
+    size_t nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
+    uint32_t main_mod = icpp_pathmap_main(pm);
+    uint8_t *is_caller = calloc(nf + 1, 1);
+    p->maxpad = calloc(nf + 1, sizeof *p->maxpad);
+    p->conflict = calloc(nf + 1, 1);
+    p->caller = malloc((nn + 1) * sizeof *p->caller);
+    p->far = malloc((nn + 1) * sizeof *p->far);
+    p->ranges = malloc((nfuncs + 1) * sizeof *p->ranges);
+    if (!is_caller || !p->maxpad || !p->conflict || !p->caller || !p->far || !p->ranges)
+        goto oom;
+    /* Which frame each path was called from (returned frames in the map). */
+    for (size_t i = 0; i < nfuncs; i++)
+        if (funcs[i].size)
+            p->ranges[p->nranges++] = (icpp_arr_range){funcs[i].addr, funcs[i].addr + funcs[i].size, funcs[i].owner};
+    p->moved = icpp_arr_callers(pm, p->ranges, p->nranges, p->caller, p->far);
+    if (p->moved < 0)
+        goto oom;
+    /* A node entered sometimes with, sometimes without the frames between
+     * its callers: those frames must keep their size. */
+    for (uint32_t i = 1; i < nn; i++) {
+        if (!p->far[i])
+            continue;
+        for (uint32_t a = icpp_pathmap_node(pm, i)->parent; a && a != p->far[i]; a = icpp_pathmap_node(pm, a)->parent)
+            p->conflict[icpp_pathmap_node(pm, a)->func] = 1;
+    }
+    for (uint32_t i = 1; i < nn; i++)
+        if (p->caller[i])
+            is_caller[icpp_pathmap_node(pm, p->caller[i])->func] = 1;
+    for (uint32_t f = 0; f < nf; f++) {
+        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
+        if (pf->module != main_mod)
+            continue;
+        const rw_frame *fr = verdict(ctx, pf->addr);
+        const char *why = !fr ? "not a function start of the program (or a .cold part)"
+                          : fr->why ? fr->why
+                          : p->conflict[f] ? "the training saw it both live and returned below the same path "
+                                             "(calls with stack arguments after it returned)"
+                                           : NULL;
+        if (!why)
+            p->maxpad[f] = fr->maxpad;
+        if (!is_caller[f])
+            continue;
+        p->ncallers++;
+        if (!why)
+            p->ncallers_ok++;
+        else
+            count_reason(p, why, pf->name);
+    }
+    qsort(p->reasons, p->nreasons, sizeof *p->reasons, reason_cmp);
+    free(is_caller);
+    return 0;
+oom:
+    free(is_caller);
+    rw_plan_free(p);
+    return icpp_err_set(err, ENOMEM, "out of memory");
+}
+
+int rw_plan_pads(const icpp_pathmap *pm, const uint32_t *pad, rw_verdict_fn verdict, const void *ctx,
+                 icpp_arr_pad **pads, size_t *npads, size_t *nsub, size_t *nenter, icpp_err *err)
+{
+    size_t nf = icpp_pathmap_nfuncs(pm);
+    *npads = *nsub = *nenter = 0;
+    *pads = calloc(nf + 1, sizeof **pads);
+    if (!*pads)
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    for (uint32_t f = 0; f < nf; f++) {
+        if (!pad[f])
+            continue;
+        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
+        const rw_frame *fr = verdict(ctx, pf->addr);
+        if (!fr) {
+            free(*pads);
+            *pads = NULL;
+            *npads = 0;
+            return icpp_err_set(err, EINVAL, "internal error: padding chosen for a function without a verdict");
+        }
+        assert(pad[f] % 16 == 0 && !fr->why);      /* the search pads only what the plan allows */
+        (*pads)[(*npads)++] = (icpp_arr_pad){pf->addr, pad[f]};
+        if (fr->mode == RW_MODE_ENTER)
+            ++*nenter;
+        else
+            ++*nsub;
+    }
+    return 0;
+}
