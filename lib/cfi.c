@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <gelf.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -307,10 +308,13 @@ static int walk_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, segv *out)
             w = pack(ICPP_CFA_NOFDE, 0, 0);
         } else {
             Dwarf_Addr s, e;
-            if (dwarf_frame_info(fr, &s, &e, NULL) >= 0 && e > pc)
+            bool signal = false;
+            if (dwarf_frame_info(fr, &s, &e, &signal) >= 0 && e > pc)
                 next = e;
             w = classify(fr);
             x = classify_regs(fr);
+            if (signal)
+                x = (uint8_t)((x & 63) | ICPP_RA_SIGFRAME << 6);
             if (next > hi)
                 next = hi;
             int r = W_KIND(w) == ICPP_CFA_EXPR ? expr_rows(fr, pc, next, x, out) : segv_push(out, pc, next, w, x);

@@ -34,6 +34,8 @@ typedef enum icpp_ra_kind {
     ICPP_RA_CFA8 = 0,       /* the return address is at CFA - 8 (every call on x86-64) */
     ICPP_RA_UNDEF,          /* undefined: the outermost frame (_start, a thread's clone) */
     ICPP_RA_OTHER,          /* any other rule: not followed */
+    ICPP_RA_SIGFRAME,       /* a signal-return trampoline (its FDE's augmentation 'S', glibc's
+                               __restore_rt): the interrupted registers are in the ucontext at rsp */
 } icpp_ra_kind;
 
 typedef struct icpp_cfa_rule {

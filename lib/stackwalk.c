@@ -19,11 +19,19 @@ static int word(uint64_t sp, const uint8_t *stack, size_t size, uint64_t addr, u
     return 0;
 }
 
+/* Where the kernel saves the interrupted registers of a signal handler's
+ * caller, from the rsp the handler returns with (x86-64 struct ucontext:
+ * uc_flags, uc_link, uc_stack take 40 bytes, then uc_mcontext.gregs in
+ * REG_R8 .. REG_RIP order -- glibc's __restore_rt CFI reads rsp at 160). */
+#define UC_RBP (40 + 8 * 10)
+#define UC_RSP (40 + 8 * 15)
+#define UC_RIP (40 + 8 * 16)
+
 int icpp_stackwalk(icpp_sw_lookup lookup, void *ctx, uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t *stack,
                    size_t size, icpp_sw_frame *out, int max, int *n)
 {
     uint64_t pc = ip, rsp = sp, rbp = bp;
-    int bp_known = 1;
+    int bp_known = 1, exact = 1;        /* exact: pc is where the frame is, not a return address */
     *n = 0;
     for (;;) {
         if (*n >= max)
@@ -31,10 +39,28 @@ int icpp_stackwalk(icpp_sw_lookup lookup, void *ctx, uint64_t ip, uint64_t sp, u
         uint64_t link;
         /* A return address is the instruction after the call: the call
          * itself, and so the caller's row, is at ra - 1. */
-        const icpp_cfi *cfi = lookup(ctx, *n ? pc - 1 : pc, &link);
+        const icpp_cfi *cfi = lookup(ctx, exact ? pc : pc - 1, &link);
         if (!cfi)
             return ICPP_SW_NOMODULE;
         icpp_cfa_rule r = icpp_cfi_lookup(cfi, link);
+        if (r.ra == ICPP_RA_SIGFRAME && *n) {
+            /* A handler returned into the signal-return trampoline: the
+             * frame below is the interrupted one, with its registers in the
+             * ucontext at rsp.  The trampoline is no function (training never
+             * sees it): no frame of its own. */
+            uint64_t nrsp, nrip, nrbp;
+            if (word(sp, stack, size, rsp + UC_RSP, &nrsp) < 0 || word(sp, stack, size, rsp + UC_RIP, &nrip) < 0 ||
+                word(sp, stack, size, rsp + UC_RBP, &nrbp) < 0)
+                return ICPP_SW_TRUNCATED;
+            if (nrsp <= rsp)
+                return ICPP_SW_LOOP;    /* a handler on a sigaltstack above the interrupted code */
+            rsp = nrsp;
+            rbp = nrbp;
+            bp_known = 1;
+            pc = nrip;
+            exact = 1;
+            continue;
+        }
         uint64_t cfa;
         switch (r.kind) {
         case ICPP_CFA_RSP:
@@ -52,7 +78,10 @@ int icpp_stackwalk(icpp_sw_lookup lookup, void *ctx, uint64_t ip, uint64_t sp, u
         }
         if (*n && cfa <= rsp)
             return ICPP_SW_LOOP;
-        out[(*n)++] = (icpp_sw_frame){pc, cfa - 8};
+        /* every frame but the leaf as a return address: pc - 1 in its function
+         * (the frame a signal interrupted: its pc + 1) */
+        out[*n] = (icpp_sw_frame){*n && exact ? pc + 1 : pc, cfa - 8};
+        (*n)++;
         if (r.ra == ICPP_RA_UNDEF)
             return ICPP_SW_ROOT;
         if (r.ra != ICPP_RA_CFA8)
@@ -75,5 +104,6 @@ int icpp_stackwalk(icpp_sw_lookup lookup, void *ctx, uint64_t ip, uint64_t sp, u
         }
         rsp = cfa;
         pc = ra;
+        exact = 0;
     }
 }

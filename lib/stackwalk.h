@@ -21,7 +21,7 @@ typedef enum icpp_sw_status {
     ICPP_SW_TRUNCATED,      /* needed a word beyond the stack copy */
     ICPP_SW_NOMODULE,       /* a pc in no known module (JIT, vdso, unmapped) */
     ICPP_SW_NOCFI,          /* a pc no FDE covers */
-    ICPP_SW_NOTPASSIVE,     /* a CFA or register rule these tables do not follow (PLT, signal frame, ...) */
+    ICPP_SW_NOTPASSIVE,     /* a CFA or register rule these tables do not follow (a PLT stub's, ...) */
     ICPP_SW_LOOP,           /* the CFA did not move up the stack */
     ICPP_SW_DEPTH,          /* more frames than the caller's array */
     ICPP_SW_MAX
@@ -30,7 +30,8 @@ typedef enum icpp_sw_status {
 const char *icpp_sw_status_name(int s);
 
 typedef struct icpp_sw_frame {
-    uint64_t pc;            /* runtime: the sample's IP (frame 0) or a return address */
+    uint64_t pc;            /* runtime: the sample's IP (frame 0) or a return address -- for a frame a
+                               signal interrupted, its pc + 1: pc - 1 is in the frame's function either way */
     uint64_t entry_sp;      /* CFA - 8 */
 } icpp_sw_frame;
 

@@ -1,6 +1,8 @@
 /* test_cfi.c -- the CFI table must agree with libdw at every PC of real binaries. */
 #include "cfi.h"
 #include "check.h"
+
+#include <stdbool.h>
 #include "module.h"
 
 #include <dwarf.h>
@@ -87,6 +89,9 @@ static icpp_cfa_rule reference(Dwarf_CFI *eh, Dwarf_CFI *dbg, uint64_t pc)
     }
     int ra = ref_reg(fr, 16, &off);
     r.ra = ra == 2 ? ICPP_RA_UNDEF : ra == 1 && off == -8 ? ICPP_RA_CFA8 : ICPP_RA_OTHER;
+    bool signal = false;
+    if (dwarf_frame_info(fr, NULL, NULL, &signal) >= 0 && signal)
+        r.ra = ICPP_RA_SIGFRAME;    /* a signal frame's registers come from its ucontext */
     free(fr);
     return r;
 }
