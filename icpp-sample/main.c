@@ -41,6 +41,11 @@
  * each learn sample costs an interrupt that large PEBS would avoid, and no
  * PMU was at hand to measure the trade-off (docs/resolve.md). */
 #define LEARN_EVERY_DEFAULT UINT32_MAX
+/* Ring data pages per CPU (-m): perf's 512 KiB; with learn samples 2 MiB, as
+ * each carries a 16 KiB stack copy until icpp-sample unwinds it (at 10 kHz
+ * and one learn sample in 2, 512 KiB lost 0.7% of the samples). */
+#define RING_PAGES 128
+#define RING_PAGES_LEARN 512
 #define LEARN_EVERY_SOFTWARE 2
 #define LEARN_EVERY_HARDWARE 4
 
@@ -92,7 +97,7 @@ static const char *usage_text =
     "                       another user's file in a sticky directory, is\n"
     "                       refused (docs/file-safety.md).\n"
     "  -m, --mmap-pages N   ring buffer data pages per CPU, a power of two\n"
-    "                       (default 128).\n"
+    "                       (default 128, or 512 with learn samples).\n"
     "  -p, --pid PID        sample a running process and all its threads until\n"
     "                       Ctrl-C or its exit; it keeps running afterwards.\n"
     "      --validate       also record each sample's user callchain and a copy\n"
@@ -134,6 +139,7 @@ typedef struct session {
     int             *cpus;
     int              ncpus;
     size_t           pages;
+    int              pages_default;     /* -m not given: may shrink to RING_PAGES at the mlock limit */
     icpp_swriter    *w;
     tqueue           tq;        /* ring records on their way to on_record, in time order */
     uint64_t         samples, lost, noregs, throttles;
@@ -591,7 +597,12 @@ static int open_for_task(session *s, pid_t tid, int enable_on_exec, int *bad, in
                 /* The owner's ring must exist before other events can be
                  * redirected into it (the kernel refuses SET_OUTPUT to an
                  * event without a buffer). */
-                if (icpp_ring_map(&s->rings[c], fd, s->pages, &s->ring_err) < 0) {
+                int mr = icpp_ring_map(&s->rings[c], fd, s->pages, &s->ring_err);
+                if (mr == -EPERM && s->pages_default && s->pages > RING_PAGES) {
+                    s->pages = RING_PAGES;  /* over the locked-memory limit: the size without learning */
+                    mr = icpp_ring_map(&s->rings[c], fd, s->pages, &s->ring_err);
+                }
+                if (mr < 0) {
                     close(fd);
                     *bad = e;
                     return -(s->ring_err.code ? s->ring_err.code : ENOMEM);
@@ -944,7 +955,7 @@ int main(int argc, char **argv)
     const char *events = NULL, *out = "icpp.samples";
     pid_t attach = 0;
     int quiet = 0;
-    s.pages = 128;
+    s.pages = 0;        /* not given: RING_PAGES or RING_PAGES_LEARN */
     enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER, OPT_FEATURE, OPT_VERSION };
     int auto_period = 0;
     double pilot_t = 0, jitter_r = 0;
@@ -1067,6 +1078,10 @@ int main(int argc, char **argv)
         s.so.period = ap.period;
     }
     int amd = icpp_cpu_is_amd();
+    if (!s.pages) {
+        s.pages = s.learn_every ? RING_PAGES_LEARN : RING_PAGES;
+        s.pages_default = 1;
+    }
     setup_events(&s, amd);
     if (s.learn_every)
         s.live = icpp_replay_live();

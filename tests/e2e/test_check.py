@@ -27,7 +27,8 @@ def offline_check(binary, label):
     `icpp-resolve --check --format json`: the parsed report, or None (checked failed)."""
     mapfile, samples = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".samples")
     run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", binary, "8"])
-    r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "4000", "-o", samples, "--",
+    # 8 kHz: one sample in 2 is a learn sample (the default for cpu-clock), never judged
+    r = run([tool("icpp-sample"), "-q", "--validate", "-e", "cpu-clock", "-F", "8000", "-o", samples, "--",
              binary, "8"])
     if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{label}: training or sampling failed: {r.stderr}"):
         return None
