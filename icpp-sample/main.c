@@ -46,6 +46,7 @@
  * and one learn sample in 2, 512 KiB lost 0.7% of the samples). */
 #define RING_PAGES 128
 #define RING_PAGES_LEARN 512
+#define WAKEUP_BYTES (256u << 10)   /* half of RING_PAGES: when the reader wakes, at any -m */
 #define LEARN_EVERY_SOFTWARE 2
 #define LEARN_EVERY_HARDWARE 4
 
@@ -575,6 +576,11 @@ static int open_for_task(session *s, pid_t tid, int enable_on_exec, int *bad, in
 {
     for (int e = 0; e < s->nev; e++) {
         struct perf_event_attr attr = s->ev[e].attr;
+        /* Wake the reader after WAKEUP_BYTES whatever the ring's size: an
+         * exec is described from /proc when its record is read, and a
+         * short-lived process is gone before a 2 MiB ring half fills. */
+        size_t half = s->pages * (size_t)sysconf(_SC_PAGESIZE) / 2;
+        attr.wakeup_watermark = (uint32_t)(half < WAKEUP_BYTES ? half : WAKEUP_BYTES);
         attr.enable_on_exec = (unsigned)enable_on_exec;
         attr.disabled = enable_on_exec ? 1 : 0;
         for (int c = 0; c < s->ncpus; c++) {
