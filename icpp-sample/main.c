@@ -580,7 +580,8 @@ static int open_for_task(session *s, pid_t tid, int enable_on_exec, int *bad, in
          * exec is described from /proc when its record is read, and a
          * short-lived process is gone before a 2 MiB ring half fills. */
         size_t half = s->pages * (size_t)sysconf(_SC_PAGESIZE) / 2;
-        attr.wakeup_watermark = (uint32_t)(half < WAKEUP_BYTES ? half : WAKEUP_BYTES);
+        if (attr.watermark)     /* else --jitter's wakeup_events, the same field */
+            attr.wakeup_watermark = (uint32_t)(half < WAKEUP_BYTES ? half : WAKEUP_BYTES);
         attr.enable_on_exec = (unsigned)enable_on_exec;
         attr.disabled = enable_on_exec ? 1 : 0;
         for (int c = 0; c < s->ncpus; c++) {
