@@ -348,8 +348,10 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
         s->status = ICPP_RS_NOMAP;
         return;
     }
-    if (m->path[0] != '/') {
-        s->status = m->path[0] == '[' ? ICPP_RS_VDSO : ICPP_RS_NOMAP;
+    if (m->path[0] != '/' || m->path[1] == '/') {
+        /* not a file: the kernel's code, or anonymous memory -- perf names
+         * JIT code "//anon", prctl-named mappings are "[anon:NAME]" */
+        s->status = !strcmp(m->path, "[vdso]") || !strcmp(m->path, "[vsyscall]") ? ICPP_RS_VDSO : ICPP_RS_NOMAP;
         return;
     }
     struct mcache *mc = &rp->mcache[(m->start >> 12 ^ s->pid * 31u) & 63];

@@ -105,6 +105,32 @@ int main(void)
               icpp_rs_status_name(s.status), icpp_rs_status_name(want2[k]));
     CHECK(k == N, "own stack given: read %d samples", k);
     icpp_replay_close(rp);
+    /* Code in no file: JIT code in anonymous memory (perf's "//anon", a
+     * prctl-named "[anon:jit]") has no mapping to resolve in; [vdso] is the
+     * kernel's. */
+    w = icpp_swriter_open(path, &err);
+    CHECK(w, "writer: %s", err.msg);
+    static const char *names[3] = {"//anon", "[anon:jit]", "[vdso]"};
+    static const int want3[3] = {ICPP_RS_NOMAP, ICPP_RS_NOMAP, ICPP_RS_VDSO};
+    if (w) {
+        icpp_swriter_event(w, 0, "cpu-clock", 1, 0, 1000, 0, 0, 0, 0);
+        icpp_swriter_proc(w, PID, 0, ss, exe, 0);
+        for (size_t i = 0; i < mm.n; i++)
+            icpp_swriter_mmap(w, PID, mm.v[i].start, mm.v[i].end - mm.v[i].start, mm.v[i].pgoff, mm.v[i].prot,
+                              mm.v[i].path ? mm.v[i].path : "", &none);
+        for (int i = 0; i < 3; i++)
+            icpp_swriter_mmap(w, PID, 0x400000000000ull + (uint64_t)i * L, L, 0, PROT_READ | PROT_EXEC, names[i], &none);
+        for (int i = 0; i < 3; i++)
+            icpp_swriter_sample(w, PID, PID, 0, t++, 0x400000000000ull + (uint64_t)i * L + 64, ss - 4096, 0, NULL);
+        CHECK(icpp_swriter_close(w, 3, 0, &err) == 0, "close: %s", err.msg);
+    }
+    rp = icpp_replay_open(path, &err);
+    CHECK(rp, "open: %s", err.msg);
+    for (k = 0; rp && k < 3 && icpp_replay_next(rp, &s, &err) > 0; k++)
+        CHECK(s.status == want3[k], "a sample in %s: status %s, want %s", names[k], icpp_rs_status_name(s.status),
+              icpp_rs_status_name(want3[k]));
+    CHECK(k == 3, "code in no file: read %d samples", k);
+    icpp_replay_close(rp);
     icpp_maps_free(&mm);
     free(heap);
     unlink(path);
