@@ -146,12 +146,14 @@ def rewritten_return(fr):
     epilogue, the memory icpp-gt unwinds says _Unwind_RaiseException returns into
     the handler, and the frames above it repeat the handler's frame.  Only the frames
     from the _Unwind_* frame to the leaf are then known (docs/train.md).  The
-    repeated frame is matched by function, not pc: while the registers are being
-    copied, the return address can already be the landing pad's (seen: 1 sample
-    in ~800, ..._Z3topm;..._Z4leafm;_Z3topm;_Unwind_RaiseException)."""
+    repeated frame is matched by function (or name: the landing pad may be in the
+    function's split-off cold part, another start), not pc: while the registers
+    are being copied, the return address can already be the landing pad's (seen:
+    1 sample in ~800, ..._Z3topm;..._Z4leafm;_Z3topm;_Unwind_RaiseException)."""
     for i in range(1, len(fr)):
         if (fr[i].name or "").startswith("_Unwind_") and \
-                any(g.module == fr[i - 1].module and g.func == fr[i - 1].func for g in fr[:i - 1]):
+                any(g.module == fr[i - 1].module and (g.func == fr[i - 1].func or (g.name and g.name == fr[i - 1].name))
+                    for g in fr[:i - 1]):
             return i
     return None
 
