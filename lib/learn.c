@@ -56,6 +56,23 @@ typedef struct learner {
  * one by one as before. */
 #define MEMO_MAX_BYTES (64u << 20)
 
+/* Room for `need` elements of `size` bytes in *v (capacity *cap, doubled
+ * from `first`).  0, or -ENOMEM with *v unchanged. */
+static int reserve(void **v, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : first;
+    while (nc < need)
+        nc *= 2;
+    void *n = realloc(*v, nc * size);
+    if (!n)
+        return -ENOMEM;
+    *v = n;
+    *cap = nc;
+    return 0;
+}
+
 static int mark_novel(learner *L, uint32_t func)
 {
     if (func >= L->nnovel) {
@@ -177,14 +194,8 @@ static int count_learned(learner *L, uint32_t node, int64_t height)
         return -ENOMEM;
     if (!L->recording)
         return 0;
-    if (L->neff == L->capeff) {
-        size_t nc = L->capeff ? 2 * L->capeff : 1024;
-        struct leff *ne = realloc(L->eff, nc * sizeof *ne);
-        if (!ne)
-            return -ENOMEM;
-        L->eff = ne;
-        L->capeff = nc;
-    }
+    if (reserve((void **)&L->eff, &L->capeff, L->neff + 1, sizeof *L->eff, 1024) < 0)
+        return -ENOMEM;
     L->eff[L->neff++] = (struct leff){node, height};
     return 0;
 }
@@ -382,24 +393,9 @@ static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, 
         return 0;
     }
     size_t nw = 2 * (size_t)l->n - 1;
-    if (L->nwords + nw > L->capwords) {
-        size_t nc = L->capwords ? 2 * L->capwords : 4096;
-        while (nc < L->nwords + nw)
-            nc *= 2;
-        uint64_t *n = realloc(L->words, nc * sizeof *n);
-        if (!n)
-            return -ENOMEM;
-        L->words = n;
-        L->capwords = nc;
-    }
-    if (L->nchains == L->capchains) {
-        size_t nc = L->capchains ? 2 * L->capchains : 256;
-        struct lchain *n = realloc(L->chains, nc * sizeof *n);
-        if (!n)
-            return -ENOMEM;
-        L->chains = n;
-        L->capchains = nc;
-    }
+    if (reserve((void **)&L->words, &L->capwords, L->nwords + nw, sizeof *L->words, 4096) < 0 ||
+        reserve((void **)&L->chains, &L->capchains, L->nchains + 1, sizeof *L->chains, 256) < 0)
+        return -ENOMEM;
     if (icpp_hmap_put(&L->memo, h, 0, L->nchains + 1) < 0)
         return -ENOMEM;
     c = &L->chains[L->nchains++];
