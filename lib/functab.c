@@ -1,5 +1,6 @@
 /* functab.c -- an ELF file's function table and build-id from its raw bytes (no ELF library: the training agent uses it too). */
 #include "functab.h"
+#include "lde.h"
 
 #include "coldpart.h"
 #include "fde.h"
@@ -203,7 +204,7 @@ static size_t code_segs(const img *m, icpp_code_seg *out, size_t max)
 
 int icpp_functab_build(const uint8_t *p, size_t len, icpp_ftab_entry **out, size_t *nout, icpp_err *err)
 {
-    return icpp_functab_build_with(p, len, icpp_insn_decode_zydis, out, nout, err);
+    return icpp_functab_build_with(p, len, icpp_lde_coldpart, out, nout, err);   /* = Zydis's table, ~4x faster */
 }
 
 int icpp_functab_build_with(const uint8_t *p, size_t len, icpp_insn_decoder decode, icpp_ftab_entry **out,

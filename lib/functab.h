@@ -40,7 +40,7 @@ typedef struct icpp_ftab_entry {
 int icpp_functab_build(const uint8_t *img, size_t len, icpp_ftab_entry **out, size_t *n, icpp_err *err);
 
 /* The same, decoding code (for stripped cold parts) with `decode` (the
- * type is lib/coldpart.h's); icpp_functab_build uses Zydis. */
+ * type is lib/coldpart.h's); icpp_functab_build uses lib/lde.h's decoder (the same table as Zydis's, test agent-lde-zydis). */
 typedef struct icpp_insn icpp_insn;
 int icpp_functab_build_with(const uint8_t *img, size_t len, void (*decode)(const uint8_t *, size_t, icpp_insn *),
                             icpp_ftab_entry **out, size_t *n, icpp_err *err);

@@ -348,9 +348,9 @@ static void classify(work *w, const rows *rs, uint64_t next)
 /* Whether a decoded instruction never falls through: ret, jmp, ud2, ud1,
  * hlt, int3.  Calls do not count: a call to a function that returns would
  * run what follows. */
-static int no_fallthrough(const icpp_agent_lde_insn *in)
+static int no_fallthrough(const icpp_lde_insn *in)
 {
-    if (in->enc != ICPP_AGENT_LDE_LEGACY)
+    if (in->enc != ICPP_LDE_LEGACY)
         return 0;
     if (in->map == 1)
         return in->opcode == 0x0b || in->opcode == 0xb9;            /* ud2, ud1 */
@@ -507,9 +507,9 @@ static void edge_add(edges *eg, uint64_t at, size_t to, size_t len)
 
 /* A branch that can be pointed elsewhere by rewriting its rel32: call,
  * jmp, jcc (not xbegin, whose target is an abort handler). */
-static int redirectable(const icpp_agent_lde_insn *in)
+static int redirectable(const icpp_lde_insn *in)
 {
-    if (in->enc != ICPP_AGENT_LDE_LEGACY || in->rel_size != 4)
+    if (in->enc != ICPP_LDE_LEGACY || in->rel_size != 4)
         return 0;
     return (in->map == 0 && (in->opcode == 0xe8 || in->opcode == 0xe9)) ||
            (in->map == 1 && in->opcode >= 0x80 && in->opcode <= 0x8f);
@@ -548,8 +548,8 @@ static void scan_conflicts(work **ws, size_t n, gaps *g, edges *eg)
             continue;                  /* unknown extent: not scanned (BUILD.md) */
         const uint8_t *p = (const uint8_t *)(uintptr_t)w->addr;
         for (uint64_t off = 0; off < w->avail;) {
-            icpp_agent_lde_insn in;
-            size_t len = icpp_agent_lde_decode(p + off, w->avail - off, &in);
+            icpp_lde_insn in;
+            size_t len = icpp_lde_decode(p + off, w->avail - off, &in);
             if (!len) {
                 off++;                 /* data or padding: resync */
                 continue;
@@ -702,9 +702,9 @@ static size_t find_redirects(work **ws, size_t n, const edges *eg, redirect **ou
         work *e = ws[eg->v[i].to_len >> 4];
         uint64_t at = eg->base + eg->v[i].off;
         size_t len = eg->v[i].to_len & 15;
-        icpp_agent_lde_insn in;
+        icpp_lde_insn in;
         if (e->how != ICPP_AGENT_HOW_INT3 || in_patched(ws, n, at, len) ||
-            icpp_agent_lde_decode((const uint8_t *)(uintptr_t)at, len, &in) != len || !redirectable(&in))
+            icpp_lde_decode((const uint8_t *)(uintptr_t)at, len, &in) != len || !redirectable(&in))
             continue;
         v[k++] = (redirect){ at, (uint8_t)len,
                              in.map == 1 ? ICPP_AGENT_CALL_JCC
@@ -745,8 +745,8 @@ static void retarget_copies(work **ws, size_t n)
             continue;
         uint64_t code = w->stub + STUB_PREFIX;
         for (uint32_t off = 0; off < w->code_end;) {
-            icpp_agent_lde_insn in;
-            size_t len = icpp_agent_lde_decode((const uint8_t *)(uintptr_t)(code + off), w->code_end - off, &in);
+            icpp_lde_insn in;
+            size_t len = icpp_lde_decode((const uint8_t *)(uintptr_t)(code + off), w->code_end - off, &in);
             if (!len)
                 break;
             if (redirectable(&in)) {

@@ -321,7 +321,7 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
     icpp_ftab_entry *e = NULL;
     size_t n = 0;
     icpp_err err;
-    if (mi < 0 || icpp_functab_build_with(img, (size_t)st.st_size, icpp_agent_lde_coldpart, &e, &n, &err) < 0) {
+    if (mi < 0 || icpp_functab_build_with(img, (size_t)st.st_size, icpp_lde_coldpart, &e, &n, &err) < 0) {
         munmap(img, (size_t)st.st_size);
         msg("icpp-train: agent: %s: %s: not trained\n", path, mi < 0 ? "out of memory" : err.msg);
         return;

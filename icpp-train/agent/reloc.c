@@ -288,8 +288,8 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
 
 size_t icpp_agent_branch_target(const uint8_t *code, size_t avail, uint64_t addr, uint64_t *target)
 {
-    icpp_agent_lde_insn in;
-    size_t len = icpp_agent_lde_decode(code, avail, &in);
+    icpp_lde_insn in;
+    size_t len = icpp_lde_decode(code, avail, &in);
     *target = len && in.rel_size ? addr + len + (uint64_t)(int64_t)in.rel : 0;
     return len;
 }
@@ -302,9 +302,9 @@ size_t icpp_agent_padding(const uint8_t *code, size_t avail)
             off++;
             continue;
         }
-        icpp_agent_lde_insn in;
-        size_t len = icpp_agent_lde_decode(code + off, avail - off, &in);
-        if (!len || !icpp_agent_lde_is_nop(&in))
+        icpp_lde_insn in;
+        size_t len = icpp_lde_decode(code + off, avail - off, &in);
+        if (!len || !icpp_lde_is_nop(&in))
             break;
         off += len;
     }

@@ -55,7 +55,7 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
 size_t icpp_agent_branch_target(const uint8_t *code, size_t avail, uint64_t addr, uint64_t *target);
 
 /* Bytes of alignment padding at code[0..avail): whole nop instructions
- * (any form icpp_agent_lde_is_nop knows) and int3 bytes, up to the first
+ * (any form icpp_lde_is_nop knows) and int3 bytes, up to the first
  * other instruction.  A function shorter than 5 bytes followed by >= 5 -
  * size of these can still take the jmp (its relocated copy includes the
  * padding, which never runs). */

@@ -216,17 +216,17 @@ int main(void)
         uint8_t b[32];
         size_t n = parse(v->hex, b);
         size_t avail = v->avail < 0 ? 0 : v->avail ? (size_t)v->avail : n;
-        icpp_agent_lde_insn in;
+        icpp_lde_insn in;
         memset(&in, 0xa5, sizeof in);
-        size_t len = icpp_agent_lde_decode(b, avail, &in);
+        size_t len = icpp_lde_decode(b, avail, &in);
         if ((int)len != v->len) {
             FAIL(v, "length %zu, want %d", len, v->len);
             continue;
         }
         if (len && (in.len != len || in.rel_size != v->rel_size || in.rel != v->rel ||
-                    icpp_agent_lde_is_nop(&in) != v->nop || in.riprel != v->riprel))
+                    icpp_lde_is_nop(&in) != v->nop || in.riprel != v->riprel))
             FAIL(v, "rel_size %d rel %d nop %d riprel %d, want %d %d %d %d", in.rel_size, in.rel,
-                 icpp_agent_lde_is_nop(&in), in.riprel, v->rel_size, v->rel, v->nop, v->riprel);
+                 icpp_lde_is_nop(&in), in.riprel, v->rel_size, v->rel, v->nop, v->riprel);
 
         /* reloc.c's helper: the branch target */
         uint64_t t;
@@ -334,9 +334,9 @@ int main(void)
                 }
             }
             for (size_t avail = 0; avail <= rn; avail++) {
-                icpp_agent_lde_insn in;
+                icpp_lde_insn in;
                 memcpy(edge - avail, r, avail);
-                size_t len = icpp_agent_lde_decode(edge - avail, avail, &in);
+                size_t len = icpp_lde_decode(edge - avail, avail, &in);
                 if (len > avail) {
                     fails++;
                     printf("FAIL length %zu > avail %zu\n", len, avail);

@@ -24,7 +24,7 @@
  * used Zydis before; lde.c must give the same result wherever Zydis decodes:
  *   1. every byte offset of every executable section: Zydis and
  *      icpp_agent_branch_target() agree on the length and the branch target
- *      (lde's rel_size and rel too), and icpp_agent_lde_is_nop() only calls
+ *      (lde's rel_size and rel too), and icpp_lde_is_nop() only calls
  *      NOP what Zydis does; icpp_agent_padding() never takes more bytes than
  *      the same loop over Zydis;
  *   2. a linear sweep of every function (the agent's function table:
@@ -91,8 +91,8 @@ static void compare(const uint8_t *code, size_t avail, uint64_t addr, counts *c,
     uint64_t zt, lt;
     size_t zl = zy_branch(code, avail, addr, &zt, &zi);
     size_t ll = icpp_agent_branch_target(code, avail, addr, &lt);
-    icpp_agent_lde_insn li;
-    size_t ll2 = icpp_agent_lde_decode(code, avail, &li);
+    icpp_lde_insn li;
+    size_t ll2 = icpp_lde_decode(code, avail, &li);
     c->offsets++;
     if (ll != ll2) {
         c->mismatch++;
@@ -107,7 +107,7 @@ static void compare(const uint8_t *code, size_t avail, uint64_t addr, counts *c,
                 zrel = zi.raw.imm[i].size / 8;
                 zval = zi.raw.imm[i].value.s;
             }
-        int znop = zi.mnemonic == ZYDIS_MNEMONIC_NOP, lnop = icpp_agent_lde_is_nop(&li);
+        int znop = zi.mnemonic == ZYDIS_MNEMONIC_NOP, lnop = icpp_lde_is_nop(&li);
         /* [rip + disp32] and its displacement (lib/coldpart.c: an address taken) */
         int zrip = (zi.attributes & ZYDIS_ATTRIB_HAS_MODRM) && zi.raw.modrm.mod == 0 && zi.raw.modrm.rm == 5 &&
                    zi.raw.disp.size == 32;
@@ -306,7 +306,7 @@ static int check_binary(const char *path, counts *total)
         icpp_ftab_entry *fl = NULL;
         size_t nl = 0;
         long differ = 0, parts = 0;
-        if (icpp_functab_build_with(img, len, icpp_agent_lde_coldpart, &fl, &nl, &err) < 0 || nl != nf) {
+        if (icpp_functab_build_with(img, len, icpp_lde_coldpart, &fl, &nl, &err) < 0 || nl != nf) {
             printf("  function table with the length decoder: %zu entries, with Zydis %zu\n", nl, nf);
             fail = 1;
         }

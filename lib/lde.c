@@ -561,12 +561,12 @@ static int32_t rd32(const uint8_t *p)
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
 
-size_t icpp_agent_lde_decode(const uint8_t *code, size_t avail, icpp_agent_lde_insn *out)
+size_t icpp_lde_decode(const uint8_t *code, size_t avail, icpp_lde_insn *out)
 {
     const uint8_t *p = code;
-    const uint8_t *end = code + (avail < ICPP_AGENT_LDE_MAX_LEN ? avail : ICPP_AGENT_LDE_MAX_LEN);
+    const uint8_t *end = code + (avail < ICPP_LDE_MAX_LEN ? avail : ICPP_LDE_MAX_LEN);
     unsigned pfx = 0, mand = 0, rex = 0, op, e;
-    unsigned enc = ICPP_AGENT_LDE_LEGACY, map = 0, form = 0xff, wide;
+    unsigned enc = ICPP_LDE_LEGACY, map = 0, form = 0xff, wide;
 
     if (p >= end)
         return 0;
@@ -581,16 +581,16 @@ size_t icpp_agent_lde_decode(const uint8_t *code, size_t avail, icpp_agent_lde_i
             } else {
                 switch (op) {
                 case 0x66:
-                    pfx |= ICPP_AGENT_LDE_P_66;
+                    pfx |= ICPP_LDE_P_66;
                     if (!mand)
                         mand = 0x66;
                     break;
-                case 0x67: pfx |= ICPP_AGENT_LDE_P_67; break;
-                case 0xf0: pfx |= ICPP_AGENT_LDE_P_LOCK; break;
-                case 0xf2: pfx |= ICPP_AGENT_LDE_P_F2; mand = 0xf2; break;
-                case 0xf3: pfx |= ICPP_AGENT_LDE_P_F3; mand = 0xf3; break;
+                case 0x67: pfx |= ICPP_LDE_P_67; break;
+                case 0xf0: pfx |= ICPP_LDE_P_LOCK; break;
+                case 0xf2: pfx |= ICPP_LDE_P_F2; mand = 0xf2; break;
+                case 0xf3: pfx |= ICPP_LDE_P_F3; mand = 0xf3; break;
                 case 0x26: case 0x2e: case 0x36: case 0x3e: case 0x64: case 0x65:
-                    pfx |= ICPP_AGENT_LDE_P_SEG;
+                    pfx |= ICPP_LDE_P_SEG;
                     break;
                 default:
                     goto opcode;
@@ -628,7 +628,7 @@ opcode:
                     op = *p++;
                     break;
                 case 0x0f:
-                    enc = ICPP_AGENT_LDE_3DNOW;     /* the suffix is checked at the end */
+                    enc = ICPP_LDE_3DNOW;     /* the suffix is checked at the end */
                     e = M;
                     break;
                 case 0x78:
@@ -638,11 +638,11 @@ opcode:
                     return 0;
                 }
             }
-            if (enc == ICPP_AGENT_LDE_LEGACY)
+            if (enc == ICPP_LDE_LEGACY)
                 form = form_legacy[map - 1][op];
             break;
         case 0xa0: case 0xa1: case 0xa2: case 0xa3:
-            e = pfx & ICPP_AGENT_LDE_P_67 ? IMM(4) : IMM(8);      /* moffs */
+            e = pfx & ICPP_LDE_P_67 ? IMM(4) : IMM(8);      /* moffs */
             break;
         case 0x8f:
             if (p >= end)
@@ -659,7 +659,7 @@ opcode:
             /* C5 RvvvvLpp | C4 RXBmmmmm WvvvvLpp | 62 RXBR'0mmm Wvvvv1pp zL'LbV'aaa
              * | 8F RXBmmmmm WvvvvLpp, then the opcode; these prefixes take no
              * 66/F2/F3/LOCK/REX before them. */
-            if (rex || mand || (pfx & ICPP_AGENT_LDE_P_LOCK))
+            if (rex || mand || (pfx & ICPP_LDE_P_LOCK))
                 return 0;
             unsigned n = op == 0xc5 ? 1 : op == 0x62 ? 3 : 2;
             if (end - p < (ptrdiff_t)n + 1)
@@ -667,16 +667,16 @@ opcode:
             const uint8_t *v = p;
             cls = v[n == 1 ? 0 : 1] & 3;            /* pp: C5 byte 1, others byte 2 */
             if (op == 0xc5) {
-                enc = ICPP_AGENT_LDE_VEX;
+                enc = ICPP_LDE_VEX;
                 map = 1;
             } else if (op == 0x62 && !(v[1] & 0x04)) {
-                enc = ICPP_AGENT_LDE_MVEX;          /* 62 RXBR'mmmm Wvvvv0pp ESSSV'kkk (Knights Corner) */
+                enc = ICPP_LDE_MVEX;          /* 62 RXBR'mmmm Wvvvv0pp ESSSV'kkk (Knights Corner) */
                 map = v[0] & 0x0f;
                 wide = v[1] & 0x80;
                 if (map < 1 || map > 3)
                     return 0;
             } else if (op == 0x62) {
-                enc = ICPP_AGENT_LDE_EVEX;
+                enc = ICPP_LDE_EVEX;
                 map = v[0] & 7;
                 wide = v[1] & 0x80;
                 if ((v[0] & 0x08) || map == 0 || map == 4 || map == 7)
@@ -686,7 +686,7 @@ opcode:
                 if ((v[2] & 0x60) == 0x60 && !(v[2] & 0x10))
                     return 0;                       /* L'L = 3 without embedded rounding */
             } else {
-                enc = op == 0xc4 ? ICPP_AGENT_LDE_VEX : ICPP_AGENT_LDE_XOP;
+                enc = op == 0xc4 ? ICPP_LDE_VEX : ICPP_LDE_XOP;
                 map = v[0] & 0x1f;
                 wide = v[1] & 0x80;
                 if (op == 0xc4 ? map > 3 : map > 10)
@@ -695,7 +695,7 @@ opcode:
             mand = cls == 1 ? 0x66 : cls == 2 ? 0xf3 : cls == 3 ? 0xf2 : 0;
             p += n;
             op = *p++;
-            if (enc == ICPP_AGENT_LDE_XOP) {
+            if (enc == ICPP_LDE_XOP) {
                 form = form_xop[map - 8][op];
                 e = map == 8 ? MB : map == 9 ? M : (MR | IMM(4));
                 break;
@@ -707,15 +707,15 @@ opcode:
                 e = J8;
                 break;
             }
-            form = enc == ICPP_AGENT_LDE_VEX  ? form_vex[map - 1][op]
-                 : enc == ICPP_AGENT_LDE_MVEX ? form_mvex[map - 1][op]
+            form = enc == ICPP_LDE_VEX  ? form_vex[map - 1][op]
+                 : enc == ICPP_LDE_MVEX ? form_mvex[map - 1][op]
                  : form_evex[map < 4 ? map - 1 : map - 2][op];
             if (map == 3 || (map == 1 && ((op >= 0x70 && op <= 0x73) || op == 0xc2 ||
                                           (op >= 0xc4 && op <= 0xc6))))
                 e = MB;                             /* imm8 as in the legacy 0F / 0F 3A maps */
-            else if (map == 1 && op == 0x77 && enc == ICPP_AGENT_LDE_VEX)
+            else if (map == 1 && op == 0x77 && enc == ICPP_LDE_VEX)
                 e = _;                              /* vzeroupper / vzeroall */
-            else if (map == 1 && (op & 0xfe) == 0x84 && enc == ICPP_AGENT_LDE_VEX && !cls && !wide)
+            else if (map == 1 && (op & 0xfe) == 0x84 && enc == ICPP_LDE_VEX && !cls && !wide)
                 e = J32;                            /* Knights Corner jkzd / jknzd k, rel32: Zydis
                                                        decodes them, so they count as branches */
             else
@@ -762,20 +762,20 @@ opcode:
                     e |= REL;                       /* xbegin rel16 / rel32 */
             }
         }
-        if (!ok && enc != ICPP_AGENT_LDE_3DNOW)
+        if (!ok && enc != ICPP_LDE_3DNOW)
             return 0;
-        if ((pfx & ICPP_AGENT_LDE_P_LOCK) && (mod3 || enc != ICPP_AGENT_LDE_LEGACY ||
+        if ((pfx & ICPP_LDE_P_LOCK) && (mod3 || enc != ICPP_LDE_LEGACY ||
                                             !lockable(map, op, (modrm >> 3) & 7)))
             return 0;
-    } else if (!FORM(form, cls) || (pfx & ICPP_AGENT_LDE_P_LOCK)) {
+    } else if (!FORM(form, cls) || (pfx & ICPP_LDE_P_LOCK)) {
         return 0;
     }
 
     /* Immediate (or branch displacement). */
     if (e & OSZ)
-        imm = wide ? (e & W64 ? 8 : 4) : pfx & ICPP_AGENT_LDE_P_66 ? 2 : 4;
+        imm = wide ? (e & W64 ? 8 : 4) : pfx & ICPP_LDE_P_66 ? 2 : 4;
     p += imm;
-    if (enc == ICPP_AGENT_LDE_3DNOW) {
+    if (enc == ICPP_LDE_3DNOW) {
         if (p >= end)
             return 0;
         op = *p++;
@@ -804,9 +804,9 @@ opcode:
     return out->len;
 }
 
-int icpp_agent_lde_is_nop(const icpp_agent_lde_insn *in)
+int icpp_lde_is_nop(const icpp_lde_insn *in)
 {
-    if (in->enc != ICPP_AGENT_LDE_LEGACY)
+    if (in->enc != ICPP_LDE_LEGACY)
         return 0;
     if (in->map == 0)
         return in->opcode == 0x90 && in->mandatory != 0xf3 && !(in->rex & 1);  /* not pause, xchg r8 */
@@ -824,18 +824,18 @@ int icpp_agent_lde_is_nop(const icpp_agent_lde_insn *in)
     }
 }
 
-void icpp_agent_lde_coldpart(const uint8_t *code, size_t avail, struct icpp_insn *out)
+void icpp_lde_coldpart(const uint8_t *code, size_t avail, struct icpp_insn *out)
 {
-    icpp_agent_lde_insn in;
-    out->len = (uint8_t)icpp_agent_lde_decode(code, avail, &in);
+    icpp_lde_insn in;
+    out->len = (uint8_t)icpp_lde_decode(code, avail, &in);
     out->branch = ICPP_INSN_OTHER;
     out->rel = out->len ? in.rel : 0;
-    if (out->len && in.riprel && !(in.prefixes & ICPP_AGENT_LDE_P_67)) {     /* rip, not eip */
+    if (out->len && in.riprel && !(in.prefixes & ICPP_LDE_P_67)) {     /* rip, not eip */
         out->branch = ICPP_INSN_RIPREF;
         out->rel = in.disp;
         return;
     }
-    if (!out->len || in.enc != ICPP_AGENT_LDE_LEGACY || !in.rel_size)
+    if (!out->len || in.enc != ICPP_LDE_LEGACY || !in.rel_size)
         return;
     if (in.map == 0)
         out->branch = in.opcode == 0xe8 ? ICPP_INSN_CALL : in.opcode == 0xe9 || in.opcode == 0xeb ? ICPP_INSN_JMP
