@@ -191,6 +191,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     mapset_names(ms, map_path, sizeof map_path);
     const icpp_learn_stats *ls = ms->learn ? &ms->ls : NULL;
     icpp_replay *rp = icpp_replay_open(samples, &err);
+    if (rp)
+        icpp_replay_select(rp, ICPP_REPLAY_NO_FRAMES);     /* learning is done: their frames are not needed */
     if (!rp || mapset_apply_stacks(ms, rp) < 0) {
         fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
         icpp_replay_close(rp);

@@ -364,6 +364,8 @@ int main(int argc, char **argv)
         return r;
     }
     icpp_replay *rp = icpp_replay_open(samples, &err);
+    if (rp)
+        icpp_replay_select(rp, ICPP_REPLAY_NO_FRAMES);     /* learning is done: their frames are not needed */
     if (!rp || mapset_apply_stacks(&ms, rp) < 0) {
         fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
         return 1;

@@ -49,6 +49,8 @@ struct icpp_replay {
 void icpp_replay_select(icpp_replay *rp, unsigned what)
 {
     rp->select = what;
+    if (rp->rd)
+        icpp_sreader_skip_frames(rp->rd, !!(what & ICPP_REPLAY_NO_FRAMES));
 }
 
 const char *icpp_rs_status_name(int s)

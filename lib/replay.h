@@ -80,6 +80,9 @@ enum {
                                            filled; status is ICPP_RS_OK, module -1, func NULL (no module,
                                            function or CFI lookup: what learning and the executables
                                            sampled need) */
+    ICPP_REPLAY_NO_FRAMES     = 1 << 3, /* learn samples without their frames (l.n = 0): they are
+                                           resolved as profile samples only.  Takes effect only
+                                           before the first sample is read. */
 };
 void icpp_replay_select(icpp_replay *rp, unsigned what);
 /* The CFA table of replay module i, built on first use; NULL if none. */

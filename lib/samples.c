@@ -444,6 +444,8 @@ struct icpp_sreader {
     uint32_t       version;     /* of the file */
     uint64_t      *fd_pc, *fd_d; /* LSAMPLE frame dictionary (version 3) */
     size_t         nfd, capfd;
+    int            skim;        /* icpp_sreader_skip_frames: LSAMPLE frames parsed, not kept */
+    int            started;     /* a record has been read */
 };
 
 /* A version 3 LSAMPLE caller frame: uv index + 1 into the dictionary, or
@@ -577,8 +579,41 @@ static int need_u64(icpp_sreader *r, uint64_t n)
 #define BAD(...)                                                              \
     return icpp_err_set(err, ICPP_EFORMAT, "corrupt record at block offset %zu: " __VA_ARGS__)
 
+void icpp_sreader_skip_frames(icpp_sreader *r, int skip)
+{
+    if (!r->started)
+        r->skim = !!skip;
+}
+
+/* The n inner frames of a version 1-3 LSAMPLE in skim mode: read as far as
+ * the file order needs, which is the number of dictionary entries only (skim
+ * mode never reads the dictionary), and checked as the full read checks them
+ * except against the frames shared with the thread's previous learn sample,
+ * which skim mode does not keep.  (An entry's entry-SP delta was checked when
+ * it was given in full.) */
+static void skim_frames(icpp_sreader *r, icpp_rbuf *q, uint64_t n)
+{
+    for (uint64_t i = 0; i < n && !q->bad; i++) {
+        if (i && r->version >= 3) {
+            uint64_t v = icpp_rbuf_uv(q);
+            if (v) {
+                if (v > r->nfd)
+                    q->bad = 1;
+                continue;
+            }
+            if (r->nfd < FDICT_MAX)
+                r->nfd++;
+        }
+        if (i)
+            (void)icpp_rbuf_sv(q);
+        if (icpp_rbuf_uv(q) == 0 && i)
+            q->bad = 1;     /* callers' frames lie strictly above */
+    }
+}
+
 int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
 {
+    r->started = 1;
     for (;;) {
         if (!r->in_block || icpp_rbuf_left(&r->blk) == 0) {
             size_t left = r->len - r->pos;
@@ -719,6 +754,14 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
                 if (q->bad || st > 255 || n > ICPP_LEARN_MAX_FRAMES || k > n || k > th->last.n ||
                     n - k > icpp_rbuf_left(q) || need_u64(r, 2 * n + 2) < 0)
                     BAD("bad learn sample", icpp_rbuf_pos(q));
+                if (r->skim) {
+                    skim_frames(r, q, n - k);
+                    th->last.n = q->bad ? th->last.n : (uint32_t)n;   /* only its length is kept */
+                    l->status = (uint8_t)st;
+                    l->n = 0;
+                    l->pc = l->entry_sp = NULL;
+                    break;
+                }
                 uint64_t *pc = r->u64, *esp = r->u64 + n;
                 for (uint64_t i = 0; i < n - k && !q->bad; i++) {
                     uint64_t d;

@@ -137,6 +137,11 @@ void          icpp_sreader_close(icpp_sreader *r);
  * ICPP_SREC_SAMPLE, LSAMPLE as ICPP_SREC_LSAMPLE) have pid/tid and absolute
  * values. */
 int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err);
+/* Before the first record: return LSAMPLE records without their frames
+ * (l.n = 0), for a pass that needs only the samples' IP and SP.  The frames
+ * are still read as far as the file order needs, and checked except against
+ * the frames a record shares with its thread's previous learn sample. */
+void icpp_sreader_skip_frames(icpp_sreader *r, int skip);
 /* After the end: bytes of an incomplete last block (writer killed), and
  * whether an END record was seen. */
 size_t icpp_sreader_truncated(const icpp_sreader *r);

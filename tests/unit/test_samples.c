@@ -192,6 +192,84 @@ static void test_learn(const char *dir)
            (unsigned long long)bytes, (double)bytes / (double)rframes);
     CHECK(bytes < rframes * 3 / 2, "%llu bytes for %llu recursive frames: the dictionary does not work",
           (unsigned long long)bytes, (unsigned long long)rframes);
+
+    /* Skipping the frames (a resolve pass): the same samples, status and
+     * order, no frames; then a dictionary index past the entries read so
+     * far is still refused. */
+    r = icpp_sreader_open(path, &err);
+    CHECK(r != NULL, "read: %s", err.msg);
+    if (!r)
+        return;
+    icpp_sreader_skip_frames(r, 1);
+    k = 0;
+    mism = 0;
+    while ((rc = icpp_sreader_next(r, &rec, &err)) > 0) {
+        if (rec.type != ICPP_SREC_LSAMPLE || k >= RL)
+            continue;
+        mism += rec.u.sample.l.n != 0 || rec.u.sample.ip != rpc[k][0] || rec.u.sample.sp != resp[k][0] - 8 ||
+                rec.u.sample.time != 9000 + (uint64_t)k;
+        k++;
+    }
+    icpp_sreader_close(r);
+    CHECK(rc == 0 && k == RL && mism == 0, "skipping frames: %d of %d read, %d differ (%s)", k, RL, mism, err.msg);
+    FILE *f = fopen(path, "rb");
+    static uint8_t fb[1 << 20];
+    size_t flen = f ? fread(fb, 1, sizeof fb, f) : 0;
+    if (f)
+        fclose(f);
+    CHECK(flen > 64 && flen < sizeof fb, "reread %zu bytes", flen);
+    /* the first learn sample's first frame named by the dictionary (v > 0,
+     * one byte) becomes 127, past the few entries read so far */
+    int refused[2] = {0, 0};
+    for (int skip = 0; skip < 2 && flen > 64; skip++) {
+        static uint8_t cp[1 << 20];
+        memcpy(cp, fb, flen);
+        size_t at = 0;
+        for (size_t i = 24; i + 3 < flen && !at; i++)      /* LSAMPLE, thread 0, event 1 */
+            if (cp[i] == ICPP_SREC_LSAMPLE && cp[i + 1] == 0 && cp[i + 2] == 1)
+                at = i;
+        CHECK(at != 0, "no learn sample found in the file");
+        if (!at)
+            break;
+        icpp_sreader *q = icpp_sreader_mem(cp, flen, &err);
+        if (!q)
+            break;
+        icpp_sreader_skip_frames(q, skip);
+        /* the record as the writer wrote it: 6 sample fields, status, n, k, frame 0's delta, then frames */
+        icpp_rbuf b;
+        icpp_rbuf_init(&b, cp + at + 1, flen - at - 1);
+        uint64_t fld[9];
+        for (int i = 0; i < 9; i++)
+            fld[i] = icpp_rbuf_uv(&b);
+        (void)icpp_rbuf_uv(&b);
+        size_t vpos = 0;
+        for (uint64_t i = 1; i < fld[7] - fld[8] && !vpos && !b.bad; i++) {
+            size_t here = (size_t)(b.p - cp);
+            if (icpp_rbuf_uv(&b)) {
+                vpos = here;
+            } else {
+                (void)icpp_rbuf_sv(&b);
+                (void)icpp_rbuf_uv(&b);
+            }
+        }
+        CHECK(vpos && cp[vpos] > 0 && cp[vpos] < 64, "no one-byte dictionary reference in the first learn sample");
+        if (!vpos) {
+            icpp_sreader_close(q);
+            break;
+        }
+        cp[vpos] = 127;
+        /* the block's CRC no longer matches: recompute it (block header at offset 16) */
+        uint32_t plen = (uint32_t)cp[16] | (uint32_t)cp[17] << 8 | (uint32_t)cp[18] << 16 | (uint32_t)cp[19] << 24;
+        uint32_t crc = icpp_crc32(0, cp + 24, plen);
+        for (int i = 0; i < 4; i++)
+            cp[20 + i] = (uint8_t)(crc >> (8 * i));
+        while ((rc = icpp_sreader_next(q, &rec, &err)) > 0)
+            ;
+        refused[skip] = rc < 0;
+        icpp_sreader_close(q);
+    }
+    CHECK(refused[0] && refused[1], "a dictionary index past its entries: refused %d (frames) %d (skipped)",
+          refused[0], refused[1]);
 }
 
 /* Resident memory of this process, KiB (VmRSS). */
