@@ -18,13 +18,11 @@ int prof_init(profile *p, const icpp_pathmap *pm, const char *map_path, int inli
     p->map_path = map_path;
     p->inlines = inlines;
     p->nnodes = icpp_pathmap_nnodes(pm);
-    p->node_self = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_self);
-    p->node_amb = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_amb);
-    p->node_inf = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_inf);
+    p->node_w = calloc(p->nnodes * PROF_MAX_EVENTS, sizeof *p->node_w);
     p->trained_nodes = p->nnodes;
     p->trained_funcs = icpp_pathmap_nfuncs(pm);
     p->chains = malloc((p->capchains = 64) * sizeof *p->chains);
-    if (!p->node_self || !p->node_amb || !p->node_inf || !p->chains)
+    if (!p->node_w || !p->chains)
         return -ENOMEM;
     p->chains[0] = (prof_chain){0, 0};
     p->nchains = 1;
@@ -119,9 +117,7 @@ void prof_free(profile *p)
     free(p->mods_tried);
     if (p->folder.pm)
         icpp_folder_free(&p->folder);
-    free(p->node_self);
-    free(p->node_amb);
-    free(p->node_inf);
+    free(p->node_w);
     free(p->var);
     icpp_hmap_free(&p->var_ix);
     free(p->chains);
@@ -240,14 +236,11 @@ static int grow_nodes(profile *p)
     size_t n = icpp_pathmap_nnodes(p->pm);
     if (n <= p->nnodes)
         return 0;
-    double **arrs[3] = {&p->node_self, &p->node_amb, &p->node_inf};
-    for (int i = 0; i < 3; i++) {
-        double *a = realloc(*arrs[i], n * PROF_MAX_EVENTS * sizeof *a);
-        if (!a)
-            return -ENOMEM;
-        memset(a + p->nnodes * PROF_MAX_EVENTS, 0, (n - p->nnodes) * PROF_MAX_EVENTS * sizeof *a);
-        *arrs[i] = a;
-    }
+    prof_nw *a = realloc(p->node_w, n * PROF_MAX_EVENTS * sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    memset(a + p->nnodes * PROF_MAX_EVENTS, 0, (n - p->nnodes) * PROF_MAX_EVENTS * sizeof *a);
+    p->node_w = a;
     p->nnodes = n;
     return 0;
 }
@@ -257,9 +250,8 @@ static int add_weight(profile *p, uint32_t node, uint32_t chain, uint32_t ev, do
 {
     if (node >= p->nnodes && grow_nodes(p) < 0)
         return -ENOMEM;
-    double *self = &p->node_self[(size_t)node * PROF_MAX_EVENTS + ev];
-    double *ambw = &p->node_amb[(size_t)node * PROF_MAX_EVENTS + ev];
-    double *infw = &p->node_inf[(size_t)node * PROF_MAX_EVENTS + ev];
+    prof_nw *nw = &p->node_w[(size_t)node * PROF_MAX_EVENTS + ev];
+    double *self = &nw->self, *ambw = &nw->amb, *infw = &nw->inf;
     if (chain) {
         uint64_t *v = icpp_hmap_get(&p->var_ix, node, chain);
         if (!v) {
@@ -499,9 +491,9 @@ static int build_frames(profile *p)
     for (uint32_t n = 1; n < p->nnodes; n++) {
         size_t to = (size_t)node_frame[n] * PROF_MAX_EVENTS, from = (size_t)n * PROF_MAX_EVENTS;
         for (uint32_t e = 0; e < PROF_MAX_EVENTS; e++) {     /* += : deep nodes share a frame */
-            p->self[to + e] += p->node_self[from + e];
-            p->self_amb[to + e] += p->node_amb[from + e];
-            p->self_inf[to + e] += p->node_inf[from + e];
+            p->self[to + e] += p->node_w[from + e].self;
+            p->self_amb[to + e] += p->node_w[from + e].amb;
+            p->self_inf[to + e] += p->node_w[from + e].inf;
         }
     }
     for (size_t i = 0; i < p->nvar; i++)

@@ -59,6 +59,13 @@ typedef struct prof_variant {
 /* How frames made by completion are marked in the text formats. */
 #define PROF_INFERRED_MARK " [inferred]"
 
+/* A node's weight for one event, kept together: a sample adds to all three. */
+typedef struct prof_nw {
+    double self;        /* samples outside inlined code */
+    double amb;         /* the ambiguous part of it */
+    double inf;         /* the inferred part of it (completion, lib/complete.h) */
+} prof_nw;
+
 typedef struct profile {
     const icpp_pathmap *pm;
     const char  *map_path;
@@ -69,9 +76,7 @@ typedef struct profile {
     char         ev_names[PROF_MAX_EVENTS][128];
     size_t       nnodes;                /* path-map nodes */
     /* What prof_add collects. */
-    double      *node_self;             /* [node * PROF_MAX_EVENTS + ev]: samples outside inlined code */
-    double      *node_amb;              /* the ambiguous part of it */
-    double      *node_inf;              /* the inferred part of it (completion, lib/complete.h) */
+    prof_nw     *node_w;                /* [node * PROF_MAX_EVENTS + ev]: samples outside inlined code */
     size_t       trained_nodes;         /* nodes of the map as read: later ones were made by completion */
     size_t       trained_funcs;         /* functions of the map as read: later ones were added by completion */
     prof_variant *var;                  /* samples inside inlined code, by (node, leaf chain) */
