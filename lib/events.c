@@ -111,15 +111,22 @@ void icpp_event_setup_learn(icpp_event *primary, uint32_t of, icpp_event *learn,
     a->sample_regs_user = ICPP_REGS_MASK;
     a->sample_stack_user = stack_bytes;
     a->mmap = a->mmap2 = a->mmap_data = a->comm = a->comm_exec = a->task = a->build_id = 0;
+    /* learn rate 1/(every * (1 + 1/D)) of the total, D = ICPP_LEARN_DETUNE; the primary takes the rest */
+    const uint64_t D = ICPP_LEARN_DETUNE;
     if (p->freq) {
-        uint64_t f = p->sample_freq;
-        a->sample_freq = f / every ? f / every : 1;
+        uint64_t f = p->sample_freq, lf = f * D / ((uint64_t)every * (D + 1));
+        a->sample_freq = lf ? lf : 1;
         p->sample_freq = f > a->sample_freq ? f - a->sample_freq : 1;
     } else {
         uint64_t per = p->sample_period;
-        a->sample_period = per <= (UINT64_MAX >> 1) / every ? per * every : UINT64_MAX >> 1;
-        /* 1/primary + 1/learn = 1/per */
-        p->sample_period = per <= (UINT64_MAX >> 1) / every ? per * every / (every - 1) : per;
+        if (per <= (UINT64_MAX >> 2) / ((uint64_t)every * (D + 1))) {
+            uint64_t lp = per * every + per * every / D;
+            a->sample_period = lp;
+            /* 1/primary + 1/learn = 1/per, rounded */
+            p->sample_period = (uint64_t)(((unsigned __int128)per * lp + (lp - per) / 2) / (lp - per));
+        } else {
+            a->sample_period = UINT64_MAX >> 1;
+        }
     }
 }
 

@@ -49,7 +49,13 @@ void icpp_event_setup(icpp_event *ev, const icpp_sample_opts *o, int is_amd);
  * together sample at the rate asked for: a learn sample is one of the
  * profile's samples that happens to carry its stack, not an extra
  * interrupt.  A separate event, so the primary keeps large-PEBS-compatible
- * attributes. */
+ * attributes.  The learn period is detuned by 1/ICPP_LEARN_DETUNE (longer:
+ * learn samples are that much rarer), so that the two timers of a software
+ * event never lock in phase: at equal periods (every = 2) each learn sample
+ * fell a fixed few microseconds before a profile sample, which then found
+ * its own context learned -- a precision no other rate and no hardware
+ * event has (docs/resolve.md, "The learn rate"). */
+#define ICPP_LEARN_DETUNE 16
 void icpp_event_setup_learn(icpp_event *primary, uint32_t of, icpp_event *learn, uint32_t every,
                             uint32_t stack_bytes);
 

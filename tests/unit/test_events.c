@@ -20,6 +20,12 @@ static uint64_t rate(const struct perf_event_attr *a)  /* samples per 1e6 events
     return a->freq ? a->sample_freq : 1000000000000ull / a->sample_period;
 }
 
+/* Equal to within 10 ppm (periods are whole numbers). */
+static int near(uint64_t a, uint64_t b)
+{
+    return (a > b ? a - b : b - a) * 100000 <= b;
+}
+
 int main(void)
 {
     icpp_event ev, hw, lr;
@@ -75,27 +81,41 @@ int main(void)
               !(vv.attr.sample_regs_user & (1ull << PERF_REG_X86_GS)),
           "validate: the general registers, not DS..GS");
 
-    /* learn event, period mode: learn at 4x the period, primary at 4/3x: together the rate asked for */
+    /* learn event, period mode: learn at 4x the period detuned by 1/16 (4.25x), primary at
+     * 4.25/3.25x: together the rate asked for */
     o = (icpp_sample_opts){.period = 300000};
     icpp_event_setup(&hw, &o, 0);
     uint64_t asked = rate(&hw.attr);
     icpp_event_setup_learn(&hw, 0, &lr, 4, 4096);
-    CHECK(lr.learn && lr.of == 0 && lr.attr.sample_period == 1200000 && hw.attr.sample_period == 400000,
-          "learn period 4x (%llu), primary 4/3x (%llu)", (unsigned long long)lr.attr.sample_period,
+    CHECK(lr.learn && lr.of == 0 && lr.attr.sample_period == 1275000 && hw.attr.sample_period == 392308,
+          "learn period 4.25x (%llu), primary 4.25/3.25x (%llu)", (unsigned long long)lr.attr.sample_period,
           (unsigned long long)hw.attr.sample_period);
     uint64_t together = rate(&hw.attr) + rate(&lr.attr);
-    CHECK(together + 1 >= asked && together <= asked + 1, "rates add up: %llu vs %llu", (unsigned long long)together,
+    CHECK(near(together, asked), "rates add up: %llu vs %llu", (unsigned long long)together,
           (unsigned long long)asked);
     CHECK((lr.attr.sample_type & PERF_SAMPLE_STACK_USER) && lr.attr.sample_stack_user == 4096 &&
               !(hw.attr.sample_type & PERF_SAMPLE_STACK_USER),
           "the learn event copies the stack, the primary does not");
     CHECK(!lr.attr.mmap && !lr.attr.mmap2 && !lr.attr.comm && !lr.attr.task && hw.attr.mmap2,
           "side-band records from the primary only");
-    /* frequency mode: 4000 Hz asked, every 4: learn 1000 Hz, primary 3000 Hz */
+    /* every 2 (the software default): the two periods differ, so that the timers
+     * drift through every phase, a full cycle within 40 learn samples */
+    o = (icpp_sample_opts){.period = 100000};
+    icpp_event_setup(&hw, &o, 0);
+    asked = rate(&hw.attr);
+    icpp_event_setup_learn(&hw, 0, &lr, 2, 4096);
+    uint64_t lp = lr.attr.sample_period, pp = hw.attr.sample_period, drift = lp > pp ? lp - pp : pp - lp;
+    together = rate(&hw.attr) + rate(&lr.attr);
+    CHECK(drift * 40 >= pp && near(together, asked),
+          "every 2: learn %llu, primary %llu, a phase drift of %llu per learn sample, rate %llu of %llu",
+          (unsigned long long)lp, (unsigned long long)pp, (unsigned long long)drift, (unsigned long long)together,
+          (unsigned long long)asked);
+    /* frequency mode: 4000 Hz asked, every 4: learn 4000 / 4.25 = 941 Hz, primary 3059 Hz */
     o = (icpp_sample_opts){0};
     icpp_event_setup(&ev, &o, 0);
     icpp_event_setup_learn(&ev, 2, &lr, 4, 4096);
-    CHECK(lr.attr.freq && lr.attr.sample_freq == 1000 && ev.attr.sample_freq == 3000 && lr.of == 2,
-          "freq: learn 1000 Hz, primary 3000 Hz");
+    CHECK(lr.attr.freq && lr.attr.sample_freq == 941 && ev.attr.sample_freq == 3059 && lr.of == 2,
+          "freq: learn 941 Hz, primary 3059 Hz (%llu, %llu)", (unsigned long long)lr.attr.sample_freq,
+          (unsigned long long)ev.attr.sample_freq);
     return check_done("events");
 }
