@@ -188,7 +188,7 @@ for e in entries:
         m = re.search(r"(\d+) samples of .*\((\d+) of them learn samples", r.stderr)
         if c.check(m is not None, f"default rate: no sample summary: {r.stderr}"):
             n, nl = int(m.group(1)), int(m.group(2))
-            c.check(0.40 * n <= nl <= 0.60 * n, f"default rate (cpu-clock): {nl} learn samples of {n}, want one in 2")
+            c.check(0.40 * n <= nl <= 0.60 * n, f"default rate (cpu-clock): {nl} learn samples of {n}, want one in 2 (x 17/16, detuned: 47%)")
         break
 
 # ---------------------------------------------------------------- 4. bad input
