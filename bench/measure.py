@@ -54,6 +54,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -75,9 +76,12 @@ def log(msg):
 
 
 def run(cmd, stdin=None, env=None, timeout=600, cwd=None, stdout=None):
-    """Run cmd, stdout to /dev/null (or to the file stdout); return dict(wall, rc, err) (wall in s)."""
+    """Run cmd, stdout to /dev/null (or to the file stdout); return dict(wall, cpu, rc, err): wall
+    and CPU (user + system, of cmd and the descendants it waited for) seconds.  The bench runs
+    one command at a time, so the growth of this process's children's usage is cmd's."""
     fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
     fout = open(stdout, "wb") if stdout else subprocess.DEVNULL
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     try:
         p = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=subprocess.PIPE,
@@ -99,7 +103,9 @@ def run(cmd, stdin=None, env=None, timeout=600, cwd=None, stdout=None):
         p.communicate()
         return {"wall": None, "rc": None, "err": "timed out after %d s" % timeout}
     wall = time.perf_counter() - t0
-    return {"wall": wall, "rc": p.returncode, "err": err.decode(errors="replace")}
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    return {"wall": wall, "cpu": cpu, "rc": p.returncode, "err": err.decode(errors="replace")}
 
 
 def run_usage(cmd, env=None, timeout=600, stdout=None):
@@ -525,7 +531,7 @@ class Bench:
         def go(pad):
             rm(outf)
             r = run(full, stdin, self.env_pad(pad), self.a.timeout)
-            d = {"wall": r["wall"] if r["rc"] == 0 else None}
+            d = {"wall": r["wall"] if r["rc"] == 0 else None, "cpu": r.get("cpu") if r["rc"] == 0 else None}
             if r["rc"] != 0:
                 failed["n"] += 1
                 if failed["n"] == 1:

@@ -106,14 +106,15 @@ def si(x):
     return "%.0f" % x
 
 
-def walls(runs, v):
-    return [r[v]["wall"] for r in runs if v in r and r[v].get("wall")]
+def walls(runs, v, key="wall"):
+    return [r[v][key] for r in runs if v in r and r[v].get(key)]
 
 
-def ratios(runs, v, base="plain"):
+def ratios(runs, v, base="plain", key="wall"):
+    """Per setup, v's time over base's (key: "wall", or "cpu" where measure.py recorded it)."""
     out = []
     for r in runs:
-        a, b = r.get(v, {}).get("wall"), r.get(base, {}).get("wall")
+        a, b = r.get(v, {}).get(key), r.get(base, {}).get(key)
         if a and b:
             out.append(a / b)
     return out
@@ -986,8 +987,9 @@ class Report:
         self.w("Run time of the rewritten binaries: every OUT above beside its PROG on every input set, in")
         self.w("randomized setups as in sections 1 and 2 (%d setups: per setup one stack pad and one random" %
                self.r["meta"].get("setups_sample", 0))
-        self.w("order over all runs of the program, both builds); the ratio is OUT's wall time over PROG's in")
-        self.w("the same setup, median and 95% interval over the setups.")
+        self.w("order over all runs of the program, both builds); the ratio is OUT's time over PROG's in the")
+        self.w("same setup, median and 95% interval over the setups: wall time, and CPU time (user + system,")
+        self.w("from the kernel's accounting of the child), which other work on a shared machine disturbs less.")
         self.w()
         rows = []
         for build, key in (("fp", "programs"), ("nofp", "programs_nofp")):
@@ -998,32 +1000,32 @@ class Report:
                 runs = data.get(n, {}).get("runs", [])
                 for inp in self.r["programs"][n]["inputs"]:
                     k = "%s:%s:" % (build, inp["id"])
-                    s = ratio_summary(ratios(runs, k + "out", k + "prog"))
-                    if self.a.check and not s.get("n"):
+                    s = {key: ratio_summary(ratios(runs, k + "out", k + "prog", key)) for key in ("wall", "cpu")}
+                    if self.a.check and not s["wall"].get("n"):
                         self.bad("run time of rewritten %s (%s) on %s: no ratio" % (n, build, inp["id"]))
-                    rows.append((n, build, inp["id"], walls(runs, k + "prog"), walls(runs, k + "out"), s,
-                                 e.get("resized")))
+                    rows.append({"what": "%s %s %s" % (n, build, inp["id"]), "s": s, "cells": [
+                        n, build, e.get("resized", "n/a"), inp["id"],
+                        num(statistics.median(walls(runs, k + "prog")) if walls(runs, k + "prog") else None, "%.3f"),
+                        fmt_ratio(s["wall"], 3), fmt_ratio(s["cpu"], 3)]})
         if not rows:
             self.w("Not measured in this run.")
             self.w()
             return
-        self.w("| program | build | functions resized | input | PROG s | OUT s | OUT / PROG |")
+        self.w("| program | build | functions resized | input | PROG wall s | OUT / PROG, wall | OUT / PROG, CPU |")
         self.w("|---|---|---|---|---|---|---|")
-        for n, build, iid, pw, ow, s, resized in rows:
-            self.w("| %s | %s | %s | %s | %s | %s | %s |" % (
-                n, build, resized if resized is not None else "n/a", iid,
-                num(statistics.median(pw) if pw else None, "%.3f"),
-                num(statistics.median(ow) if ow else None, "%.3f"), fmt_ratio(s, 3)))
+        for row in rows:
+            self.w("| %s |" % " | ".join(str(c) for c in row["cells"]))
         self.w()
-        gm = geomean([s["median"] for *_, s, _ in rows if s.get("n")])
-        slower = ["%s %s %s %s" % (n, b, i, fmt_ratio(s, 3)) for n, b, i, _, _, s, _ in rows
-                  if s.get("significant") and s["lo"] > 1.0]
-        faster = ["%s %s %s %s" % (n, b, i, fmt_ratio(s, 3)) for n, b, i, _, _, s, _ in rows
-                  if s.get("significant") and s["hi"] < 1.0]
-        self.w("Geomean of the median ratios: %s over %d rows. Significantly slower (95%% interval above 1.0): %s." % (
-            ("%.3fx" % gm) if gm else "n/a", len(rows), "; ".join(slower) if slower else "none"))
-        if faster:
-            self.w("Significantly faster (interval below 1.0): %s." % "; ".join(faster))
+        for key, label in (("wall", "Wall time"), ("cpu", "CPU time")):
+            ss = [(row["what"], row["s"][key]) for row in rows if row["s"][key].get("n")]
+            if not ss:
+                continue
+            slower = ["%s %s" % (w, fmt_ratio(s, 3)) for w, s in ss if s.get("significant") and s["lo"] > 1.0]
+            faster = ["%s %s" % (w, fmt_ratio(s, 3)) for w, s in ss if s.get("significant") and s["hi"] < 1.0]
+            self.w("%s: geomean of the median ratios %.3fx over %d rows; significantly slower (95%% interval "
+                   "above 1.0): %s%s." % (label, geomean([s["median"] for _, s in ss]), len(ss),
+                                         "; ".join(slower) if slower else "none",
+                                         ("; significantly faster: " + "; ".join(faster)) if faster else ""))
         self.w()
 
     def rewrite_large(self, le):
@@ -1059,10 +1061,15 @@ class Report:
                    % ", ".join("%s %.2f s" % (k, v) for k, v in ph.items() if k != "total"))
             self.w("(6 s of CPU by default)%s." % (": it was reached" if le.get("hit_time_limit") else
                                                    ", not reached here"))
-        ok = st["paths"] >= target and med("wall") < 10
-        self.w("Target (%d k paths or more in < 10 s): %d paths, %.2f s wall (median): %s.%s" % (
-            target // 1000, st["paths"], med("wall"), "met" if ok else "**not met**",
-            "" if st["paths"] >= target else " (the map is smaller than the target)"))
+        big = st["paths"] >= target
+        if big and med("wall") < 10:
+            verdict = "met"
+        elif big and med("cpu") < 10:
+            verdict = "**not met** in wall time, met in CPU time (%.2f s): wall time counts the load" % med("cpu")
+        else:
+            verdict = "**not met**" + ("" if big else " (the map is smaller than the target)")
+        self.w("Target (%d k paths or more in < 10 s): %d paths, %.2f s wall (median): %s." % (
+            target // 1000, st["paths"], med("wall"), verdict))
         if "same_output" in le:
             self.w("OUT compiles that input with PROG's exit status and output: %s." % (
                 "yes" if le["same_output"] else "**no**"))
