@@ -1026,6 +1026,8 @@ class Report:
                    "above 1.0): %s%s." % (label, geomean([s["median"] for _, s in ss]), len(ss),
                                          "; ".join(slower) if slower else "none",
                                          ("; significantly faster: " + "; ".join(faster)) if faster else ""))
+        self.w("(At 95%%, about one interval in 20 excludes 1.0 by chance alone: ~%.1f of each kind's %d rows.)" %
+               (0.05 * len(rows), len(rows)))
         self.w()
 
     def rewrite_large(self, le):
