@@ -126,6 +126,32 @@ def tcc_nested(scale):
     return "nested.c", ("\n".join(out) + "\n").encode()
 
 
+def tcc_paths(scale):
+    """As many call paths as possible per byte (not an input set of programs.sh: the
+    large path map of RESULTS.md section 6).  Every function has its own random body
+    and one very deep expression whose every level is a random operator of another
+    precedence (a call, a conditional, a negation...): each level reaches the parser's
+    recursion through another chain of functions, so nearly every prefix of every
+    expression is a new call path.  Scale 1 (64 functions): ~270 k paths."""
+    r = random.Random(23)
+    forms = ["(%s + %d)", "(%s * %d)", "(%s << %d)", "(%s == %d)", "(%s && %d)", "-(%s - %d)",
+             "h(%s, %d)", "(%s ? %d : b)", "(%s | %d)"]
+    out = ["static int h(int a, int b) { return a * 31 + b; }"]
+    for i in range(max(1, int(64 * scale))):
+        body = []
+        _c_block(r, r.randint(3, 6), ["a", "b", "c", "x"], body, " ")
+        e = "a"
+        for d in range(r.randint(40, 120)):
+            e = r.choice(forms) % (e, d)
+        out.append("int f%d(int a, int b) {" % i)
+        out.append(" int c = a ^ b, x = %d;" % i)
+        out.extend(body)
+        out.append(" c = " + e + ";")
+        out.append(" return c + x;")
+        out.append("}")
+    return "paths.c", ("\n".join(out) + "\n").encode()
+
+
 def tcc_decls(scale):
     """Wide, flat code: macros with arguments, structs, enums, switch tables,
     initialized arrays and strings -- the preprocessor, type and data paths."""
@@ -360,7 +386,7 @@ def gas_macros(scale):
 
 GENERATORS = {
     "bzip2_text": bzip2_text, "bzip2_repetitive": bzip2_repetitive, "bzip2_compressed": bzip2_compressed,
-    "tcc_nested": tcc_nested, "tcc_decls": tcc_decls,
+    "tcc_nested": tcc_nested, "tcc_decls": tcc_decls, "tcc_paths": tcc_paths,
     "lua_objects": lua_objects, "lua_strings": lua_strings,
     "sqlite_oltp": sqlite_oltp, "sqlite_analytics": sqlite_analytics,
     "gas_insns": gas_insns, "gas_macros": gas_macros,

@@ -31,7 +31,11 @@ Figures (--figures, comma list; default all):
   large      recordings larger than memory: a >= 2 GB sample file (a recording
              repeated with advancing times) and a --call-graph dwarf perf.data
              of ~1-2 GB, resolved with peak RSS; perf report on the same file
-  rewrite    icpp-rewrite figures (pending until the tool exists)
+  rewrite    icpp-rewrite on every build with its A map (needs maps): uniqueness,
+             growth, same output, precision of OUT; OUT's run time beside
+             PROG's over randomized setups (as many as sample's); and the
+             rewriting time on a >= 200 k-path map of tcc (gen_inputs.tcc_paths,
+             needs no other figure)
   stats      how far a profile can be trusted (bench/statsfig.py): the
              actionability slope on tests/programs/inject.c beside perf -g,
              --auto-period on the first program, interval coverage over runs
@@ -50,6 +54,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -70,18 +75,24 @@ def log(msg):
     print("bench: " + msg, file=sys.stderr, flush=True)
 
 
-def run(cmd, stdin=None, env=None, timeout=600, cwd=None):
-    """Run cmd, stdout to /dev/null; return dict(wall, rc, err) (wall in s)."""
+def run(cmd, stdin=None, env=None, timeout=600, cwd=None, stdout=None):
+    """Run cmd, stdout to /dev/null (or to the file stdout); return dict(wall, cpu, rc, err): wall
+    and CPU (user + system, of cmd and the descendants it waited for) seconds.  The bench runs
+    one command at a time, so the growth of this process's children's usage is cmd's."""
     fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
+    fout = open(stdout, "wb") if stdout else subprocess.DEVNULL
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     try:
-        p = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        p = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=subprocess.PIPE,
                              env=env, cwd=cwd, start_new_session=True)
     except OSError as e:
         return {"wall": None, "rc": None, "err": "%s: %s" % (cmd[0], e)}
     finally:
         if stdin:
             fin.close()
+        if stdout:
+            fout.close()
     try:
         _, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -92,11 +103,13 @@ def run(cmd, stdin=None, env=None, timeout=600, cwd=None):
         p.communicate()
         return {"wall": None, "rc": None, "err": "timed out after %d s" % timeout}
     wall = time.perf_counter() - t0
-    return {"wall": wall, "rc": p.returncode, "err": err.decode(errors="replace")}
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    return {"wall": wall, "cpu": cpu, "rc": p.returncode, "err": err.decode(errors="replace")}
 
 
-def run_usage(cmd, env=None, timeout=600):
-    """Run cmd, stdout to /dev/null; return dict(wall, cpu, rss_kb, rc, err): wall and CPU
+def run_usage(cmd, env=None, timeout=600, stdout=None):
+    """Run cmd, stdout to /dev/null (or to the file stdout); return dict(wall, cpu, rss_kb, rc, err): wall and CPU
     (user + system) seconds and peak RSS of the process.  Measured by GNU time
     (/usr/bin/time, package 'time'): a child forked from python starts with
     python's pages, and Linux keeps that peak across exec in ru_maxrss."""
@@ -104,7 +117,7 @@ def run_usage(cmd, env=None, timeout=600):
     fd, tf = tempfile.mkstemp(prefix="icpp-bench-time-")
     os.close(fd)
     try:
-        r = run(["/usr/bin/time", "-o", tf, "-f", "%e %U %S %M"] + list(cmd), None, env, timeout)
+        r = run(["/usr/bin/time", "-o", tf, "-f", "%e %U %S %M"] + list(cmd), None, env, timeout, stdout=stdout)
         with open(tf) as f:
             last = f.read().strip().splitlines()
     finally:
@@ -501,21 +514,24 @@ class Bench:
             log("%s: setup %d/%d done" % (figure, s + 1, n))
             self.save()
 
-    def variant(self, name, build, inp, tool, figure, v):
-        """A callable(pad) running one variant of one program (inp None: /bin/true), with cleanup."""
+    def variant(self, name, build, inp, tool, figure, v, binary=None, label="PROG"):
+        """A callable(pad) running one variant of one program (inp None: /bin/true), with cleanup.
+        binary: run this file instead of the build's binary (called label in the command shown)."""
         cmd = self.prog_cmd(name, build, inp) if inp else [shutil.which("true") or "/bin/true"]
+        if binary:
+            cmd = [binary] + cmd[1:]
         stdin = inp["file"] if inp and inp["stdin"] else None
         scratch = os.path.join(self.work, "scratch")
         os.makedirs(scratch, exist_ok=True)
         outf = os.path.join(scratch, "%s-%s.out" % (re.sub(r"\W", "", name), v))
         full = tool(outf) + cmd
-        self.res.setdefault("commands", {}).setdefault(figure, {})[v] = shq(tool("OUT") + ["PROG", "ARGS..."])
+        self.res.setdefault("commands", {}).setdefault(figure, {})[v] = shq(tool("OUT") + [label, "ARGS..."])
         failed = {"n": 0}
 
         def go(pad):
             rm(outf)
             r = run(full, stdin, self.env_pad(pad), self.a.timeout)
-            d = {"wall": r["wall"] if r["rc"] == 0 else None}
+            d = {"wall": r["wall"] if r["rc"] == 0 else None, "cpu": r.get("cpu") if r["rc"] == 0 else None}
             if r["rc"] != 0:
                 failed["n"] += 1
                 if failed["n"] == 1:
@@ -800,6 +816,14 @@ class Bench:
         m = re.search(r"resized:\s+(\d+) functions", text)
         if m:
             s["resized"] = int(m.group(1))
+        # where the CPU time went: "time: T s CPU: reading R, analysis A, search S, new map M, writing W"
+        m = re.search(r"^time:\s+([\d.]+) s CPU: (.*)$", text, re.M)
+        if m:
+            s["cpu_phases"] = dict([("total", float(m.group(1)))] + [
+                (k, float(v)) for k, v in re.findall(r"([a-z][a-z ]*?) ([\d.]+)", m.group(2))])
+        m = re.search(r"^search:\s+([\d.]+) s CPU.*", text, re.M)
+        if m:
+            s["hit_time_limit"] = "(time limit reached)" in m.group(0)
         return s
 
     def fig_stats(self):
@@ -827,13 +851,22 @@ class Bench:
     def fig_rewrite(self):
         """Each build (fp, nofp) of each program rewritten with its own map of the A input
         set; OUT must give every input set the original's output and exit status; then OUT
-        runs every input set under --validate and --check judges it."""
+        runs every input set under --validate and --check judges it.  Then OUT's run time
+        beside PROG's over randomized setups, and icpp-rewrite's time on a large map."""
         ent = {"present": os.path.exists(self.rewrite), "programs": {}, "programs_nofp": {}}
         self.res["rewrite"] = ent
         if not ent["present"]:
             self.save()
             return
         os.makedirs(os.path.join(self.work, "rewrite"), exist_ok=True)
+        outs = self.rewrite_programs(ent)
+        self.rewrite_overhead(outs)
+        self.rewrite_large(ent)
+
+    def rewrite_programs(self, ent):
+        """The per-program part of fig_rewrite; returns {name: {build: OUT}} of the
+        rewrites that succeeded."""
+        outs = {}
         maps = self.res.get("maps", {})
         for build in self.builds():
             for name in self.order:
@@ -863,6 +896,7 @@ class Bench:
                     continue
                 e["rewrite_s"] = wall
                 e.update(self.parse_rewrite(text))
+                outs.setdefault(name, {})[build] = out
                 same = e["same_output"] = []
                 for inp in prog["inputs"]:
                     stdin = inp["file"] if inp["stdin"] else None
@@ -883,6 +917,85 @@ class Bench:
                                  "kind": "offline" if inp is a else "online",
                                  "check": self.check(out + ".icppmap", rec)})
                 self.save()
+        return outs
+
+    def rewrite_overhead(self, outs):
+        """OUT's wall time beside PROG's, every build and input set of every rewritten
+        program, in the randomized setups of the overhead figures (as many as figure
+        sample's): per setup one pad and one random order over all of a program's runs;
+        the ratio OUT / PROG is taken within the setup (report.py)."""
+        cache = {}
+
+        def variants(name):
+            if name not in cache:
+                vs = {}
+                for build, out in outs.get(name, {}).items():
+                    for inp in self.programs[name]["inputs"]:
+                        k = "%s:%s:" % (build, inp["id"])
+                        plain = lambda o: []  # noqa: E731
+                        vs[k + "prog"] = self.variant(name, build, inp, plain, "rewrite_overhead", k + "prog")
+                        vs[k + "out"] = self.variant(name, build, inp, plain, "rewrite_overhead", k + "out",
+                                                     binary=out, label="OUT")
+                cache[name] = vs
+            return cache[name]
+        if outs:
+            self.setups(self.a.setups_sample, variants, "rewrite_overhead")
+
+    LARGE_MAP_PATHS = 200000     # issue #13: rewriting a map of this many paths takes < 10 s
+
+    def rewrite_large(self, ent):
+        """icpp-rewrite on a map of >= LARGE_MAP_PATHS call paths: tcc (fp) trained on
+        gen_inputs.tcc_paths (one run, ~270 k paths at scale 1), rewritten 3 times (wall,
+        CPU, peak RSS); OUT compiles that input as PROG does (exit status, output)."""
+        if "tcc" not in self.programs or self.programs["tcc"].get("distro"):
+            return
+        prog = self.programs["tcc"]
+        tmpl = prog["inputs"][0]
+        d = os.path.join(self.work, "rewrite", "large")
+        os.makedirs(d, exist_ok=True)
+        fname, data = gen_inputs.GENERATORS["tcc_paths"](1.0)
+        f = os.path.join(d, fname)
+        with open(f, "wb") as fh:
+            fh.write(data)
+        args = [f if x == tmpl["file"] else x for x in tmpl["args"]]
+        binary = prog["bins"]["fp"]
+        mp, out = os.path.join(d, "tcc-paths.icppmap"), os.path.join(d, "tcc-paths.arr")
+        le = ent["large"] = {"program": "tcc", "build": "fp", "generator": "tcc_paths", "input_bytes": len(data),
+                             "target_paths": self.LARGE_MAP_PATHS, "runs": []}
+        rm(mp)
+        tcmd = [self.train, "-q", "--fresh", "-o", mp, "--", binary] + args
+        log("large map: " + shq(tcmd))
+        r = run(tcmd, None, self.env, self.a.timeout)
+        le["train_cmd"] = shq([self.train, "-q", "--fresh", "-o", "MAP", "--", "tcc"] +
+                              [os.path.basename(x) if os.path.isabs(x) else x for x in args])
+        if r["rc"] != 0:
+            self.error("icpp-train (large map) tcc", tcmd, r)
+            return
+        le["map_bytes"] = os.path.getsize(mp)
+        p = subprocess.run([self.train, "--stats", mp], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
+        le["stats"] = self.parse_stats(p.stdout.decode(errors="replace"))
+        cmd = [self.rewrite, "-m", mp, "-o", out, binary]
+        le["cmd"] = shq([self.rewrite, "-m", "MAP", "-o", "OUT", "PROG"])
+        summary = os.path.join(d, "summary.txt")
+        for k in range(3):
+            rm(out)
+            log("large map: %s (run %d of 3)" % (shq(cmd), k + 1))
+            r = run_usage(cmd, self.env, self.a.timeout, stdout=summary if k == 0 else None)
+            if r["rc"] != 0:
+                self.error("icpp-rewrite (large map) tcc", cmd, r)
+                break
+            le["runs"].append({x: r[x] for x in ("wall", "cpu", "rss_kb")})
+            if k == 0:
+                with open(summary, errors="replace") as fh:
+                    text = fh.read()
+                le.update(self.parse_rewrite(text))
+            self.save()
+        if le["runs"]:
+            le["same_output"] = self.outcome([binary] + args, None, self.env, self.a.timeout) == \
+                self.outcome([out] + args, None, self.env, self.a.timeout)
+        self.save()
+        for x in (mp, out, out + ".icppmap", f, summary):
+            rm(x)
 
 
 class TrendFigure:

@@ -106,14 +106,15 @@ def si(x):
     return "%.0f" % x
 
 
-def walls(runs, v):
-    return [r[v]["wall"] for r in runs if v in r and r[v].get("wall")]
+def walls(runs, v, key="wall"):
+    return [r[v][key] for r in runs if v in r and r[v].get(key)]
 
 
-def ratios(runs, v, base="plain"):
+def ratios(runs, v, base="plain", key="wall"):
+    """Per setup, v's time over base's (key: "wall", or "cpu" where measure.py recorded it)."""
     out = []
     for r in runs:
-        a, b = r.get(v, {}).get("wall"), r.get(base, {}).get("wall")
+        a, b = r.get(v, {}).get(key), r.get(base, {}).get(key)
         if a and b:
             out.append(a / b)
     return out
@@ -971,11 +972,109 @@ class Report:
                 self.w("Mean over programs (fp builds), precise by distinct paths after ARR: offline %s (paper 88%%), "
                        "online %s (paper 74%%)." % (pct(statistics.fmean(off_all)) if off_all else "n/a",
                                                     pct(statistics.fmean(on_all)) if on_all else "n/a"))
-            self.w("Not measured yet: run-time overhead of the rewritten binaries.")
+                self.w()
+            self.rewrite_overhead(rw)
+            self.rewrite_large(rw.get("large"))
         else:
             self.w("Pending: `icpp-rewrite` does not exist yet (issue #6). When it does, this section gets CID")
             self.w("uniqueness after ARR (paper: 88% offline, 74% online), search time and stack growth")
             self.w("(paper: 1.13x geomean, 2.54x max).")
+            self.w()
+
+    def rewrite_overhead(self, rw):
+        """Run time of OUT beside PROG's (measure.py rewrite_overhead): one row per build and input set."""
+        data = self.r.get("rewrite_overhead", {})
+        self.w("Run time of the rewritten binaries: every OUT above beside its PROG on every input set, in")
+        self.w("randomized setups as in sections 1 and 2 (%d setups: per setup one stack pad and one random" %
+               self.r["meta"].get("setups_sample", 0))
+        self.w("order over all runs of the program, both builds); the ratio is OUT's time over PROG's in the")
+        self.w("same setup, median and 95% interval over the setups: wall time, and CPU time (user + system,")
+        self.w("from the kernel's accounting of the child), which other work on a shared machine disturbs less.")
+        self.w()
+        rows = []
+        for build, key in (("fp", "programs"), ("nofp", "programs_nofp")):
+            for n in self.order:
+                e = rw.get(key, {}).get(n)
+                if not e or "error" in e:
+                    continue
+                runs = data.get(n, {}).get("runs", [])
+                for inp in self.r["programs"][n]["inputs"]:
+                    k = "%s:%s:" % (build, inp["id"])
+                    s = {key: ratio_summary(ratios(runs, k + "out", k + "prog", key)) for key in ("wall", "cpu")}
+                    if self.a.check and not s["wall"].get("n"):
+                        self.bad("run time of rewritten %s (%s) on %s: no ratio" % (n, build, inp["id"]))
+                    rows.append({"what": "%s %s %s" % (n, build, inp["id"]), "s": s, "cells": [
+                        n, build, e.get("resized", "n/a"), inp["id"],
+                        num(statistics.median(walls(runs, k + "prog")) if walls(runs, k + "prog") else None, "%.3f"),
+                        fmt_ratio(s["wall"], 3), fmt_ratio(s["cpu"], 3)]})
+        if not rows:
+            self.w("Not measured in this run.")
+            self.w()
+            return
+        self.w("| program | build | functions resized | input | PROG wall s | OUT / PROG, wall | OUT / PROG, CPU |")
+        self.w("|---|---|---|---|---|---|---|")
+        for row in rows:
+            self.w("| %s |" % " | ".join(str(c) for c in row["cells"]))
+        self.w()
+        for key, label in (("wall", "Wall time"), ("cpu", "CPU time")):
+            ss = [(row["what"], row["s"][key]) for row in rows if row["s"][key].get("n")]
+            if not ss:
+                continue
+            slower = ["%s %s" % (w, fmt_ratio(s, 3)) for w, s in ss if s.get("significant") and s["lo"] > 1.0]
+            faster = ["%s %s" % (w, fmt_ratio(s, 3)) for w, s in ss if s.get("significant") and s["hi"] < 1.0]
+            self.w("%s: geomean of the median ratios %.3fx over %d rows; significantly slower (95%% interval "
+                   "above 1.0): %s%s." % (label, geomean([s["median"] for _, s in ss]), len(ss),
+                                         "; ".join(slower) if slower else "none",
+                                         ("; significantly faster: " + "; ".join(faster)) if faster else ""))
+        self.w("(At 95%%, about one interval in 20 excludes 1.0 by chance alone: ~%.1f of each kind's %d rows.)" %
+               (0.05 * len(rows), len(rows)))
+        self.w()
+
+    def rewrite_large(self, le):
+        """icpp-rewrite's time on a large map (measure.py rewrite_large)."""
+        if not le:
+            return
+        target = le.get("target_paths", 200000)
+        st = le.get("stats", {})
+        self.w("Rewriting time on a large map (issue #13: under 10 s for a map of %d k paths): %s (%s) trained once" %
+               (target // 1000, le.get("program"), le.get("build")))
+        self.w("on `bench/gen_inputs.py OUTDIR %s 1` (%s bytes of C: a deep expression of random operators per" %
+               (le.get("generator"), si(le.get("input_bytes")).strip()))
+        self.w("function), `%s`; then `%s`, 3 runs." % (self.rel(le.get("train_cmd", "")), self.rel(le.get("cmd", ""))))
+        self.w()
+        runs = le.get("runs", [])
+        if "paths" not in st or not runs:
+            self.w("No figure: see the failures below.")
+            self.w()
+            return
+        med = lambda k: statistics.median(x[k] for x in runs)  # noqa: E731
+        ph = le.get("cpu_phases", {})
+        up = le.get("unique_paths")
+        self.w("| call paths | contexts | distinct CIDs | map KiB | wall s (median; runs) | CPU s | peak RSS MiB "
+               "| unique paths before -> after | stack growth |")
+        self.w("|---|---|---|---|---|---|---|---|---|")
+        self.w("| %d | %s | %s | %.0f | %.2f (%s) | %.2f | %.0f | %s | %s |" % (
+            st["paths"], st.get("contexts", "n/a"), st.get("cids", "n/a"), le.get("map_bytes", 0) / 1024,
+            med("wall"), ", ".join("%.2f" % x["wall"] for x in runs), med("cpu"), med("rss_kb") / 1024,
+            ("%.1f%% -> %.1f%%" % tuple(up)) if up else "n/a", ("x%.2f" % le["growth"]) if "growth" in le else "n/a"))
+        self.w()
+        if ph:
+            self.w("CPU by phase (first run, icpp-rewrite's own `time:` line): %s; the search stops at `--time-limit`"
+                   % ", ".join("%s %.2f s" % (k, v) for k, v in ph.items() if k != "total"))
+            self.w("(6 s of CPU by default)%s." % (": it was reached" if le.get("hit_time_limit") else
+                                                   ", not reached here"))
+        big = st["paths"] >= target
+        if big and med("wall") < 10:
+            verdict = "met"
+        elif big and med("cpu") < 10:
+            verdict = "**not met** in wall time, met in CPU time (%.2f s): wall time counts the load" % med("cpu")
+        else:
+            verdict = "**not met**" + ("" if big else " (the map is smaller than the target)")
+        self.w("Target (%d k paths or more in < 10 s): %d paths, %.2f s wall (median): %s." % (
+            target // 1000, st["paths"], med("wall"), verdict))
+        if "same_output" in le:
+            self.w("OUT compiles that input with PROG's exit status and output: %s." % (
+                "yes" if le["same_output"] else "**no**"))
         self.w()
 
     def trend(self):
