@@ -419,6 +419,7 @@ class Bench:
         c = {k: j.get(k) for k in ("samples", "with_truth", "truncated_truth", "distinct_paths",
                                    "by_samples", "by_paths", "call_sites", "no_truth", "learning",
                                    "by_learned_contexts", "inferred", "uncertain", "by_samples_recursion_folded",
+                                   "ambiguous_by_reason", "ambiguous_by_reason_recursion_folded",
                                    "plt_samples", "cold_part_samples")}
         ex = []
         for s in j.get("incorrect_samples") or []:

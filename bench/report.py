@@ -1077,6 +1077,40 @@ class Report:
                 "yes" if le["same_output"] else "**no**"))
         self.w()
 
+    def rewrite_reasons(self):
+        """Section 6's offline samples that stay ambiguous after rewriting, by why no padding separates
+        them (--check's ambiguous_by_reason, docs/resolve.md), unfolded and recursion-folded."""
+        rw = self.r.get("rewrite") or {}
+        rows = []
+        for build, key in (("fp", "programs"), ("nofp", "programs_nofp")):
+            for n in self.order:
+                e = rw.get(key, {}).get(n) or {}
+                for row in e.get("precision", []):
+                    c = row.get("check", {})
+                    if row["kind"] != "offline" or not c.get("with_truth") or "ambiguous_by_reason" not in c:
+                        continue
+                    cells = [n, build]
+                    for k in ("ambiguous_by_reason", "ambiguous_by_reason_recursion_folded"):
+                        r = c.get(k) or {}
+                        share = [100.0 * r.get(x, 0) / c["with_truth"]
+                                 for x in ("same-call-edges", "same-functions", "separable")]
+                        cells += [pct(x) for x in share] + [pct(100.0 - share[0] - share[1])]
+                    rows.append(cells)
+        if not rows:
+            return
+        self.w("Offline samples still ambiguous after rewriting, by reason (`--check`'s `ambiguous_by_reason`,")
+        self.w("docs/resolve.md), in % of the judged samples: a candidate other than the truth has the truth's")
+        self.w("call edges in another order (no padding of functions or call edges separates them), its functions")
+        self.w("in another order (no padding of functions does), or other functions (separable); \"ceiling\" is")
+        self.w("the precision no resizing can exceed on that recording (100% minus the first two).")
+        self.w()
+        self.w("| program | build | same edges | same functions | separable | ceiling | folded: same edges "
+               "| same functions | separable | ceiling |")
+        self.w("|---|---|---|---|---|---|---|---|---|---|")
+        for cells in rows:
+            self.w("| %s |" % " | ".join(cells))
+        self.w()
+
     def trend(self):
         tr = self.r.get("trend")
         if tr is None:
@@ -1189,6 +1223,7 @@ class Report:
         self.cfi()
         self.large()
         self.rewrite()
+        self.rewrite_reasons()
         statsfig.render(self)
         self.trend()
         self.errors()

@@ -6,6 +6,7 @@
 #include "fold.h"
 #include "hmap.h"
 #include "mapset.h"
+#include "pathsig.h"
 #include "output.h"
 #include "replay.h"
 #include "resolve.h"
@@ -32,6 +33,17 @@ enum {
     V_INF_AMB_BAD,      /* ... the true one not among them */
     V_MAX
 };
+/* Why an ambiguous sample's other candidates stay with the truth, as far as
+ * padding goes (lib/pathsig.h), the most binding reason over the candidates. */
+enum {
+    R_SEPARABLE = 0,    /* every other candidate has other functions: a padding could separate them */
+    R_SAME_FUNCS,       /* one has the truth's functions in another order: no function padding can */
+    R_SAME_EDGES,       /* one has the truth's call edges in another order: no call-edge padding either */
+    R_TRUNCATED,        /* the true stack was cut by the stack copy: not classified */
+    R_MAX
+};
+static const char *rname[R_MAX] = {"separable", "same-functions", "same-call-edges", "truncated-truth"};
+
 static const char *vname[V_MAX] = {"precise", "ambiguous-containing-truth", "incorrect", "missing", "unresolved",
                                    "uncertain-containing-truth", "uncertain-not-containing-truth",
                                    "inferred-correct", "inferred-incorrect", "inferred-ambiguous-containing-truth",
@@ -49,6 +61,7 @@ typedef struct tally {
     uint64_t by_alt[V_MAX];     /* samples made uncertain by an untrained path through an active context */
     uint64_t no_truth_by[ICPP_UW_MAX];
     uint64_t folded[V_MAX];     /* the same samples judged on recursion-folded paths (fold_verdict) */
+    uint64_t why[2][R_MAX];     /* ambiguous samples by reason (amb_reason); [1]: on folded paths */
     uint64_t plt[V_MAX + 1];    /* samples whose pc is in a PLT stub, by verdict ([V_MAX]: no truth) */
     uint64_t cold[V_MAX + 1];   /* samples with a frame in a cold part (docs/definitions.md) */
 } tally;
@@ -177,6 +190,42 @@ static int fold_verdict(icpp_folder *fo, const icpp_resolution *r, const int64_t
         if (t[i] >= 0)
             q[len++] = t[i];
     return icpp_fold_hash(q, icpp_fold_path(q, (size_t)len)) == h0 ? V_PRECISE : V_INCORRECT;
+}
+
+/* The reason (R_*) of a sample whose candidates r hold the truth q[0..nq)
+ * and others: over the candidates that are not the truth (fo: whose folded
+ * path is not the truth's, whose folded hash is qh), the most binding
+ * icpp_pathsig_sep. */
+static int amb_reason(const icpp_pathmap *pm, icpp_folder *fo, const icpp_resolution *r, const int64_t *q, int nq,
+                      uint64_t qh, int complete)
+{
+    if (!complete)
+        return R_TRUNCATED;
+    icpp_pathsig ts = icpp_pathsig_of(q, (size_t)nq);
+    int why = R_SEPARABLE;
+    for (uint32_t i = 0; i < r->ncand; i++) {
+        if (fo && icpp_folder_hash(fo, r->cand[i].node) == qh)
+            continue;
+        uint32_t p[MAXF];
+        uint32_t d = icpp_pathmap_path(pm, r->cand[i].node, p, MAXF);
+        if (d > MAXF)
+            continue;
+        int64_t c[MAXF];
+        int same = (int)d == nq;
+        for (uint32_t j = 0; j < d; j++) {
+            c[j] = p[j];
+            same = same && c[j] == q[j];
+        }
+        if (same)
+            continue;   /* the truth itself */
+        icpp_pathsig cs = icpp_pathsig_of(c, d);
+        int k = icpp_pathsig_sep(&ts, &cs) == ICPP_SEP_SAME_EDGES  ? R_SAME_EDGES
+              : icpp_pathsig_sep(&ts, &cs) == ICPP_SEP_SAME_FUNCS ? R_SAME_FUNCS
+                                                                  : R_SEPARABLE;
+        if (k > why)
+            why = k;
+    }
+    return why;
 }
 
 static double pc(uint64_t a, uint64_t b)
@@ -311,7 +360,26 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             t.by_alt[v] += r.alternative;
         }
         t.fn[v]++;
-        t.folded[fold_verdict(&folders[k], &r, tp, nt, complete, v)]++;
+        int fv = fold_verdict(&folders[k], &r, tp, nt, complete, v);
+        t.folded[fv]++;
+        if (v == V_AMBIG_OK || fv == V_AMBIG_OK) {
+            static int64_t q[MAXF];     /* the truth as the map's functions (matches' projection) */
+            int nq = 0;
+            for (int i = 0; i < nt; i++)
+                if (tp[i] >= 0)
+                    q[nq++] = tp[i];
+            if (v == V_AMBIG_OK)
+                t.why[0][amb_reason(pm, NULL, &r, q, nq, 0, complete)]++;
+            if (fv == V_AMBIG_OK) {
+                uint64_t qh = 0;
+                if (complete) {
+                    static int64_t qf[MAXF];
+                    memcpy(qf, q, (size_t)nq * sizeof *qf);
+                    qh = icpp_fold_hash(qf, icpp_fold_path(qf, (size_t)nq));
+                }
+                t.why[1][amb_reason(pm, &folders[k], &r, q, nq, qh, complete)]++;
+            }
+        }
         t.plt[v] += in_plt;
         t.cold[v] += in_cold;
         if (b >= 0 && (size_t)b < nvbin)
@@ -404,6 +472,11 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         fprintf(out, "},\n \"by_samples_recursion_folded\": {");
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.folded[v]);
+        for (int w = 0; w < 2; w++) {
+            fprintf(out, "},\n \"ambiguous_by_reason%s\": {", w ? "_recursion_folded" : "");
+            for (int k = 0; k < R_MAX; k++)
+                fprintf(out, "%s\"%s\": %" PRIu64, k ? ", " : "", rname[k], t.why[w][k]);
+        }
         fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
                 t.site_precise, t.site_contains);
         fprintf(out, " \"aligned_matches\": %" PRIu64 ",\n", t.aligned);
@@ -497,6 +570,16 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                 pc(t.fn[0] + t.fn[1], judged));
         fprintf(out, "recursion folded: precise %.2f%%, ambiguous-containing-truth %.2f%%, incorrect %.2f%% of samples\n",
                 pc(t.folded[V_PRECISE], judged), pc(t.folded[V_AMBIG_OK], judged), pc(t.folded[V_INCORRECT], judged));
+        for (int w = 0; w < 2; w++) {
+            if (!(w ? t.folded[V_AMBIG_OK] : t.fn[V_AMBIG_OK]))
+                continue;
+            fprintf(out, "%sambiguous by reason: same call edges in another order %.2f%%, same functions in another "
+                         "order %.2f%%, separable %.2f%%", w ? "recursion folded, " : "", pc(t.why[w][R_SAME_EDGES], judged),
+                    pc(t.why[w][R_SAME_FUNCS], judged), pc(t.why[w][R_SEPARABLE], judged));
+            if (t.why[w][R_TRUNCATED])
+                fprintf(out, ", truncated truth %.2f%%", pc(t.why[w][R_TRUNCATED], judged));
+            fputs(" of samples\n", out);
+        }
         fprintf(out, "call-site level: precise %.2f%%, containing the truth %.2f%% of samples\n",
                 pc(t.site_precise, judged), pc(t.site_contains, judged));
         for (size_t i = 0; ms->nbins > 1 && i < ms->nbins && i < nvbin; i++) {
