@@ -47,6 +47,7 @@ struct icpp_cidx {
     icpp_cand *pz;          /* scratch: the candidates left after pruning */
     size_t     pzcap;
     icpp_hmap  alt;         /* (func, height) -> 1 + active alternatives found by completion */
+    icpp_hmap  routes;      /* (func, height) -> 1 + routes to the CID through known contexts (capped) */
     icpp_plt  *plt;         /* samples in PLT stubs (lib/plt.h), made on first use */
 };
 
@@ -257,6 +258,7 @@ void icpp_cidx_free(icpp_cidx *x)
     icpp_hmap_free(&x->funcs);
     icpp_hmap_free(&x->sigfunc);
     icpp_hmap_free(&x->alt);
+    icpp_hmap_free(&x->routes);
     free(x->act);
     free(x->pz);
     free(x->sig);
@@ -370,6 +372,67 @@ static int active_alternative(icpp_cidx *x, const icpp_rmodule *rm, const icpp_r
     return n > 0;
 }
 
+#define ROUTES_CAP (1u << 20)
+
+/* Routes from a root to CID (func, height) through known contexts: a
+ * context's routes are the sum of those of the distinct contexts its known
+ * paths' parents are at (a root's parent: 1).  More routes than known paths
+ * means the known paths recombine -- a path the map does not have (one
+ * part of some known path, the rest of another) reaches the same CID.
+ * Memoized per CID; capped at ROUTES_CAP; a cycle counts as 1. */
+static uint64_t routes(icpp_cidx *x, uint32_t func, int64_t height, int depth)
+{
+    uint64_t *v = icpp_hmap_get(&x->routes, func, (uint64_t)height);
+    if (v)
+        return *v ? *v - 1 : 1;         /* 0: being computed (a cycle) */
+    if (depth > 4096 || icpp_hmap_put(&x->routes, func, (uint64_t)height, 0) < 0)
+        return 1;
+    const icpp_cand *c;
+    uint32_t n = icpp_cidx_lookup(x, func, height, &c);
+    uint64_t sum = 0;
+    int root = 0;
+    /* distinct parent CIDs: few per CID, so a quadratic check */
+    for (uint32_t i = 0; i < n && sum < ROUTES_CAP; i++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(x->pm, c[i].node);
+        if (!nd->parent) {
+            root = 1;
+            continue;
+        }
+        const icpp_pm_node *pn = icpp_pathmap_node(x->pm, nd->parent);
+        for (uint32_t k = 0; k < pn->nheights && sum < ROUTES_CAP; k++) {
+            int dup = 0;
+            for (uint32_t j = 0; j < i && !dup; j++) {
+                const icpp_pm_node *qd = icpp_pathmap_node(x->pm, c[j].node);
+                if (!qd->parent)
+                    continue;
+                const icpp_pm_node *qn = icpp_pathmap_node(x->pm, qd->parent);
+                if (qn->func != pn->func)
+                    continue;
+                for (uint32_t m = 0; m < qn->nheights && !dup; m++)
+                    dup = qn->heights[m].height == pn->heights[k].height;
+            }
+            for (uint32_t m = 0; m < k && !dup; m++)
+                dup = pn->heights[m].height == pn->heights[k].height;
+            if (!dup)
+                sum += routes(x, pn->func, pn->heights[k].height, depth + 1);
+        }
+    }
+    sum += (uint64_t)root;
+    if (!sum)
+        sum = 1;
+    if (sum > ROUTES_CAP)
+        sum = ROUTES_CAP;
+    v = icpp_hmap_get(&x->routes, func, (uint64_t)height);
+    if (v)
+        *v = sum + 1;
+    return sum;
+}
+
+uint64_t icpp_cidx_routes(icpp_cidx *x, uint32_t func, int64_t height)
+{
+    return routes(x, func, height, 0);
+}
+
 /* A missing CID: inferred if the completer finds paths, else missing. */
 static void complete_missing(icpp_cidx *x, const icpp_rmodule *rm, const icpp_rsample *s, icpp_resolution *out)
 {
@@ -452,8 +515,12 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
      * not sure.  (Also flagging confirmed CIDs that completion can reach by
      * an untrained path turned 70-80% of lua's online samples uncertain:
      * the static graph lets an interpreter reach almost anything.) */
-    if (!seen && (uint64_t)out->func < x->nnovel && x->novel[out->func])
+    int novel = (uint64_t)out->func < x->nnovel && x->novel[out->func];
+    if (!seen && novel)
         out->kind = ICPP_RES_UNCERTAIN;
+    else if (novel && out->ncand == 1 && out->learned_total < ICPP_ROUTE_CONFIRM &&
+             icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1)
+        out->kind = ICPP_RES_UNCERTAIN;     /* one learn sample, and known contexts recombine into this CID */
     else if (!seen && x->evidence && x->cpl && !s->func->plt && !any_active(x, out) &&
              active_alternative(x, rm, s, (uint32_t)out->func)) {
         out->kind = ICPP_RES_UNCERTAIN;

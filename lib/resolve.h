@@ -38,8 +38,25 @@ void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
  * this recording's learn samples never confirmed at its CID is reported
  * ICPP_RES_UNCERTAIN instead of precise or ambiguous: the run does with f
  * what training did not, and an untrained path may share the CID (the
- * weight still goes to the candidates).  The array must outlive x. */
+ * weight still goes to the candidates); so is one that a single learn
+ * sample confirmed where known contexts recombine (ICPP_ROUTE_CONFIRM).
+ * The array must outlive x. */
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
+
+/* Routes from a root to CID (func, height) through the map's known contexts
+ * (trained or learned), counting a context's routes as the sum of those of
+ * the distinct contexts its known paths' parents are at; capped at 2^20.
+ * More routes than known paths at the CID: the known paths recombine -- a
+ * path the map lacks (part of one known path, the rest of another) reaches
+ * the same CID.  Memoized per CID. */
+uint64_t icpp_cidx_routes(icpp_cidx *x, uint32_t func, int64_t height);
+
+/* A one-candidate CID of a novel function (icpp_cidx_set_novel) that fewer
+ * than this many of the recording's learn samples confirmed is reported
+ * ICPP_RES_UNCERTAIN where icpp_cidx_routes finds more than one route: one
+ * learn sample at a CID that deep recursion can reach by other arrangements
+ * is not enough (docs/resolve.md, "Never precise and wrong"). */
+#define ICPP_ROUTE_CONFIRM 2
 
 /* Weigh candidates by this recording's learn samples (docs/resolve.md,
  * "Never precise and wrong"): of several candidates, drop those no learn
