@@ -18,7 +18,8 @@ REC_FLAGS="$COMMON -mgeneral-regs-only -fno-builtin -fno-tree-loop-distribute-pa
 echo "== build"
 for f in recorder sys trap; do $CC -c $REC_FLAGS "$A/$f.c" -o "$O/$f.o"; done
 $CC -c -I"$A" "$A/tramp.S" -o "$O/tramp.o"
-for f in patch reloc lde; do $CC -c $COMMON "$A/$f.c" -o "$O/$f.o"; done
+for f in patch reloc; do $CC -c $COMMON "$A/$f.c" -o "$O/$f.o"; done
+$CC -c $COMMON "$ROOT/lib/lde.c" -o "$O/lde.o"      # lib/lde.c: shared with the function table
 $CC -c $COMMON "$ROOT/lib/err.c" -o "$O/err.o"
 $CC -c $COMMON "$A/tests/testpreload.c" -o "$O/testpreload.o"
 AGENT_OBJS="$O/recorder.o $O/sys.o $O/trap.o $O/tramp.o $O/patch.o $O/reloc.o $O/lde.o $O/err.o"
@@ -34,13 +35,13 @@ UNDEF=$(nm -u "$O/recorder.o" "$O/sys.o" "$O/trap.o" "$O/tramp.o" | awk 'NF==2{p
         grep -v -x -e _GLOBAL_OFFSET_TABLE_ -e icpp_agent_maps_find -e icpp_agent_list_threads -e icpp_agent_record -e icpp_agent_tls_ \
                    -e icpp_agent_restore_rt -e icpp_agent_utoa -e icpp_agent_int3_reset || true)
 if [ -n "$UNDEF" ]; then echo "FAIL: recorder objects reference: $UNDEF"; exit 1; fi
-# The length decoder (lde.c) is plain C: no libc, nothing outside itself.
+# The length decoder (lib/lde.c) is plain C: no libc, nothing outside itself.
 UNDEF=$(nm -u "$O/lde.o" | awk 'NF==2{print $2}' | grep -v -x _GLOBAL_OFFSET_TABLE_ || true)
 if [ -n "$UNDEF" ]; then echo "FAIL: lde.o references: $UNDEF"; exit 1; fi
 echo "  ok"
 
 echo "== relocation unit tests"
-$CC -O1 -g -Wall -D_GNU_SOURCE -I"$ROOT/lib" "$A/tests/test_reloc.c" "$A/reloc.c" "$A/lde.c" -lZydis -o "$O/test_reloc"
+$CC -O1 -g -Wall -D_GNU_SOURCE -I"$ROOT/lib" "$A/tests/test_reloc.c" "$A/reloc.c" "$ROOT/lib/lde.c" -lZydis -o "$O/test_reloc"
 "$O/test_reloc"
 
 echo "== end-to-end program"
