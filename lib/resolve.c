@@ -374,12 +374,13 @@ static int active_alternative(icpp_cidx *x, const icpp_rmodule *rm, const icpp_r
 
 #define ROUTES_CAP (1u << 20)
 
-/* Routes from a root to CID (func, height) through known contexts: a
- * context's routes are the sum of those of the distinct contexts its known
- * paths' parents are at (a root's parent: 1).  More routes than known paths
- * means the known paths recombine -- a path the map does not have (one
- * part of some known path, the rest of another) reaches the same CID.
- * Memoized per CID; capped at ROUTES_CAP; a cycle counts as 1. */
+/* Routes from a root to CID (func, height) through contexts this run was
+ * seen in: a context's routes are the sum of those of the distinct contexts
+ * the parents of its known paths with learn samples are at (a root's
+ * parent, or none with learn samples: 1).  More routes than known paths
+ * means the known paths recombine -- a path the map does not have (one part
+ * of some known path, the rest of another) reaches the same CID.  Memoized
+ * per CID; capped at ROUTES_CAP; a cycle counts as 1. */
 static uint64_t routes(icpp_cidx *x, uint32_t func, int64_t height, int depth)
 {
     uint64_t *v = icpp_hmap_get(&x->routes, func, (uint64_t)height);
@@ -394,6 +395,8 @@ static uint64_t routes(icpp_cidx *x, uint32_t func, int64_t height, int depth)
     /* distinct parent CIDs: few per CID, so a quadratic check */
     for (uint32_t i = 0; i < n && sum < ROUTES_CAP; i++) {
         const icpp_pm_node *nd = icpp_pathmap_node(x->pm, c[i].node);
+        if (!c[i].learned && !icpp_cidx_node_learned(x, c[i].node))
+            continue;       /* a context this run's learn samples never passed through */
         if (!nd->parent) {
             root = 1;
             continue;

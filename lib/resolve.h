@@ -43,9 +43,10 @@ void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
  * The array must outlive x. */
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
 
-/* Routes from a root to CID (func, height) through the map's known contexts
- * (trained or learned), counting a context's routes as the sum of those of
- * the distinct contexts its known paths' parents are at; capped at 2^20.
+/* Routes from a root to CID (func, height) through known contexts (trained
+ * or learned) that this recording's learn samples passed through, counting
+ * a context's routes as the sum of those of the distinct contexts its known
+ * paths' parents are at; capped at 2^20.
  * More routes than known paths at the CID: the known paths recombine -- a
  * path the map lacks (part of one known path, the rest of another) reaches
  * the same CID.  Memoized per CID. */

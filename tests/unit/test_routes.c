@@ -1,4 +1,4 @@
-/* test_routes.c -- icpp_cidx_routes: routes to a CID through known contexts, on hand-made maps. */
+/* test_routes.c -- icpp_cidx_routes: routes to a CID through contexts learn samples saw, on hand-made maps. */
 #include "check.h"
 #include "pathmap.h"
 #include "resolve.h"
@@ -8,11 +8,14 @@
 static icpp_pathmap *pm;
 static uint32_t F[8];
 
+static int seen = 1;     /* contexts made by at() got a learn sample */
+
 /* A child of parent running function f, entered at height h. */
 static uint32_t at(uint32_t parent, int f, int64_t h)
 {
     uint32_t k = 0;
-    CHECK(icpp_pathmap_child(pm, parent, F[f], &k) == 0 && icpp_pathmap_add_height(pm, k, h, 1) == 0, "build");
+    CHECK(icpp_pathmap_child(pm, parent, F[f], &k) == 0 && icpp_pathmap_add_height(pm, k, h, 1) == 0 &&
+              (!seen || icpp_pathmap_add_learned(pm, k, h, 1) == 0), "build");
     return k;
 }
 
@@ -48,6 +51,22 @@ int main(void)
     CHECK(r_a == 1 && r_z == 1 && r_main == 1, "one route: a %llu, z %llu, main %llu", (unsigned long long)r_a,
           (unsigned long long)r_z, (unsigned long long)r_main);
     CHECK(icpp_cidx_routes(x, F[LEAF], 300) == 2, "memoized: the same answer again");
+    icpp_cidx_free(x);
+    icpp_pathmap_free(pm);
+
+    /* The same map, but no learn sample went through main;b: the route
+     * through it is not one this run was seen in. */
+    pm = icpp_pathmap_new();
+    CHECK(pm && icpp_pathmap_add_module(pm, "/bin/p", &bid, 0, &mod) == 0, "module");
+    for (int i = 0; i < 8; i++)
+        CHECK(icpp_pathmap_add_func(pm, mod, 0x1000 + 0x100 * (uint64_t)i, names[i], &F[i]) == 0, "func");
+    m = at(0, MAIN, 8);
+    at(at(at(m, A, 100), X, 200), LEAF, 300);
+    seen = 0;
+    at(at(at(m, B, 100), X, 200), Y, 300);
+    seen = 1;
+    x = icpp_cidx_build(pm, &err);
+    CHECK(x && icpp_cidx_routes(x, F[LEAF], 300) == 1, "a route through unseen contexts does not count");
     icpp_cidx_free(x);
     icpp_pathmap_free(pm);
 
