@@ -94,7 +94,7 @@ int main(void)
     /* Shifts: paddings g 16, p 32, r 48, main 64; q is in libc. */
     icpp_arr_pad pads[] = {{0x2000, 16}, {0x3000, 32}, {0x5000, 48}, {0x1000, 64}, {0x9000, 80}};
     icpp_arr_func_pads(pm, pads, sizeof pads / sizeof *pads, fpad);
-    icpp_arr_shifts(pm, caller, fpad, shift);
+    icpp_arr_shifts(pm, caller, fpad, NULL, shift);
     CHECK(shift[nd[1]] == 0, "main: nothing above it");
     CHECK(shift[nd[2]] == 64, "main;g: main's padding (%lld)", (long long)shift[nd[2]]);
     CHECK(shift[nd[3]] == 80, "main;g;p: main + g");
@@ -102,27 +102,27 @@ int main(void)
     CHECK(shift[nd[5]] == 80, "main;g;n: main + g");
     CHECK(shift[nd[7]] == 64 + 48, "main;r;r: main + r");
     CHECK(shift[nd[8]] == 64 + 48 + 48, "recursion multiplies: main + r + r (%lld)", (long long)shift[nd[8]]);
-    icpp_arr_shifts(pm, NULL, fpad, shift);
+    icpp_arr_shifts(pm, NULL, fpad, NULL, shift);
     CHECK(shift[nd[4]] == 112, "along parents p counts (%lld)", (long long)shift[nd[4]]);
 
     /* The padded map. */
     icpp_build_id nb;
     const icpp_build_id *ob = &icpp_pathmap_module(pm, icpp_pathmap_main(pm))->build_id;
-    icpp_arr_build_id(ob, pads, sizeof pads / sizeof *pads, &nb);
+    icpp_arr_build_id(ob, pads, sizeof pads / sizeof *pads, NULL, 0, &nb);
     CHECK(nb.len == 20 && memcmp(nb.bytes, ob->bytes, 20) != 0, "a new build-id of the same length");
     icpp_build_id nb2;
     icpp_arr_pad rev[] = {pads[4], pads[3], pads[2], pads[1], pads[0], {0x7000, 0}};
-    icpp_arr_build_id(ob, rev, sizeof rev / sizeof *rev, &nb2);
+    icpp_arr_build_id(ob, rev, sizeof rev / sizeof *rev, NULL, 0, &nb2);
     CHECK(!memcmp(nb.bytes, nb2.bytes, 20), "the build-id ignores order and zero paddings");
     icpp_arr_pad other[] = {{0x2000, 32}};
-    icpp_arr_build_id(ob, other, 1, &nb2);
+    icpp_arr_build_id(ob, other, 1, NULL, 0, &nb2);
     CHECK(memcmp(nb.bytes, nb2.bytes, 20) != 0, "other paddings, another build-id");
     icpp_build_id none = {0, {0}};
-    icpp_arr_build_id(&none, NULL, 0, &nb2);
+    icpp_arr_build_id(&none, NULL, 0, NULL, 0, &nb2);
     CHECK(nb2.len == 20, "no old build-id: 20 bytes");
 
     icpp_err err;
-    icpp_pathmap *out = icpp_arr_apply(pm, caller, pads, sizeof pads / sizeof *pads, "/bin/prog.arr", &nb, &err);
+    icpp_pathmap *out = icpp_arr_apply(pm, caller, pads, sizeof pads / sizeof *pads, NULL, 0, "/bin/prog.arr", &nb, &err);
     CHECK(out != NULL, "apply: %s", out ? "" : err.msg);
     if (out) {
         CHECK(icpp_pathmap_nnodes(out) == nn, "same paths");
