@@ -304,6 +304,15 @@ int rw_image_add_segment(rw_image *img, const rw_newseg *ns, icpp_err *err)
             at += l;
         }
         memcpy(sy + nloc + ns->nsyms, os + nloc, (nsym_old - nloc) * sizeof *sy);
+        /* Labels in the moved sections (__GNU_EH_FRAME_HDR, __FRAME_END__)
+         * move with them, to the same offset or the new end. */
+        for (size_t i = 0; i < nsym_old + ns->nsyms; i++) {
+            const Elf64_Shdr *o = sy[i].st_shndx == i_eh ? s_eh : sy[i].st_shndx == i_hdr ? s_hdr : NULL;
+            if (!o || sy[i].st_value < o->sh_addr)
+                continue;
+            uint64_t rel = sy[i].st_value - o->sh_addr, nsize = sh[sy[i].st_shndx].sh_size;
+            sy[i].st_value = sh[sy[i].st_shndx].sh_addr + (rel < nsize ? rel : nsize);
+        }
         sh[i_str].sh_offset = o_str;
         sh[i_str].sh_size = str_len;
         sh[i_sym].sh_offset = o_sym;
