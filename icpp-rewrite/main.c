@@ -60,6 +60,8 @@ static const char *usage_text =
     "                           another order -- is separated by sending chosen\n"
     "                           direct calls through stubs that lower the stack;\n"
     "                           see docs/rewrite.md).\n"
+    "      --wrap ADDR          also wrap the direct call at link-time address\n"
+    "                           ADDR (repeatable; it must be on the map's paths).\n"
     "      --enter              also enlarge frame-pointer functions that have no\n"
     "                           `sub $imm,%rsp`, by rewriting `push %rbp; mov\n"
     "                           %rsp,%rbp` into `enter $N,$0` (same 4 bytes, but\n"
@@ -216,8 +218,9 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
         rw_site key = {.ret = r->wraps[i].ret};
         const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
         const icpp_func *cf = st ? icpp_module_func_start(r->m, st->callee) : NULL;
+        const icpp_func *of = st ? icpp_module_func_start(r->m, st->owner) : NULL;
         printf("  %#10" PRIx64 "  +%-5u call %s -> %s (stub %#" PRIx64 ")\n", r->wraps[i].ret - 5, r->wraps[i].pad,
-               st && st->owner_name ? esc(st->owner_name) : "?", cf ? esc(cf->name) : "?",
+               of ? esc(of->name) : "?", cf ? esc(cf->name) : "?",
                r->wraps[i].new_ret - RW_WRAP_RET);
     }
     if (r->plan->nreasons) {
@@ -323,7 +326,8 @@ static const rw_frame *verdict(const void *fs, uint64_t addr)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN, OPT_VERSION, OPT_NOWRAP };
+    enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN, OPT_VERSION, OPT_NOWRAP,
+           OPT_WRAP };
     static const struct option lo[] = {{"map", required_argument, 0, 'm'},
                                        {"output", required_argument, 0, 'o'},
                                        {"max-stack-growth", required_argument, 0, OPT_GROWTH},
@@ -332,6 +336,7 @@ int main(int argc, char **argv)
                                        {"verify", no_argument, 0, OPT_VERIFY},
                                        {"enter", no_argument, 0, OPT_ENTER},
                                        {"no-wrap", no_argument, 0, OPT_NOWRAP},
+                                       {"wrap", required_argument, 0, OPT_WRAP},
                                        {"explain", no_argument, 0, OPT_EXPLAIN},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"quiet", no_argument, 0, 'q'},
@@ -342,6 +347,8 @@ int main(int argc, char **argv)
     double growth = 1.5, tlimit = 6.0;
     uint64_t seed = 1;
     int do_verify = 0, enter = 0, explain = 0, quiet = 0, wrap = 1, c;
+    uint64_t force[64];
+    size_t nforce = 0;
     char *e;
     while ((c = getopt_long(argc, argv, "+m:o:qvh", lo, NULL)) != -1) {
         switch (c) {
@@ -367,6 +374,14 @@ int main(int argc, char **argv)
         case OPT_VERIFY: do_verify = 1; break;
         case OPT_ENTER: enter = 1; break;
         case OPT_NOWRAP: wrap = 0; break;
+        case OPT_WRAP:
+            if (nforce == sizeof force / sizeof *force)
+                die(2, "--wrap: at most %zu call sites", sizeof force / sizeof *force);
+            errno = 0;
+            force[nforce++] = strtoull(optarg, &e, 0);
+            if (*e || !*optarg || errno || strchr(optarg, '-'))
+                die(2, "--wrap wants the address of a call instruction (0x1234), not '%s'", optarg);
+            break;
         case OPT_EXPLAIN:
         case 'v': explain = 1; break;
         case 'q': quiet = 1; break;
@@ -456,6 +471,9 @@ int main(int argc, char **argv)
         die(1, "out of memory");
     if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, tlimit, cpad, &err) < 0)
         die(1, "%s", err.msg);
+    for (size_t i = 0; i < nforce; i++)
+        if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)
+            die(1, "%s", err.msg);
     icpp_arr_wrap *wraps;
     size_t nwraps;
     if (rw_wrap_list(&sites, cpad, rw_wrap_code_addr(&img), &wraps, &nwraps, &err) < 0)
@@ -476,7 +494,7 @@ int main(int argc, char **argv)
     icpp_build_id_hex(&nbid, hex_new, sizeof hex_new);
     if (rw_image_set_build_id(&img, &nbid, &err) < 0)
         die(1, "%s: %s", prog, err.msg);
-    if (rw_wrap_apply(&img, &sites, wraps, nwraps, &err) < 0)
+    if (rw_wrap_apply(&img, &sites, wraps, nwraps, pads, npads, &err) < 0)
         die(1, "%s: cannot wrap call sites: %s (--no-wrap leaves them)", prog, err.msg);
     char *out_abs = abs_path(out);
     icpp_pathmap *npm = icpp_arr_apply(pm, plan.caller, pads, npads, wraps, nwraps, out_abs ? out_abs : out, &nbid,

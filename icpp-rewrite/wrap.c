@@ -403,8 +403,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
             if (p)
                 amb[p] = 1;     /* its ancestors' sites matter too */
             int32_t k = s->node_cls[i];
-            uint32_t cn = caller[i];
-            if (k >= 0 && s->cls_ok[k] && !cpad[k] && !(cn && fpad[icpp_pathmap_node(pm, cn)->func]))
+            if (k >= 0 && s->cls_ok[k] && !cpad[k])
                 cand[k] = 1;
         }
         /* Best single change. */
@@ -470,8 +469,8 @@ static int rel32(uint64_t to, uint64_t from_next, uint8_t *p)
     return 0;
 }
 
-int rw_wrap_emit(const rw_sites *s, const icpp_arr_wrap *w, size_t n, uint64_t code_addr, uint8_t *code,
-                 rw_image *img, struct icpp_ehw *eh, icpp_err *err)
+int rw_wrap_emit(const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads, size_t npads,
+                 uint64_t code_addr, uint8_t *code, rw_image *img, struct icpp_ehw *eh, icpp_err *err)
 {
     size_t cie;
     if (n && icpp_ehw_add_cie(eh, NULL, 0, &cie, err) < 0)
@@ -499,17 +498,24 @@ int rw_wrap_emit(const rw_sites *s, const icpp_arr_wrap *w, size_t n, uint64_t c
         site[0] = 0xe9;
         /* Its CFI: the caller's row at the call, the CFA P further while
          * rsp is lowered (if the CFA is rsp-based). */
+        /* A resized caller's CFA offsets grew by its padding where the CFA
+         * is rsp-based (every call of a resized function is inside its
+         * frame: frame.c refuses calls outside it); saves stay CFA-relative. */
+        int64_t cfa_off = st->cfa_off;
+        for (size_t k = 0; k < npads && st->cfa_reg == 7; k++)
+            if (pads[k].addr == st->owner)
+                cfa_off += pads[k].pad;
         uint8_t ins[128];
         size_t len = 0;
-        int bad = icpp_ehw_cfa_def(ins, &len, sizeof ins, st->cfa_reg, (uint64_t)st->cfa_off) < 0;
+        int bad = icpp_ehw_cfa_def(ins, &len, sizeof ins, st->cfa_reg, (uint64_t)cfa_off) < 0;
         for (int r = 0; r <= 16; r++)
             if (st->saved & (1u << r))
                 bad |= icpp_ehw_cfa_saved(ins, &len, sizeof ins, (unsigned)r, st->save_off[r]) < 0;
         if (st->cfa_reg == 7) {
             bad |= icpp_ehw_cfa_advance(ins, &len, sizeof ins, 7) < 0;
-            bad |= icpp_ehw_cfa_offset(ins, &len, sizeof ins, (uint64_t)st->cfa_off + w[i].pad) < 0;
+            bad |= icpp_ehw_cfa_offset(ins, &len, sizeof ins, (uint64_t)cfa_off + w[i].pad) < 0;
             bad |= icpp_ehw_cfa_advance(ins, &len, sizeof ins, 12) < 0;
-            bad |= icpp_ehw_cfa_offset(ins, &len, sizeof ins, (uint64_t)st->cfa_off) < 0;
+            bad |= icpp_ehw_cfa_offset(ins, &len, sizeof ins, (uint64_t)cfa_off) < 0;
         }
         if (bad)
             return icpp_err_set(err, EINVAL, "internal error: the stub's CFI for %#llx does not fit",
@@ -526,7 +532,8 @@ uint64_t rw_wrap_code_addr(const rw_image *img)
     return v ? v + rw_image_phdr_room(img) : 0;
 }
 
-int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, icpp_err *err)
+int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads,
+                  size_t npads, icpp_err *err)
 {
     if (!n)
         return 0;
@@ -552,7 +559,7 @@ int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size
         free(code), free(syms), free(names);
         return -1;
     }
-    if (rw_wrap_emit(s, w, n, code_addr, code, img, &eh, err) < 0 || icpp_ehw_finish(&eh, err) < 0)
+    if (rw_wrap_emit(s, w, n, pads, npads, code_addr, code, img, &eh, err) < 0 || icpp_ehw_finish(&eh, err) < 0)
         goto out;
     uint64_t hdr_addr = (eh_addr + eh.len + 3) & ~3ull;
     if (icpp_ehw_hdr(eh.buf, eh.len, eh_addr, hdr_addr, &hdr, &hdrlen, err) < 0)
@@ -579,4 +586,23 @@ out:
     icpp_ehw_free(&eh);
     free(code), free(hdr), free(data), free(syms), free(names);
     return rc;
+}
+
+int rw_wrap_force(const rw_sites *s, uint64_t call, uint32_t *cpad, icpp_err *err)
+{
+    const rw_site *st = find_site(s, call + 5);
+    if (!st)
+        return icpp_err_set(err, EINVAL, "--wrap %#llx: no path of the map goes through a call there",
+                            (unsigned long long)call);
+    if (!s->cls_ok[st->cls]) {
+        const char *why = st->why;
+        for (size_t i = 0; i < s->n && !why; i++)
+            if (s->v[i].cls == st->cls)
+                why = s->v[i].why;
+        return icpp_err_set(err, EINVAL, "--wrap %#llx: cannot be wrapped: %s", (unsigned long long)call,
+                            why ? why : "a path through it also has call sites in another module");
+    }
+    if (!cpad[st->cls])
+        cpad[st->cls] = 16;
+    return 0;
 }

@@ -62,8 +62,7 @@ void rw_sites_free(rw_sites *s);
  * what the frame paddings fpad[] (per map function) left ambiguous: greedy,
  * each round the class and padding (16..64) that most improve the weight of
  * unique contexts (then their number; the lighter class on a tie: cold
- * sites before hot ones), within max_height and time_limit CPU seconds.
- * Classes whose sites lie in a padded function are not tried. */
+ * sites before hot ones), within max_height and time_limit CPU seconds. */
 int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
                    int64_t max_height, double time_limit, uint32_t *cpad, icpp_err *err);
 
@@ -74,10 +73,11 @@ int rw_wrap_list(const rw_sites *s, const uint32_t *cpad, uint64_t code_addr, ic
 
 /* Write the stubs of wraps[0..n) (code at code_addr, n * RW_WRAP_STUB
  * bytes into code), turn their calls in img into jumps, and append their
- * CIE and FDEs to the .eh_frame being built. */
+ * CIE and FDEs to the .eh_frame being built (a caller resized by pads
+ * has its CFA offset grown). */
 struct icpp_ehw;
-int rw_wrap_emit(const rw_sites *s, const icpp_arr_wrap *w, size_t n, uint64_t code_addr, uint8_t *code,
-                 rw_image *img, struct icpp_ehw *eh, icpp_err *err);
+int rw_wrap_emit(const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads, size_t npads,
+                 uint64_t code_addr, uint8_t *code, rw_image *img, struct icpp_ehw *eh, icpp_err *err);
 
 /* Where the first stub goes in OUT (0 if the headers cannot be read). */
 uint64_t rw_wrap_code_addr(const rw_image *img);
@@ -86,6 +86,11 @@ uint64_t rw_wrap_code_addr(const rw_image *img);
  * stubs, the calls turned into jumps, the new segment with the relocated
  * .eh_frame (img's, with every patch made so far) plus the stubs' FDEs, a
  * new .eh_frame_hdr and a symbol per stub.  Nothing to do for n = 0. */
-int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, icpp_err *err);
+int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads,
+                  size_t npads, icpp_err *err);
+
+/* --wrap: the call at link-time address `call` must be wrapped (with 16
+ * bytes unless the search chose more); an error says why it cannot be. */
+int rw_wrap_force(const rw_sites *s, uint64_t call, uint32_t *cpad, icpp_err *err);
 
 #endif
