@@ -363,6 +363,50 @@ static void evaluate(ev *e, const uint32_t *cpad, uint64_t *uw, uint64_t *uc, in
     }
 }
 
+/* The training agent pops a frame only when a later entry is at or above
+ * it (docs/rewrite.md, "Returned frames"), so which returned frames a path
+ * records depends on the order of entry heights.  A wrap must keep that
+ * order, or a training of OUT would record other paths than OUT's map
+ * (orders.c: main calls strtol, then a; wrapping main's call of a would
+ * enter a below strtol's returned frame, recorded as main;strtol;a).  For
+ * every node N whose shift moved relative to a frame the agent compares it
+ * with -- the returned frames on its path below its caller, and the
+ * children of those and of its caller (frames its entry may pop) -- the
+ * order of their heights under `shift` must be the one under `base`. */
+static int order_kept(const ev *e, const uint32_t *first, const uint32_t *next, const int64_t *base,
+                      const int64_t *shift)
+{
+    size_t nn = icpp_pathmap_nnodes(e->pm);
+    for (size_t i = 1; i < nn; i++) {
+        const icpp_pm_node *n = icpp_pathmap_node(e->pm, (uint32_t)i);
+        int64_t dn = shift[i] - base[i];
+        uint32_t stop = e->caller[i], on = (uint32_t)i;
+        for (uint32_t a = n->parent;; on = a, a = icpp_pathmap_node(e->pm, a)->parent) {
+            const icpp_pm_node *an = icpp_pathmap_node(e->pm, a);
+            if (a != stop && a && shift[a] - base[a] != dn) {   /* a returned frame on the path: stays above */
+                for (uint32_t x = 0; x < an->nheights; x++)
+                    for (uint32_t y = 0; y < n->nheights; y++)
+                        if ((an->heights[x].height + base[a] < n->heights[y].height + base[i]) !=
+                            (an->heights[x].height + shift[a] < n->heights[y].height + shift[i]))
+                            return 0;
+            }
+            for (uint32_t q = a ? first[a] : 0; q; q = next[q]) {
+                if (q == on || shift[q] - base[q] == dn)
+                    continue;
+                const icpp_pm_node *qn = icpp_pathmap_node(e->pm, q);
+                for (uint32_t x = 0; x < qn->nheights; x++)
+                    for (uint32_t y = 0; y < n->nheights; y++)
+                        if ((qn->heights[x].height + base[q] >= n->heights[y].height + base[i]) !=
+                            (qn->heights[x].height + shift[q] >= n->heights[y].height + shift[i]))
+                            return 0;
+            }
+            if (!a || a == stop)
+                break;
+        }
+    }
+    return 1;
+}
+
 static double cpu_now(void)
 {
     struct timespec ts;
@@ -382,9 +426,16 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
     ev e = {pm, caller, fpad, s, malloc(nn * sizeof *e.nwrap), malloc(nn * sizeof *e.shift),
             malloc((nctx + 1) * sizeof *e.v), nctx};
     uint8_t *amb = calloc(nn, 1), *cand = calloc(s->ncls + 1, 1);
-    if (!e.nwrap || !e.shift || !e.v || !amb || !cand) {
-        free(e.nwrap), free(e.shift), free(e.v), free(amb), free(cand);
+    uint32_t *first = calloc(nn, sizeof *first), *next = calloc(nn, sizeof *next);
+    int64_t *base = malloc(nn * sizeof *base);
+    if (!e.nwrap || !e.shift || !e.v || !amb || !cand || !first || !next || !base) {
+        free(e.nwrap), free(e.shift), free(e.v), free(amb), free(cand), free(first), free(next), free(base);
         return icpp_err_set(err, ENOMEM, "out of memory choosing call sites to wrap");
+    }
+    for (size_t i = nn; i-- > 1;) {     /* children lists */
+        uint32_t p = icpp_pathmap_node(pm, (uint32_t)i)->parent;
+        next[i] = first[p];
+        first[p] = (uint32_t)i;
     }
     double t0 = cpu_now();
     uint64_t bw, bc, w, c;
@@ -395,6 +446,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
          * whose sites are not in a padded function (their CFI row moved). */
         memset(amb, 0, nn);
         evaluate(&e, cpad, &w, &c, &hm, amb);
+        memcpy(base, e.shift, nn * sizeof *base);
         memset(cand, 0, s->ncls + 1);
         for (size_t i = nn; i-- > 1;) {
             if (!amb[i])
@@ -417,7 +469,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
                 cpad[k] = p;
                 evaluate(&e, cpad, &w, &c, &hm, NULL);
                 cpad[k] = 0;
-                if (hm > max_height)
+                if (hm > max_height || !order_kept(&e, first, next, base, e.shift))
                     continue;
                 int better = w > nbw || (w == nbw && c > nbc);
                 int tie = best >= 0 && w == nbw && c == nbc && s->cls_weight[k] < s->cls_weight[best];
@@ -435,7 +487,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
         bw = nbw;
         bc = nbc;
     }
-    free(e.nwrap), free(e.shift), free(e.v), free(amb), free(cand);
+    free(e.nwrap), free(e.shift), free(e.v), free(amb), free(cand), free(first), free(next), free(base);
     return 0;
 }
 
