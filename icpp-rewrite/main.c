@@ -262,7 +262,7 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
             rw_path_name(pm, G->nodes[j], pn, sizeof pn);
             printf("      %s\n", esc(pn));
         }
-        if (G->cls == RW_AMB_SAME_CALLERS)
+        if (G->cls != RW_AMB_OPEN)
             print_wrap_why(pm, r, G);
         if (G->nnodes > 4)
             printf("      ... %u more\n", G->nnodes - 4);

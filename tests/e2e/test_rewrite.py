@@ -496,6 +496,26 @@ for e in corpus.load_list():
     c.check(any("icpp_wrap" in n for _pc, n in gdb_bt(out, "b", ["1"])) or f["wrapped"][0][3] != "a",
             f"{label}: no stub frame in gdb's backtrace at b")
 
+# Stripped: the stub has no symbol; its FDE (starting inside a frame, jumped to only from its
+# caller) makes it the caller's cold part (docs/definitions.md), and the result is the same.
+e = [x for x in corpus.load_list() if x.prog == "orders" and x.config == "O2-nofp-pie"]
+if e and (not only or "orders" in only):
+    label = "wrap-orders.O2-nofp-pie-stripped"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    prog = os.path.join(d, "orders")
+    run(["strip", "-o", prog, e[0].binary])
+    m0 = os.path.join(d, "prog.icppmap")
+    train(prog, m0)
+    out = os.path.join(d, "orders.arr")
+    r = rewrite(prog, m0, out, "--verify")
+    f = report(r.stdout)
+    c.check(r.returncode == 0 and f.get("verify_ok") and f["nwrapped"] >= 1 and "[inseparable]" not in r.stdout,
+            f"{label}: {r.stdout[-1500:]}")
+    elf_clean(out, label)
+    q1 = check_precision(out, out + ".icppmap", label)
+    c.check(q1 and q1[2] == q1[3] >= 4 and q1[1] == 0, f"{label}: not all true paths precise: {q1}")
+
 for e in corpus.load_list():
     if only and e.prog not in only:
         continue
