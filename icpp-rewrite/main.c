@@ -469,7 +469,8 @@ int main(int argc, char **argv)
     uint32_t *cpad = calloc(sites.ncls + 1, sizeof *cpad), *nwrap = calloc(icpp_pathmap_nnodes(pm), sizeof *nwrap);
     if (!cpad || !nwrap)
         die(1, "out of memory");
-    if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, tlimit, cpad, &err) < 0)
+    /* A third of the resizing search's time: rewriting stays within its bound (docs/rewrite.md). */
+    if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, tlimit / 3, cpad, &err) < 0)
         die(1, "%s", err.msg);
     for (size_t i = 0; i < nforce; i++)
         if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)

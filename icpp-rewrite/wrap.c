@@ -232,6 +232,18 @@ int rw_sites_find(rw_sites *s, const icpp_pathmap *pm, const icpp_module *m, con
         }
         if (first >= 0 && other)
             mixed[first] = 1;
+        /* The path must enter the call's own target: a return address
+         * after an indirect call may have E8 five bytes before it by
+         * chance, and a call that tail-jumps elsewhere passes its
+         * arguments on. */
+        const icpp_pm_func *fn = i ? icpp_pathmap_func(pm, nd->func) : NULL;
+        for (uint32_t k = 0; fn && k < nd->nsites; k++) {
+            if (nd->sites[k].module != main)
+                continue;
+            rw_site *st = find_site(s, nd->sites[k].addr);
+            if (!st->why && (fn->module != main || fn->addr != st->callee))
+                st->why = "the paths through it enter another function than the call's target";
+        }
         s->node_cls[i] = (int32_t)first;   /* a site for now */
     }
     uint32_t *cid = malloc((s->n + 1) * sizeof *cid);
