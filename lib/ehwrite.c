@@ -253,9 +253,12 @@ static int reloc_pointer(walker *w, size_t at, int sz, uint8_t enc, void *ctx)
                             "cannot be moved without its dynamic relocation", at, enc);
     uint64_t v = get(w->p + at, sz) + (uint64_t)r->delta;
     if (sz < 8) {
-        int64_t sv = (int64_t)(get(w->p + at, sz) << (64 - 8 * sz)) >> (64 - 8 * sz);
-        int64_t nv = sv + r->delta;
-        if (nv != (int64_t)(nv << (64 - 8 * sz)) >> (64 - 8 * sz))
+        /* Signed encodings (sdata2/4) sign-extend, unsigned ones (udata2/4) do not. */
+        int sgn = (enc & 0x0f) >= 0x09;
+        uint64_t raw = get(w->p + at, sz);
+        int64_t sv = sgn ? (int64_t)(raw << (64 - 8 * sz)) >> (64 - 8 * sz) : (int64_t)raw;
+        int64_t nv = sv + r->delta, lim = (int64_t)1 << (8 * sz - 1);
+        if (sgn ? nv < -lim || nv >= lim : nv < 0 || nv >= 2 * lim)
             return icpp_err_set(w->err, ICPP_EUNSUPPORTED, ".eh_frame at %#zx: a pc-relative pointer does not "
                                 "reach from the new address", at);
         v = (uint64_t)nv;
