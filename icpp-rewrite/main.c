@@ -70,7 +70,8 @@ static const char *usage_text =
     "                           compare output and exit status, train both with\n"
     "                           icpp-train and check every path's heights against\n"
     "                           the prediction and OUT's map (docs/rewrite.md).\n"
-    "  -v, --verbose, --explain list the verdict on every function of PROG.\n"
+    "  -v, --verbose, --explain list the verdict on every function of PROG, and on\n"
+    "                           every call site of the map's paths (wrapped or why not).\n"
     "  -q, --quiet              only errors (and --verify's verdict); no progress\n"
     "                           line (on a terminal, the search's rounds and best\n"
     "                           score so far are shown every second).\n"
@@ -319,6 +320,25 @@ static void explain_frames(const rw_frames *fs)
     }
 }
 
+/* --explain: the verdict on every call site of the map's paths. */
+static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_t *cpad)
+{
+    printf("# call site\tcaller\tcallee\tverdict\n");
+    for (size_t i = 0; i < s->n; i++) {
+        const rw_site *st = &s->v[i];
+        const icpp_func *of = icpp_module_func_start(m, st->owner), *cf = icpp_module_func_start(m, st->callee);
+        printf("%#" PRIx64 "\t%s\t%s\t", st->ret - 5, of ? esc(of->name) : "?", cf ? esc(cf->name) : "?");
+        if (st->why)
+            printf("refused: %s\n", st->why);
+        else if (!s->cls_ok[st->cls])
+            printf("refused: another site on its paths cannot be wrapped, or they have sites in other modules\n");
+        else if (cpad[st->cls])
+            printf("wrapped: +%u\n", cpad[st->cls]);
+        else
+            printf("ok, not needed\n");
+    }
+}
+
 static const rw_frame *verdict(const void *fs, uint64_t addr)
 {
     return rw_frames_find(fs, addr);
@@ -475,6 +495,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nforce; i++)
         if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)
             die(1, "%s", err.msg);
+    if (explain)
+        explain_sites(m, &sites, cpad);
     icpp_arr_wrap *wraps;
     size_t nwraps;
     if (rw_wrap_list(&sites, cpad, rw_wrap_code_addr(&img), &wraps, &nwraps, &err) < 0)
