@@ -247,16 +247,30 @@ int rw_image_add_segment(rw_image *img, const rw_newseg *ns, icpp_err *err)
     memcpy(nb, img->bytes, img->len);
     memcpy(nb + off, ns->data, seglen);
 
-    /* Program headers: the new PT_LOAD after the last one; PT_PHDR and
-     * PT_GNU_EH_FRAME point into the new segment. */
-    Elf64_Phdr *np = (Elf64_Phdr *)(nb + off);
-    size_t last_load = 0;
+    /* Program headers.  A PT_NOTE that only repeats PT_GNU_PROPERTY (what
+     * the kernel and ld.so read for those notes) after the last PT_LOAD
+     * becomes the new PT_LOAD in place: the table stays where it was, which
+     * binutils' strip and objcopy require.  Otherwise the table moves to
+     * the start of the new segment with one more entry after the last
+     * PT_LOAD, and PT_PHDR follows it.  PT_GNU_EH_FRAME points at the new
+     * .eh_frame_hdr either way. */
+    size_t last_load = 0, reuse = SIZE_MAX;
     for (size_t i = 0; i < nph; i++)
         if (ph[i].p_type == PT_LOAD)
             last_load = i;
-    for (size_t i = 0, k = 0; i < nph; i++) {
-        np[k] = ph[i];
-        if (np[k].p_type == PT_PHDR) {
+    for (size_t i = last_load + 1; i < nph && reuse == SIZE_MAX; i++)
+        for (size_t j = 0; j < nph && ph[i].p_type == PT_NOTE; j++)
+            if (ph[j].p_type == PT_GNU_PROPERTY && ph[j].p_offset == ph[i].p_offset &&
+                ph[j].p_filesz == ph[i].p_filesz) {
+                reuse = i;
+                break;
+            }
+    const Elf64_Phdr load = {PT_LOAD, PF_R | PF_X, off, ns->vaddr, ns->vaddr, seglen, seglen, PAGE};
+    Elf64_Phdr *np = reuse != SIZE_MAX ? (Elf64_Phdr *)(nb + eh->e_phoff) : (Elf64_Phdr *)(nb + off);
+    size_t k = 0;
+    for (size_t i = 0; i < nph; i++) {
+        np[k] = i == reuse ? load : ph[i];
+        if (np[k].p_type == PT_PHDR && reuse == SIZE_MAX) {
             np[k].p_offset = off;
             np[k].p_vaddr = np[k].p_paddr = ns->vaddr;
             np[k].p_filesz = np[k].p_memsz = (nph + 1) * sizeof(Elf64_Phdr);
@@ -267,12 +281,14 @@ int rw_image_add_segment(rw_image *img, const rw_newseg *ns, icpp_err *err)
             np[k].p_align = 4;
         }
         k++;
-        if (i == last_load)
-            np[k++] = (Elf64_Phdr){PT_LOAD, PF_R | PF_X, off, ns->vaddr, ns->vaddr, seglen, seglen, PAGE};
+        if (i == last_load && reuse == SIZE_MAX)
+            np[k++] = load;
     }
     Elf64_Ehdr *ne = (Elf64_Ehdr *)nb;
-    ne->e_phoff = off;
-    ne->e_phnum = (Elf64_Half)(nph + 1);
+    if (reuse == SIZE_MAX) {
+        ne->e_phoff = off;
+        ne->e_phnum = (Elf64_Half)(nph + 1);
+    }
 
     /* Section names, symbols, section headers. */
     memcpy(nb + o_shstr, img->bytes + s_shstr->sh_offset, s_shstr->sh_size);

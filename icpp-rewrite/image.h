@@ -77,8 +77,9 @@ typedef struct rw_newseg {
 uint64_t rw_image_new_vaddr(const rw_image *img);
 size_t   rw_image_phdr_room(const rw_image *img);
 
-/* Append the segment: a new R+X PT_LOAD after the last one, the program
- * header table moved into it (PT_PHDR follows), PT_GNU_EH_FRAME and the
+/* Append the segment: a new R+X PT_LOAD (in place of a PT_NOTE that only
+ * repeats PT_GNU_PROPERTY, else after the last PT_LOAD with the program
+ * header table moved into the segment and PT_PHDR following), PT_GNU_EH_FRAME and the
  * .eh_frame/.eh_frame_hdr section headers pointed at the new copies, a
  * section .icpp_wrap for the code, the symbols, and the section headers,
  * section names and symbol table rewritten after it.  The old .eh_frame

@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -144,7 +145,8 @@ def changed_only_where_allowed(prog, out, resized, label, cfi=False, wrapped=())
     in the build-id note (or, cfi: in the CFI sections, whose CFA offsets frames
     without a frame pointer patch).  With wrapped call sites, OUT is PROG plus a
     new segment and new section headers after its end; within PROG's bytes only
-    the ELF header and the 5 bytes of each wrapped call change in addition."""
+    the ELF header, the program headers and the 5 bytes of each wrapped call change
+    in addition."""
     a, b = open(prog, "rb").read(), open(out, "rb").read()
     if wrapped:
         if not c.check(len(b) > len(a), f"{label}: call sites wrapped but OUT did not grow"):
@@ -160,6 +162,9 @@ def changed_only_where_allowed(prog, out, resized, label, cfi=False, wrapped=())
     allowed = cfi_sections(prog) if cfi else []
     if wrapped:
         allowed.append((0, 64))     # e_phoff, e_phnum, e_shoff, e_shnum
+        phoff, = struct.unpack_from("<Q", a, 32)
+        phnum, = struct.unpack_from("<H", a, 56)
+        allowed.append((phoff, phoff + 56 * phnum))     # the new PT_LOAD, PT_GNU_EH_FRAME
         for call, _p, _a, _b in wrapped:
             for va, off, sz in segs:
                 if va <= call < va + sz:
@@ -480,6 +485,12 @@ for e in corpus.load_list():
     changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label, cfi=True,
                                wrapped=f["wrapped"])
     elf_clean(out, label)
+    # binutils' strip keeps OUT working (the program headers stayed in the first segment)
+    stripped = out + ".stripped"
+    rs = run(["strip", "-o", stripped, out])
+    c.check(rs.returncode == 0 and run([stripped, "1"]).stdout == run([e.binary, "1"]).stdout,
+            f"{label}: OUT stripped by strip does not run as PROG: {rs.stderr.strip()[:300]}")
+    elf_clean(stripped, label + " stripped")
     q0, q1 = check_precision(e.binary, m0, label + "-prog"), check_precision(out, out + ".icppmap", label)
     if q0 and q1:
         c.check(q0[1] > 0, f"{label}: PROG was not ambiguous (nothing to test): {q0}")
@@ -515,6 +526,35 @@ if e and (not only or "orders" in only):
     elf_clean(out, label)
     q1 = check_precision(out, out + ".icppmap", label)
     c.check(q1 and q1[2] == q1[3] >= 4 and q1[1] == 0, f"{label}: not all true paths precise: {q1}")
+
+# No PT_GNU_PROPERTY (so no PT_NOTE to reuse): the program header table moves into the new
+# segment, PT_PHDR with it; the kernel and ld.so still load OUT, and --verify passes.
+e = [x for x in corpus.load_list() if x.prog == "orders" and x.config == "O2-nofp-pie"]
+if e and (not only or "orders" in only):
+    label = "wrap-orders.O2-nofp-pie-phdr-moved"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    prog = os.path.join(d, "orders")
+    b = bytearray(open(e[0].binary, "rb").read())
+    phoff, = struct.unpack_from("<Q", b, 32)
+    phnum, = struct.unpack_from("<H", b, 56)
+    for i in range(phnum):
+        if struct.unpack_from("<I", b, phoff + 56 * i)[0] == 0x6474e553:     # PT_GNU_PROPERTY -> PT_NULL
+            struct.pack_into("<I", b, phoff + 56 * i, 0)
+    with open(prog, "wb") as fh:
+        fh.write(b)
+    os.chmod(prog, 0o755)
+    m0 = os.path.join(d, "prog.icppmap")
+    train(prog, m0)
+    out = os.path.join(d, "orders.arr")
+    r = rewrite(prog, m0, out, "--verify")
+    f = report(r.stdout)
+    c.check(r.returncode == 0 and f.get("verify_ok") and f["nwrapped"] >= 1, f"{label}: {r.stdout[-1500:]}")
+    hdr = run(["readelf", "-hlW", out]).stdout
+    m = re.search(r"Start of program headers:\s+(\d+)", hdr)
+    c.check(m and int(m.group(1)) > len(b) and re.search(r"^\s+PHDR\s+0x0*%x " % int(m.group(1)), hdr, re.M),
+            f"{label}: the program headers did not move, or PT_PHDR does not follow them:\n{hdr[:1500]}")
+    elf_clean(out, label)
 
 for e in corpus.load_list():
     if only and e.prog not in only:
