@@ -2,6 +2,7 @@
 #include "wrap.h"
 
 #include "ehwrite.h"
+#include "hmap.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -426,6 +427,75 @@ static double cpu_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The contexts of each CID under the current choice, for scoring a change
+ * by the contexts it moves only: per CID how many contexts and their
+ * weight; u and c are the weight and number of contexts alone in theirs. */
+typedef struct cidtab {
+    icpp_hmap h;            /* (function, height) -> index + 1 */
+    uint64_t *cnt, *ws;
+    size_t    n, cap;
+    uint64_t  u, c;
+} cidtab;
+
+static int cid_move(cidtab *t, uint32_t f, int64_t h, int dir, uint64_t w)
+{
+    uint64_t *v = icpp_hmap_get(&t->h, f, (uint64_t)h);
+    size_t i;
+    if (v) {
+        i = (size_t)*v - 1;
+    } else {
+        if (t->n == t->cap) {
+            size_t nc = t->cap ? 2 * t->cap : 1024;
+            uint64_t *a = realloc(t->cnt, nc * sizeof *a), *b = a ? realloc(t->ws, nc * sizeof *b) : NULL;
+            if (a)
+                t->cnt = a;
+            if (!b)
+                return -1;
+            t->ws = b;
+            t->cap = nc;
+        }
+        i = t->n++;
+        t->cnt[i] = t->ws[i] = 0;
+        if (icpp_hmap_put(&t->h, f, (uint64_t)h, i + 1) < 0)
+            return -1;
+    }
+    if (t->cnt[i] == 1)
+        t->u -= t->ws[i], t->c--;
+    t->cnt[i] += (uint64_t)(int64_t)dir;
+    t->ws[i] += dir > 0 ? w : -w;
+    if (t->cnt[i] == 1)
+        t->u += t->ws[i], t->c++;
+    return 0;
+}
+
+/* Move every context of the nodes vis[0..nvis) by delta[node] (dir 1), or
+ * back (dir -1); *hmax gets the largest moved height. */
+static int move_all(const icpp_pathmap *pm, cidtab *t, const int64_t *base, const int64_t *delta,
+                    const uint32_t *vis, size_t nvis, int dir, int64_t *hmax)
+{
+    for (size_t v = 0; v < nvis; v++) {
+        uint32_t i = vis[v];
+        if (!delta[i])
+            continue;
+        const icpp_pm_node *nd = icpp_pathmap_node(pm, i);
+        for (uint32_t j = 0; j < nd->nheights; j++) {
+            int64_t h0 = nd->heights[j].height + base[i], h1 = h0 + delta[i];
+            uint64_t w = nd->heights[j].count;
+            if (cid_move(t, nd->func, dir > 0 ? h0 : h1, -1, w) < 0 || cid_move(t, nd->func, dir > 0 ? h1 : h0, 1, w) < 0)
+                return -1;
+            if (h1 > *hmax)
+                *hmax = h1;
+        }
+    }
+    return 0;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
                    int64_t max_height, double time_limit, uint32_t *cpad, icpp_err *err)
 {
@@ -439,23 +509,34 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
             malloc((nctx + 1) * sizeof *e.v), nctx};
     uint8_t *amb = calloc(nn, 1), *cand = calloc(s->ncls + 1, 1);
     uint32_t *first = calloc(nn, sizeof *first), *next = calloc(nn, sizeof *next);
-    int64_t *base = malloc(nn * sizeof *base);
-    if (!e.nwrap || !e.shift || !e.v || !amb || !cand || !first || !next || !base) {
-        free(e.nwrap), free(e.shift), free(e.v), free(amb), free(cand), free(first), free(next), free(base);
-        return icpp_err_set(err, ENOMEM, "out of memory choosing call sites to wrap");
-    }
-    for (size_t i = nn; i-- > 1;) {     /* children lists */
+    int64_t *base = malloc(nn * sizeof *base), *delta = calloc(nn, sizeof *delta), *trial = malloc(nn * sizeof *trial);
+    /* the nodes called from each node's frame, and each class's nodes */
+    uint32_t *cfirst = calloc(nn, sizeof *cfirst), *cnext = calloc(nn, sizeof *cnext);
+    uint32_t *kfirst = calloc(s->ncls + 1, sizeof *kfirst), *knext = calloc(nn, sizeof *knext);
+    uint32_t *vis = malloc((nn + 1) * sizeof *vis);
+    uint8_t *mark = calloc(nn, 1);
+    cidtab t = {0};
+    icpp_hmap_init(&t.h);
+    int rc = -1;
+    if (!e.nwrap || !e.shift || !e.v || !amb || !cand || !first || !next || !base || !delta || !trial || !cfirst ||
+        !cnext || !kfirst || !knext || !vis || !mark)
+        goto oom;
+    for (size_t i = nn; i-- > 1;) {     /* children lists: by parent, by caller, by class */
         uint32_t p = icpp_pathmap_node(pm, (uint32_t)i)->parent;
         next[i] = first[p];
         first[p] = (uint32_t)i;
+        cnext[i] = cfirst[caller[i]];
+        cfirst[caller[i]] = (uint32_t)i;
+        if (s->node_cls[i] >= 0) {
+            knext[i] = kfirst[s->node_cls[i]];
+            kfirst[s->node_cls[i]] = (uint32_t)i;
+        }
     }
     double t0 = cpu_now();
-    uint64_t bw, bc, w, c;
+    uint64_t w, c;
     int64_t hm;
-    evaluate(&e, cpad, &bw, &bc, &hm, NULL);
     for (;;) {
-        /* Candidates: wrappable classes on the way to an ambiguous context,
-         * whose sites are not in a padded function (their CFI row moved). */
+        /* Candidates: wrappable classes on the way to an ambiguous context. */
         memset(amb, 0, nn);
         evaluate(&e, cpad, &w, &c, &hm, amb);
         memcpy(base, e.shift, nn * sizeof *base);
@@ -470,37 +551,77 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
             if (k >= 0 && s->cls_ok[k] && !cpad[k])
                 cand[k] = 1;
         }
-        /* Best single change. */
+        /* The CIDs of the current choice. */
+        icpp_hmap_free(&t.h);
+        icpp_hmap_init(&t.h);
+        t.n = 0;
+        t.u = t.c = 0;
+        for (size_t i = 1; i < nn; i++) {
+            const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
+            for (uint32_t j = 0; j < nd->nheights; j++)
+                if (cid_move(&t, nd->func, nd->heights[j].height + base[i], 1, nd->heights[j].count) < 0)
+                    goto oom;
+        }
+        uint64_t bw = t.u, bc = t.c;
+        /* Best single change, scored by the contexts it moves. */
         int64_t best = -1;
         uint32_t bestp = 0;
         uint64_t nbw = bw, nbc = bc;
         for (uint32_t k = 0; k < s->ncls && cpu_now() - t0 < time_limit; k++) {
             if (!cand[k])
                 continue;
+            /* The nodes it moves: its own and those called below them. */
+            size_t nvis = 0;
+            for (uint32_t i = kfirst[k]; i; i = knext[i])
+                if (!mark[i])
+                    mark[i] = 1, vis[nvis++] = i;
+            for (size_t v = 0; v < nvis; v++)
+                for (uint32_t ch = cfirst[vis[v]]; ch; ch = cnext[ch])
+                    if (!mark[ch])
+                        mark[ch] = 1, vis[nvis++] = ch;
+            qsort(vis, nvis, sizeof *vis, u32_cmp);     /* callers before the nodes they call */
             for (uint32_t p = 16; p <= 64; p += 16) {
-                cpad[k] = p;
-                evaluate(&e, cpad, &w, &c, &hm, NULL);
-                cpad[k] = 0;
-                if (hm > max_height || !order_kept(&e, first, next, base, e.shift))
-                    continue;
-                int better = w > nbw || (w == nbw && c > nbc);
-                int tie = best >= 0 && w == nbw && c == nbc && s->cls_weight[k] < s->cls_weight[best];
-                if (better || tie) {
-                    best = k;
-                    bestp = p;
-                    nbw = w;
-                    nbc = c;
+                for (size_t v = 0; v < nvis; v++) {
+                    uint32_t i = vis[v], cn = caller[i];
+                    delta[i] = (mark[cn] ? delta[cn] : 0) + (s->node_cls[i] == (int32_t)k ? p : 0);
                 }
+                int64_t hmax = hm;
+                if (move_all(pm, &t, base, delta, vis, nvis, 1, &hmax) < 0)
+                    goto oom;
+                uint64_t tw = t.u, tc = t.c;
+                if (move_all(pm, &t, base, delta, vis, nvis, -1, &hmax) < 0)
+                    goto oom;
+                if (hmax > max_height || !(tw > nbw || (tw == nbw && tc > nbc) ||
+                                           (best >= 0 && tw == nbw && tc == nbc &&
+                                            s->cls_weight[k] < s->cls_weight[best])))
+                    continue;
+                memcpy(trial, base, nn * sizeof *trial);
+                for (size_t v = 0; v < nvis; v++)
+                    trial[vis[v]] += delta[vis[v]];
+                if (!order_kept(&e, first, next, base, trial))
+                    continue;
+                best = k;
+                bestp = p;
+                nbw = tw;
+                nbc = tc;
             }
+            for (size_t v = 0; v < nvis; v++)
+                mark[vis[v]] = 0, delta[vis[v]] = 0;
         }
         if (best < 0)
             break;
         cpad[best] = bestp;
-        bw = nbw;
-        bc = nbc;
     }
-    free(e.nwrap), free(e.shift), free(e.v), free(amb), free(cand), free(first), free(next), free(base);
-    return 0;
+    rc = 0;
+    goto out;
+oom:
+    icpp_err_set(err, ENOMEM, "out of memory choosing call sites to wrap");
+out:
+    icpp_hmap_free(&t.h);
+    free(t.cnt), free(t.ws);
+    free(e.nwrap), free(e.shift), free(e.v), free(amb), free(cand), free(first), free(next), free(base), free(delta),
+        free(trial), free(cfirst), free(cnext), free(kfirst), free(knext), free(vis), free(mark);
+    return rc;
 }
 
 int rw_wrap_list(const rw_sites *s, const uint32_t *cpad, uint64_t code_addr, icpp_arr_wrap **out, size_t *n,
