@@ -68,6 +68,7 @@ enum {
     F_RBP_REF = 1 << 5,     /* a memory operand or address based on rbp */
     F_DIRECT  = 1 << 6,     /* target is valid */
     F_ENDBR   = 1 << 7,     /* endbr64 */
+    F_RBP_VAL = 1 << 8,     /* rbp's value read into something else (a frame pointer's copy escapes) */
 };
 
 enum { RBP_CALLER, RBP_FRAME, RBP_OTHER };
@@ -127,6 +128,9 @@ typedef struct fn {
     uint64_t  blocked[16];      /* calls found not to return (their fall-through is ignored) */
     int       nblocked;
     int       restart;          /* a state built on such a fall-through must go: analyse again */
+    int32_t   arg_min;          /* least depth any rsp/frame-pointer reference touches (<= -8: incoming arguments) */
+    int       leaves;           /* jumps out of its code (a tail call: its callee may read the arguments) */
+    int       flow_ok;          /* the data-flow pass gave every instruction a state */
     const char *why;
     uint64_t  where;
     rw_patch *patches;
@@ -193,6 +197,9 @@ static void classify(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
                    (o->actions & ZYDIS_OPERAND_ACTION_MASK_READ) && !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) {
             x->flags |= F_RSP_PTR;  /* rsp's value read into something else */
             x->sdisp = 0;
+        } else if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rbp(o->reg.value) &&
+                   (o->actions & ZYDIS_OPERAND_ACTION_MASK_READ) && !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) {
+            x->flags |= F_RBP_VAL;
         }
     }
     /* Writes to rsp or rbp, visible or not. */
@@ -536,6 +543,17 @@ static void patch_disp(fn *F, const ins *x)
  * incoming stack arguments (-8 and above). */
 static void check_mem(fn *F, const ins *x, const st *s)
 {
+    /* Where it reaches, for wrapping (rw_frame.args): an access's lowest
+     * depth, an address's own; rbp-relative accesses taken as 8 bytes. */
+    if (x->flags & (F_RSP_MEM | F_RSP_PTR)) {
+        int32_t at = s->depth - x->sdisp, lo = (x->flags & F_RSP_MEM) ? at - x->ssize + 1 : at;
+        if (lo < F->arg_min)
+            F->arg_min = lo;
+    }
+    if ((x->flags & F_RBP_REF) && s->rbpk == RBP_FRAME && s->rbp - x->bdisp - 7 < F->arg_min)
+        F->arg_min = s->rbp - x->bdisp - 7;
+    if ((x->flags & F_RBP_VAL) && s->rbpk == RBP_FRAME && x->kind != K_PUSH)
+        F->arg_min = INT32_MIN;     /* a copy of the frame pointer: anything above may be reached */
     if (x->flags & (F_RSP_MEM | F_RSP_PTR)) {
         int32_t at = s->depth - x->sdisp;   /* depth of the base + displacement */
         int idx = (x->flags & F_RSP_IDX) != 0;
@@ -712,16 +730,21 @@ static void step(fn *F, size_t i)
     case K_JCC:
         if ((x->flags & F_DIRECT) && in_parts(F, x->target)) {
             go(F, x, x->target, s, 0);
-        } else if (s.inside || s.depth != 0) {
-            refuse(F, "jumps out of the function with its frame allocated", x->addr);
-            return;
+        } else {
+            F->leaves = 1;
+            if (s.inside || s.depth != 0) {
+                refuse(F, "jumps out of the function with its frame allocated", x->addr);
+                return;
+            }
         }
         if (x->kind == K_JMP)
             return;
         break;
     case K_JMP_IND:
-        if (!s.inside && s.depth == 0)
+        if (!s.inside && s.depth == 0) {
+            F->leaves = 1;
             return;             /* a tail call */
+        }
         if (F->have_sw && memcmp(&F->sw, &s, sizeof s) != 0) {
             refuse(F, "indirect jumps at different stack depths", x->addr);
             return;
@@ -790,6 +813,9 @@ static void reset(fn *F)
     F->where = 0;
     F->npatches = 0;
     F->restart = 0;
+    F->arg_min = INT32_MAX;
+    F->leaves = 0;
+    F->flow_ok = 0;
 }
 
 static void analyse_pass(fn *F, int mode, size_t enter_ix)
@@ -813,6 +839,10 @@ static void analyse_pass(fn *F, int mode, size_t enter_ix)
         if (!F->restart)
             seed_unreached(F);
     } while (F->restart && !F->why);
+    F->flow_ok = !F->why;
+    for (size_t i = 0; i < F->n && F->flow_ok; i++)
+        if (!F->v[i].reached && F->v[i].kind != K_PAD && F->v[i].kind != K_STOP)
+            F->flow_ok = 0;
     if (F->why || !F->have_frame)
         return;
     if (F->outside_call)
@@ -1089,6 +1119,8 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
             continue;
         }
         analyse_pass(&F, RW_MODE_SUB, 0);
+        if (F.flow_ok)
+            out->args = F.arg_min <= -8 || F.leaves ? RW_ARGS_READ : RW_ARGS_NONE;
         if (!F.why && !F.have_frame) {
             size_t ei = enter_candidate(&F, img);
             if (ei == SIZE_MAX) {

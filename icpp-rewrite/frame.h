@@ -44,6 +44,15 @@ typedef struct rw_frame_opts {
     uint32_t cap;           /* never offer more padding than this (bytes) */
 } rw_frame_opts;
 
+/* Whether a function reads stack-passed arguments (call-site wrapping
+ * moves them: icpp-rewrite/wrap.h). */
+typedef enum rw_args {
+    RW_ARGS_UNKNOWN = 0,    /* the analysis did not see every instruction */
+    RW_ARGS_NONE,           /* no rsp- or frame-pointer-relative reference reaches above its return address,
+                               and it does not jump out of its code (a tail call passes them on) */
+    RW_ARGS_READ,           /* it may */
+} rw_args;
+
 /* The verdict on one function. */
 typedef struct rw_frame {
     uint64_t    addr;       /* link-time start */
@@ -51,6 +60,7 @@ typedef struct rw_frame {
     const char *why;        /* NULL: can be padded; else why not (static text) */
     uint64_t    where;      /* address the refusal is about (0: the function as a whole) */
     uint8_t     mode;       /* rw_mode */
+    uint8_t     args;       /* rw_args, whatever the verdict */
     uint32_t    frame;      /* bytes the prologue allocates today (0 for ENTER) */
     uint32_t    maxpad;     /* largest padding the encodings allow, a multiple of 16 (0 if refused) */
     uint32_t    ncfa;       /* of the patches, CFA offsets in the CFI (a frame without frame pointer) */

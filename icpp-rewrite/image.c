@@ -131,3 +131,217 @@ int rw_image_write(const rw_image *img, const char *path, icpp_err *err)
     mode_t mode = (img->mode | ((img->mode & 0444) >> 2) | 0100) & 07777;
     return icpp_fs_write_file(path, img->bytes, img->len, mode, err) < 0 ? -1 : 0;
 }
+
+/* ---- a new segment (docs/rewrite.md, "The new segment") ---- */
+
+#define PAGE 4096u
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) & ~(a - 1);
+}
+
+/* The ELF header and program headers of the image, bounds-checked. */
+static int headers(const rw_image *img, Elf64_Ehdr **eh, Elf64_Phdr **ph, icpp_err *err)
+{
+    if (img->len < sizeof(Elf64_Ehdr))
+        return icpp_err_set(err, ICPP_EFORMAT, "the file is too short for an ELF header");
+    *eh = (Elf64_Ehdr *)img->bytes;
+    Elf64_Ehdr *e = *eh;
+    if (e->e_ident[EI_CLASS] != ELFCLASS64 || e->e_phentsize != sizeof(Elf64_Phdr) || e->e_phoff > img->len ||
+        (uint64_t)e->e_phnum * sizeof(Elf64_Phdr) > img->len - e->e_phoff || e->e_phoff % 8 ||
+        (e->e_shnum && (e->e_shentsize != sizeof(Elf64_Shdr) || e->e_shoff > img->len || e->e_shoff % 8 ||
+                        (uint64_t)e->e_shnum * sizeof(Elf64_Shdr) > img->len - e->e_shoff)))
+        return icpp_err_set(err, ICPP_EFORMAT, "its ELF headers are not those of a 64-bit executable");
+    *ph = (Elf64_Phdr *)(img->bytes + e->e_phoff);
+    return 0;
+}
+
+uint64_t rw_image_new_vaddr(const rw_image *img)
+{
+    Elf64_Ehdr *eh;
+    Elf64_Phdr *ph;
+    icpp_err err;
+    if (headers(img, &eh, &ph, &err) < 0)
+        return 0;
+    uint64_t top = 0;
+    for (size_t i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr + ph[i].p_memsz > top)
+            top = ph[i].p_vaddr + ph[i].p_memsz;
+    return align_up(top, PAGE);
+}
+
+size_t rw_image_phdr_room(const rw_image *img)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img->bytes;
+    return align_up(((size_t)eh->e_phnum + 1) * sizeof(Elf64_Phdr), 16);
+}
+
+static Elf64_Shdr *section(const rw_image *img, Elf64_Shdr *sh, size_t nsh, const char *name, size_t *idx)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img->bytes;
+    if (eh->e_shstrndx >= nsh)
+        return NULL;
+    const Elf64_Shdr *ss = &sh[eh->e_shstrndx];
+    if (ss->sh_offset > img->len || ss->sh_size > img->len - ss->sh_offset)
+        return NULL;
+    const char *str = (const char *)img->bytes + ss->sh_offset;
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < nsh; i++)
+        if (sh[i].sh_name + nl < ss->sh_size && !memcmp(str + sh[i].sh_name, name, nl + 1)) {
+            if (idx)
+                *idx = i;
+            return &sh[i];
+        }
+    return NULL;
+}
+
+int rw_image_add_segment(rw_image *img, const rw_newseg *ns, icpp_err *err)
+{
+    Elf64_Ehdr *eh;
+    Elf64_Phdr *ph;
+    if (headers(img, &eh, &ph, err) < 0)
+        return -1;
+    size_t nph = eh->e_phnum, nsh = eh->e_shnum;
+    if (!nsh)
+        return icpp_err_set(err, ICPP_EUNSUPPORTED, "it has no section headers");
+    Elf64_Shdr *osh = (Elf64_Shdr *)(img->bytes + eh->e_shoff);
+    size_t i_eh, i_hdr, i_sym = 0, i_str = 0;
+    Elf64_Shdr *s_eh = section(img, osh, nsh, ".eh_frame", &i_eh), *s_hdr = section(img, osh, nsh, ".eh_frame_hdr", &i_hdr);
+    Elf64_Shdr *s_sym = section(img, osh, nsh, ".symtab", &i_sym);
+    if (!s_eh || !s_hdr)
+        return icpp_err_set(err, ICPP_EUNSUPPORTED, "it has no .eh_frame or no .eh_frame_hdr section");
+    int have_pt_eh = 0;
+    for (size_t i = 0; i < nph; i++)
+        have_pt_eh |= ph[i].p_type == PT_GNU_EH_FRAME;
+    if (!have_pt_eh)
+        return icpp_err_set(err, ICPP_EUNSUPPORTED, "it has no PT_GNU_EH_FRAME");
+    if (s_sym) {
+        i_str = s_sym->sh_link;
+        if (i_str >= nsh || s_sym->sh_entsize != sizeof(Elf64_Sym) || s_sym->sh_offset > img->len ||
+            s_sym->sh_size > img->len - s_sym->sh_offset || s_sym->sh_info > s_sym->sh_size / sizeof(Elf64_Sym) ||
+            osh[i_str].sh_offset > img->len || osh[i_str].sh_size > img->len - osh[i_str].sh_offset)
+            return icpp_err_set(err, ICPP_EFORMAT, "its .symtab is malformed");
+    }
+    const Elf64_Shdr *s_shstr = &osh[eh->e_shstrndx];
+
+    /* Layout: the old file; the segment at a page boundary; then the
+     * section-header material (not loaded). */
+    uint64_t off = align_up(img->len, PAGE);
+    size_t seglen = ns->len;
+    uint64_t after = align_up(off + seglen, 8);
+    static const char secname[] = ".icpp_wrap";
+    size_t shstr_len = s_shstr->sh_size + sizeof secname;
+    size_t names = 0;
+    for (size_t i = 0; i < ns->nsyms; i++)
+        names += strlen(ns->syms[i].name) + 1;
+    size_t str_len = s_sym ? osh[i_str].sh_size + names : 0;
+    size_t nsym_old = s_sym ? s_sym->sh_size / sizeof(Elf64_Sym) : 0;
+    size_t sym_len = s_sym ? (nsym_old + ns->nsyms) * sizeof(Elf64_Sym) : 0;
+    uint64_t o_shstr = after, o_str = o_shstr + shstr_len, o_sym = align_up(o_str + str_len, 8),
+             o_sh = align_up(o_sym + sym_len, 8);
+    size_t total = o_sh + (nsh + 1) * sizeof(Elf64_Shdr);
+    uint8_t *nb = calloc(1, total);
+    if (!nb)
+        return icpp_err_set(err, ENOMEM, "out of memory growing the file");
+    memcpy(nb, img->bytes, img->len);
+    memcpy(nb + off, ns->data, seglen);
+
+    /* Program headers.  A PT_NOTE that only repeats PT_GNU_PROPERTY (what
+     * the kernel and ld.so read for those notes) after the last PT_LOAD
+     * becomes the new PT_LOAD in place: the table stays where it was, which
+     * binutils' strip and objcopy require.  Otherwise the table moves to
+     * the start of the new segment with one more entry after the last
+     * PT_LOAD, and PT_PHDR follows it.  PT_GNU_EH_FRAME points at the new
+     * .eh_frame_hdr either way. */
+    size_t last_load = 0, reuse = SIZE_MAX;
+    for (size_t i = 0; i < nph; i++)
+        if (ph[i].p_type == PT_LOAD)
+            last_load = i;
+    for (size_t i = last_load + 1; i < nph && reuse == SIZE_MAX; i++)
+        for (size_t j = 0; j < nph && ph[i].p_type == PT_NOTE; j++)
+            if (ph[j].p_type == PT_GNU_PROPERTY && ph[j].p_offset == ph[i].p_offset &&
+                ph[j].p_filesz == ph[i].p_filesz) {
+                reuse = i;
+                break;
+            }
+    const Elf64_Phdr load = {PT_LOAD, PF_R | PF_X, off, ns->vaddr, ns->vaddr, seglen, seglen, PAGE};
+    Elf64_Phdr *np = reuse != SIZE_MAX ? (Elf64_Phdr *)(nb + eh->e_phoff) : (Elf64_Phdr *)(nb + off);
+    size_t k = 0;
+    for (size_t i = 0; i < nph; i++) {
+        np[k] = i == reuse ? load : ph[i];
+        if (np[k].p_type == PT_PHDR && reuse == SIZE_MAX) {
+            np[k].p_offset = off;
+            np[k].p_vaddr = np[k].p_paddr = ns->vaddr;
+            np[k].p_filesz = np[k].p_memsz = (nph + 1) * sizeof(Elf64_Phdr);
+        } else if (np[k].p_type == PT_GNU_EH_FRAME) {
+            np[k].p_offset = off + (ns->hdr_addr - ns->vaddr);
+            np[k].p_vaddr = np[k].p_paddr = ns->hdr_addr;
+            np[k].p_filesz = np[k].p_memsz = ns->hdr_size;
+            np[k].p_align = 4;
+        }
+        k++;
+        if (i == last_load && reuse == SIZE_MAX)
+            np[k++] = load;
+    }
+    Elf64_Ehdr *ne = (Elf64_Ehdr *)nb;
+    if (reuse == SIZE_MAX) {
+        ne->e_phoff = off;
+        ne->e_phnum = (Elf64_Half)(nph + 1);
+    }
+
+    /* Section names, symbols, section headers. */
+    memcpy(nb + o_shstr, img->bytes + s_shstr->sh_offset, s_shstr->sh_size);
+    memcpy(nb + o_shstr + s_shstr->sh_size, secname, sizeof secname);
+    Elf64_Shdr *sh = (Elf64_Shdr *)(nb + o_sh);
+    memcpy(sh, osh, nsh * sizeof *sh);
+    sh[eh->e_shstrndx].sh_offset = o_shstr;
+    sh[eh->e_shstrndx].sh_size = shstr_len;
+    sh[i_eh].sh_addr = ns->eh_addr;
+    sh[i_eh].sh_offset = off + (ns->eh_addr - ns->vaddr);
+    sh[i_eh].sh_size = ns->eh_size;
+    sh[i_hdr].sh_addr = ns->hdr_addr;
+    sh[i_hdr].sh_offset = off + (ns->hdr_addr - ns->vaddr);
+    sh[i_hdr].sh_size = ns->hdr_size;
+    sh[nsh] = (Elf64_Shdr){(Elf64_Word)s_shstr->sh_size, SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, ns->code_addr,
+                           off + (ns->code_addr - ns->vaddr), ns->code_size, 0, 0, 16, 0};
+    if (s_sym) {
+        const Elf64_Shdr *ss = &osh[i_str];
+        memcpy(nb + o_str, img->bytes + ss->sh_offset, ss->sh_size);
+        size_t at = ss->sh_size;
+        Elf64_Sym *os = (Elf64_Sym *)(img->bytes + s_sym->sh_offset), *sy = (Elf64_Sym *)(nb + o_sym);
+        size_t nloc = s_sym->sh_info;   /* locals first: the new ones go at their end */
+        memcpy(sy, os, nloc * sizeof *sy);
+        for (size_t i = 0; i < ns->nsyms; i++) {
+            size_t l = strlen(ns->syms[i].name) + 1;
+            memcpy(nb + o_str + at, ns->syms[i].name, l);
+            sy[nloc + i] = (Elf64_Sym){(Elf64_Word)at, ELF64_ST_INFO(STB_LOCAL, STT_FUNC), STV_DEFAULT,
+                                       (Elf64_Section)nsh, ns->syms[i].addr, ns->syms[i].size};
+            at += l;
+        }
+        memcpy(sy + nloc + ns->nsyms, os + nloc, (nsym_old - nloc) * sizeof *sy);
+        /* Labels in the moved sections (__GNU_EH_FRAME_HDR, __FRAME_END__)
+         * move with them, to the same offset or the new end. */
+        for (size_t i = 0; i < nsym_old + ns->nsyms; i++) {
+            const Elf64_Shdr *o = sy[i].st_shndx == i_eh ? s_eh : sy[i].st_shndx == i_hdr ? s_hdr : NULL;
+            if (!o || sy[i].st_value < o->sh_addr)
+                continue;
+            uint64_t rel = sy[i].st_value - o->sh_addr, nsize = sh[sy[i].st_shndx].sh_size;
+            sy[i].st_value = sh[sy[i].st_shndx].sh_addr + (rel < nsize ? rel : nsize);
+        }
+        sh[i_str].sh_offset = o_str;
+        sh[i_str].sh_size = str_len;
+        sh[i_sym].sh_offset = o_sym;
+        sh[i_sym].sh_size = sym_len;
+        sh[i_sym].sh_info = (Elf64_Word)(nloc + ns->nsyms);
+    }
+    ne->e_shoff = o_sh;
+    ne->e_shnum = (Elf64_Half)(nsh + 1);
+
+    free(img->bytes);
+    img->bytes = nb;
+    img->len = total;
+    if (img->nsegs < RW_MAX_SEGS)
+        img->segs[img->nsegs++] = (rw_seg){ns->vaddr, seglen, off, PF_R | PF_X};
+    return 0;
+}

@@ -51,4 +51,39 @@ int rw_image_set_build_id(rw_image *img, const icpp_build_id *bid, icpp_err *err
  * original's permission bits plus execute for whoever may read it. */
 int rw_image_write(const rw_image *img, const char *path, icpp_err *err);
 
+/* A segment to append (docs/rewrite.md, "The new segment"): data[0..len)
+ * loaded at vaddr (rw_image_new_vaddr), whose first rw_image_phdr_room
+ * bytes are left for the program header table, with the new code at
+ * [code_addr, + code_size), the whole relocated .eh_frame at eh_addr and
+ * its .eh_frame_hdr at hdr_addr; syms are local function symbols for the
+ * new code (added to .symtab if the file has one). */
+typedef struct rw_newsym {
+    const char *name;
+    uint64_t    addr, size;
+} rw_newsym;
+
+typedef struct rw_newseg {
+    uint64_t         vaddr;
+    const uint8_t   *data;
+    size_t           len;
+    uint64_t         code_addr, code_size, eh_addr, eh_size, hdr_addr, hdr_size;
+    const rw_newsym *syms;
+    size_t           nsyms;
+} rw_newseg;
+
+/* The first page-aligned link-time address above every segment (0 if the
+ * headers cannot be read), and the bytes the moved program header table
+ * takes at the start of the new segment. */
+uint64_t rw_image_new_vaddr(const rw_image *img);
+size_t   rw_image_phdr_room(const rw_image *img);
+
+/* Append the segment: a new R+X PT_LOAD (in place of a PT_NOTE that only
+ * repeats PT_GNU_PROPERTY, else after the last PT_LOAD with the program
+ * header table moved into the segment and PT_PHDR following), PT_GNU_EH_FRAME and the
+ * .eh_frame/.eh_frame_hdr section headers pointed at the new copies, a
+ * section .icpp_wrap for the code, the symbols, and the section headers,
+ * section names and symbol table rewritten after it.  The old .eh_frame
+ * and .eh_frame_hdr bytes stay where they were, unreferenced. */
+int rw_image_add_segment(rw_image *img, const rw_newseg *ns, icpp_err *err);
+
 #endif

@@ -11,6 +11,7 @@
 #include "plan.h"
 #include "search.h"
 #include "verify.h"
+#include "wrap.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -54,6 +55,13 @@ static const char *usage_text =
     "      --seed N             seed of the randomized search (default 1).\n"
     "      --time-limit S       stop searching after S seconds of CPU time\n"
     "                           (default 6).\n"
+    "      --no-wrap            do not wrap call sites (by default, ambiguity no\n"
+    "                           resizing can separate -- the same callers in\n"
+    "                           another order -- is separated by sending chosen\n"
+    "                           direct calls through stubs that lower the stack;\n"
+    "                           see docs/rewrite.md).\n"
+    "      --wrap ADDR          also wrap the direct call at link-time address\n"
+    "                           ADDR (repeatable; it must be on the map's paths).\n"
     "      --enter              also enlarge frame-pointer functions that have no\n"
     "                           `sub $imm,%rsp`, by rewriting `push %rbp; mov\n"
     "                           %rsp,%rbp` into `enter $N,$0` (same 4 bytes, but\n"
@@ -62,7 +70,8 @@ static const char *usage_text =
     "                           compare output and exit status, train both with\n"
     "                           icpp-train and check every path's heights against\n"
     "                           the prediction and OUT's map (docs/rewrite.md).\n"
-    "  -v, --verbose, --explain list the verdict on every function of PROG.\n"
+    "  -v, --verbose, --explain list the verdict on every function of PROG, and on\n"
+    "                           every call site of the map's paths (wrapped or why not).\n"
     "  -q, --quiet              only errors (and --verify's verdict); no progress\n"
     "                           line (on a terminal, the search's rounds and best\n"
     "                           score so far are shown every second).\n"
@@ -140,6 +149,7 @@ static void print_stats_pair(const icpp_pm_stats *a, const icpp_pm_stats *b)
 
 /* What one run did, for the report. */
 typedef struct rw_report {
+    const icpp_module      *m;
     const char             *prog, *out, *map_path, *out_map;
     const char             *hex_old, *hex_new;      /* build-ids of prog and out */
     const icpp_pm_stats    *before, *after;         /* the map's ambiguity before and after */
@@ -151,9 +161,35 @@ typedef struct rw_report {
     const rw_frames        *fs;
     const icpp_arr_pad     *pads;
     size_t                  npads, n_sub, n_enter;
+    const icpp_arr_wrap    *wraps;                  /* the wrapped call sites, by return address */
+    size_t                  nwraps;
+    const uint32_t         *nwrap;                  /* per node: its wrap padding (icpp_arr_node_wraps) */
+    const rw_sites         *sites;
     uint64_t                seed;
     double                  t[6];                   /* CPU seconds at: start, read, analysis, search, new map, written */
 } rw_report;
+
+/* Why no call site on an inseparable group's paths was wrapped: each
+ * path's own call site (the first main-module one from the leaf up) and
+ * its verdict. */
+static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_amb_group *G)
+{
+    for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
+        for (uint32_t nd = G->nodes[j]; nd; nd = icpp_pathmap_node(pm, nd)->parent) {
+            const icpp_pm_node *n = icpp_pathmap_node(pm, nd);
+            int32_t k = r->sites->node_cls ? r->sites->node_cls[nd] : -1;
+            if (k < 0 || !n->nsites)
+                continue;
+            rw_site key = {.ret = n->sites[0].addr};
+            const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
+            if (st && st->why) {
+                printf("      (call %#" PRIx64 " into %s not wrapped: %s)\n", st->ret - 5,
+                       esc(icpp_pathmap_func(pm, n->func)->name), st->why);
+                break;
+            }
+        }
+    }
+}
 
 /* The report on stdout: what changed, what was refused and why, what stays ambiguous. */
 static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
@@ -178,6 +214,16 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
         printf("  %#10" PRIx64 "  +%-5u %-5s frame %5u -> %-5u  %s\n", r->pads[i].addr, r->pads[i].pad,
                fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + r->pads[i].pad, esc(fr->name));
     }
+    printf("wrapped:      %zu call sites%s\n", r->nwraps, r->nwraps ? ":" : "");
+    for (size_t i = 0; i < r->nwraps; i++) {
+        rw_site key = {.ret = r->wraps[i].ret};
+        const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
+        const icpp_func *cf = st ? icpp_module_func_start(r->m, st->callee) : NULL;
+        const icpp_func *of = st ? icpp_module_func_start(r->m, st->owner) : NULL;
+        printf("  %#10" PRIx64 "  +%-5u call %s -> %s (stub %#" PRIx64 ")\n", r->wraps[i].ret - 5, r->wraps[i].pad,
+               of ? esc(of->name) : "?", cf ? esc(cf->name) : "?",
+               r->wraps[i].new_ret - RW_WRAP_RET);
+    }
     if (r->plan->nreasons) {
         const rw_reason *rc = r->plan->reasons;
         printf("refused (callers on the map's paths), by reason:\n");
@@ -195,10 +241,10 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
            r->t[5] - r->t[0], r->t[1] - r->t[0], r->t[2] - r->t[1], r->t[3] - r->t[2], r->t[4] - r->t[3],
            r->t[5] - r->t[4]);
     rw_amb_report ar;
-    if (rw_ambiguity(pm, r->plan->caller, r->sr->pad, r->plan->maxpad, &ar, err) < 0)
+    if (rw_ambiguity(pm, r->plan->caller, r->sr->pad, r->nwrap, r->plan->maxpad, &ar, err) < 0)
         return -1;
     static const char *cls_name[RW_AMB_NCLASSES] = {
-        "same callers in another order or place: no resizing can separate",
+        "same callers in another order or place: no resizing can separate, no wrappable call site did",
         "only functions that cannot be patched differ",
         "separable in principle: budget or conflicts left them",
     };
@@ -217,6 +263,8 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
             rw_path_name(pm, G->nodes[j], pn, sizeof pn);
             printf("      %s\n", esc(pn));
         }
+        if (G->cls != RW_AMB_OPEN)
+            print_wrap_why(pm, r, G);
         if (G->nnodes > 4)
             printf("      ... %u more\n", G->nnodes - 4);
     }
@@ -272,6 +320,25 @@ static void explain_frames(const rw_frames *fs)
     }
 }
 
+/* --explain: the verdict on every call site of the map's paths. */
+static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_t *cpad)
+{
+    printf("# call site\tcaller\tcallee\tverdict\n");
+    for (size_t i = 0; i < s->n; i++) {
+        const rw_site *st = &s->v[i];
+        const icpp_func *of = icpp_module_func_start(m, st->owner), *cf = icpp_module_func_start(m, st->callee);
+        printf("%#" PRIx64 "\t%s\t%s\t", st->ret - 5, of ? esc(of->name) : "?", cf ? esc(cf->name) : "?");
+        if (st->why)
+            printf("refused: %s\n", st->why);
+        else if (!s->cls_ok[st->cls])
+            printf("refused: another site on its paths cannot be wrapped, or they have sites in other modules\n");
+        else if (cpad[st->cls])
+            printf("wrapped: +%u\n", cpad[st->cls]);
+        else
+            printf("ok, not needed\n");
+    }
+}
+
 static const rw_frame *verdict(const void *fs, uint64_t addr)
 {
     return rw_frames_find(fs, addr);
@@ -279,7 +346,8 @@ static const rw_frame *verdict(const void *fs, uint64_t addr)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN, OPT_VERSION };
+    enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN, OPT_VERSION, OPT_NOWRAP,
+           OPT_WRAP };
     static const struct option lo[] = {{"map", required_argument, 0, 'm'},
                                        {"output", required_argument, 0, 'o'},
                                        {"max-stack-growth", required_argument, 0, OPT_GROWTH},
@@ -287,6 +355,8 @@ int main(int argc, char **argv)
                                        {"time-limit", required_argument, 0, OPT_TIME},
                                        {"verify", no_argument, 0, OPT_VERIFY},
                                        {"enter", no_argument, 0, OPT_ENTER},
+                                       {"no-wrap", no_argument, 0, OPT_NOWRAP},
+                                       {"wrap", required_argument, 0, OPT_WRAP},
                                        {"explain", no_argument, 0, OPT_EXPLAIN},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"quiet", no_argument, 0, 'q'},
@@ -296,7 +366,9 @@ int main(int argc, char **argv)
     const char *map_path = NULL, *out = NULL;
     double growth = 1.5, tlimit = 6.0;
     uint64_t seed = 1;
-    int do_verify = 0, enter = 0, explain = 0, quiet = 0, c;
+    int do_verify = 0, enter = 0, explain = 0, quiet = 0, wrap = 1, c;
+    uint64_t force[64];
+    size_t nforce = 0;
     char *e;
     while ((c = getopt_long(argc, argv, "+m:o:qvh", lo, NULL)) != -1) {
         switch (c) {
@@ -321,6 +393,15 @@ int main(int argc, char **argv)
             break;
         case OPT_VERIFY: do_verify = 1; break;
         case OPT_ENTER: enter = 1; break;
+        case OPT_NOWRAP: wrap = 0; break;
+        case OPT_WRAP:
+            if (nforce == sizeof force / sizeof *force)
+                die(2, "--wrap: at most %zu call sites", sizeof force / sizeof *force);
+            errno = 0;
+            force[nforce++] = strtoull(optarg, &e, 0);
+            if (*e || !*optarg || errno || strchr(optarg, '-'))
+                die(2, "--wrap wants the address of a call instruction (0x1234), not '%s'", optarg);
+            break;
         case OPT_EXPLAIN:
         case 'v': explain = 1; break;
         case 'q': quiet = 1; break;
@@ -401,6 +482,27 @@ int main(int argc, char **argv)
     if (srr < 0)
         die(1, "%s", err.msg);
 
+    /* Call sites to wrap where resizing left ambiguity. */
+    rw_sites sites;
+    if (rw_sites_find(&sites, pm, m, &img, fs, plan.ranges, plan.nranges, &err) < 0)
+        die(1, "%s: %s", prog, err.msg);
+    uint32_t *cpad = calloc(sites.ncls + 1, sizeof *cpad), *nwrap = calloc(icpp_pathmap_nnodes(pm), sizeof *nwrap);
+    if (!cpad || !nwrap)
+        die(1, "out of memory");
+    /* A third of the resizing search's time: rewriting stays within its bound (docs/rewrite.md). */
+    if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, tlimit / 3, cpad, &err) < 0)
+        die(1, "%s", err.msg);
+    for (size_t i = 0; i < nforce; i++)
+        if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)
+            die(1, "%s", err.msg);
+    if (explain)
+        explain_sites(m, &sites, cpad);
+    icpp_arr_wrap *wraps;
+    size_t nwraps;
+    if (rw_wrap_list(&sites, cpad, rw_wrap_code_addr(&img), &wraps, &nwraps, &err) < 0)
+        die(1, "%s", err.msg);
+    icpp_arr_node_wraps(pm, wraps, nwraps, nwrap);
+
     /* Patch. */
     t_search = now();
     icpp_arr_pad *pads;
@@ -411,12 +513,15 @@ int main(int argc, char **argv)
         if (rw_frame_patch(rw_frames_find(fs, pads[i].addr), pads[i].pad, &img, &err) < 0)
             die(1, "%s", err.msg);
     icpp_build_id nbid;
-    icpp_arr_build_id(bid, pads, npads, &nbid);
+    icpp_arr_build_id(bid, pads, npads, wraps, nwraps, &nbid);
     icpp_build_id_hex(&nbid, hex_new, sizeof hex_new);
     if (rw_image_set_build_id(&img, &nbid, &err) < 0)
         die(1, "%s: %s", prog, err.msg);
+    if (rw_wrap_apply(&img, &sites, wraps, nwraps, pads, npads, &err) < 0)
+        die(1, "%s: cannot wrap call sites: %s (--no-wrap leaves them)", prog, err.msg);
     char *out_abs = abs_path(out);
-    icpp_pathmap *npm = icpp_arr_apply(pm, plan.caller, pads, npads, out_abs ? out_abs : out, &nbid, &err);
+    icpp_pathmap *npm = icpp_arr_apply(pm, plan.caller, pads, npads, wraps, nwraps, out_abs ? out_abs : out, &nbid,
+                                       &err);
     if (!npm)
         die(1, "%s", err.msg);
     if (icpp_pathmap_stats(npm, &after, &err) < 0)
@@ -433,21 +538,25 @@ int main(int argc, char **argv)
     t_write = now();
 
     if (!quiet) {
-        rw_report r = {prog,   out,  map_path, out_map, hex_old, hex_new, &before, &after, h0, growth, &so2, &sr,
-                       &plan, fs,  pads,     npads,   n_sub,   n_enter, seed,    {t_start, t_read, t_analysis,
-                       t_search, t_map, t_write}};
+        rw_report r = {m,     prog, out,   map_path, out_map, hex_old, hex_new, &before, &after,  h0,
+                       growth, &so2, &sr,  &plan,    fs,      pads,    npads,   n_sub,   n_enter, wraps,
+                       nwraps, nwrap, &sites, seed, {t_start, t_read, t_analysis, t_search, t_map, t_write}};
         if (report(pm, &r, &err) < 0)
             die(1, "%s", err.msg);
     }
     int status = 0;
     if (do_verify) {
-        rw_verify_opts vo = {prog,  out,   out_map, argv + optind + 1, argc - optind - 1, pads, npads, plan.ranges,
-                             plan.nranges, quiet};
+        rw_verify_opts vo = {prog,  out,   out_map, argv + optind + 1, argc - optind - 1, pads, npads, wraps,
+                             nwraps, plan.ranges, plan.nranges, quiet};
         int v = rw_verify(&vo);
         status = v < 0 ? 1 : v > 0 ? 3 : 0;
     }
     free(out_abs);
     free(pads);
+    free(wraps);
+    free(cpad);
+    free(nwrap);
+    rw_sites_free(&sites);
     rw_plan_free(&plan);
     rw_search_result_free(&sr);
     icpp_pathmap_free(npm);

@@ -672,8 +672,8 @@ static int group_cmp(const void *a, const void *b)
     return x->weight > y->weight ? -1 : x->weight < y->weight;
 }
 
-int rw_ambiguity(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *pad, const uint32_t *maxpad,
-                 rw_amb_report *out, icpp_err *err)
+int rw_ambiguity(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *pad, const uint32_t *wrap,
+                 const uint32_t *maxpad, rw_amb_report *out, icpp_err *err)
 {
     memset(out, 0, sizeof *out);
     size_t nn = icpp_pathmap_nnodes(pm);
@@ -688,7 +688,7 @@ int rw_ambiguity(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t 
     int rc = -ENOMEM;
     if (!shift || !hall || !hpad)
         goto out;
-    icpp_arr_shifts(pm, caller, pad, shift);
+    icpp_arr_shifts(pm, caller, pad, wrap, shift);
     /* Multiset hashes of the live callers above each leaf: sums commute. */
     for (size_t i = 1; i < nn; i++) {
         uint32_t cn = caller[i];

@@ -65,10 +65,11 @@ typedef struct rw_amb_report {
     size_t        ngroups;
 } rw_amb_report;
 
-/* Classify the ambiguity left in pm under paddings pad[] (per map function),
- * where maxpad[] says which functions could be padded at all. */
-int  rw_ambiguity(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *pad, const uint32_t *maxpad,
-                  rw_amb_report *out, icpp_err *err);
+/* Classify the ambiguity left in pm under paddings pad[] (per map function)
+ * and the wrapped call sites' wrap[] (per node, icpp_arr_node_wraps; NULL:
+ * none), where maxpad[] says which functions could be padded at all. */
+int  rw_ambiguity(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *pad, const uint32_t *wrap,
+                  const uint32_t *maxpad, rw_amb_report *out, icpp_err *err);
 void rw_amb_report_free(rw_amb_report *r);
 
 /* Node's path for people: function names root first, ';'-joined, the last

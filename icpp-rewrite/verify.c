@@ -340,7 +340,7 @@ int rw_verify(const rw_verify_opts *o)
                 free(cl);
                 goto oom;
             }
-            pred[k] = icpp_arr_apply(m, cl, o->pads, o->npads, mm->path, &nb, &err);
+            pred[k] = icpp_arr_apply(m, cl, o->pads, o->npads, o->wraps, o->nwraps, mm->path, &nb, &err);
             free(cl);
             if (!pred[k]) {
                 fprintf(stderr, "icpp-rewrite: --verify: %s\n", err.msg);

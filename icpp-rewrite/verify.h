@@ -14,6 +14,8 @@ typedef struct rw_verify_opts {
     int                 nargs;
     const icpp_arr_pad *pads;       /* the paddings OUT has */
     size_t              npads;
+    const icpp_arr_wrap *wraps;     /* the call sites OUT wraps, by return address */
+    size_t              nwraps;
     const icpp_arr_range *ranges;   /* PROG's code, for icpp_arr_callers */
     size_t              nranges;
     int                 quiet;

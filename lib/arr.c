@@ -95,14 +95,51 @@ long icpp_arr_callers(const icpp_pathmap *pm, const icpp_arr_range *ranges, size
     return moved;
 }
 
-void icpp_arr_shifts(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *func_pad, int64_t *shift)
+static const icpp_arr_wrap *find_wrap(const icpp_arr_wrap *w, size_t n, uint64_t ret)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (w[mid].ret < ret)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && w[lo].ret == ret ? &w[lo] : NULL;
+}
+
+size_t icpp_arr_node_wraps(const icpp_pathmap *pm, const icpp_arr_wrap *wraps, size_t n, uint32_t *out)
+{
+    size_t nn = icpp_pathmap_nnodes(pm), mixed = 0;
+    uint32_t main = icpp_pathmap_main(pm);
+    for (size_t i = 0; i < nn; i++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
+        uint32_t pad = 0;
+        size_t wrapped = 0;
+        int differ = 0;
+        for (uint32_t k = 0; k < nd->nsites && n; k++) {
+            const icpp_arr_wrap *w = nd->sites[k].module == main ? find_wrap(wraps, n, nd->sites[k].addr) : NULL;
+            if (!w)
+                continue;
+            differ |= wrapped && w->pad != pad;
+            pad = w->pad;
+            wrapped++;
+        }
+        out[i] = wrapped == nd->nsites && !differ ? pad : 0;
+        mixed += wrapped && (wrapped != nd->nsites || differ);
+    }
+    return mixed;
+}
+
+void icpp_arr_shifts(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *func_pad, const uint32_t *wrap,
+                     int64_t *shift)
 {
     /* An ancestor always precedes its descendants, so one pass suffices. */
     size_t nn = icpp_pathmap_nnodes(pm);
     shift[0] = 0;
     for (size_t i = 1; i < nn; i++) {
         uint32_t c = caller ? caller[i] : icpp_pathmap_node(pm, (uint32_t)i)->parent;
-        shift[i] = c ? shift[c] + func_pad[icpp_pathmap_node(pm, c)->func] : 0;
+        shift[i] = (c ? shift[c] + func_pad[icpp_pathmap_node(pm, c)->func] : 0) + (wrap ? wrap[i] : 0);
     }
 }
 
@@ -122,7 +159,8 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-void icpp_arr_build_id(const icpp_build_id *old, const icpp_arr_pad *pads, size_t n, icpp_build_id *out)
+void icpp_arr_build_id(const icpp_build_id *old, const icpp_arr_pad *pads, size_t n, const icpp_arr_wrap *wraps,
+                       size_t nwraps, icpp_build_id *out)
 {
     icpp_arr_pad *s = n ? malloc(n * sizeof *s) : NULL;
     size_t ns = 0;
@@ -139,6 +177,8 @@ void icpp_arr_build_id(const icpp_build_id *old, const icpp_arr_pad *pads, size_
             h = mix(h ^ old->bytes[i] ^ ((uint64_t)i << 8));
         for (size_t i = 0; i < ns; i++)
             h = mix(mix(h ^ s[i].addr) ^ s[i].pad);
+        for (size_t i = 0; i < nwraps; i++)   /* in ret order, as given */
+            h = mix(mix(mix(h ^ 0x77726170u) ^ wraps[i].ret) ^ wraps[i].pad);
         lane[l] = mix(h ^ (uint64_t)ns);
     }
     free(s);
@@ -202,7 +242,8 @@ static int copy_meta(const icpp_pathmap *src, icpp_pathmap *dst, icpp_err *err)
 }
 
 icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_pad *pads, size_t n,
-                             const char *new_path, const icpp_build_id *new_bid, icpp_err *err)
+                             const icpp_arr_wrap *wraps, size_t nwraps, const char *new_path,
+                             const icpp_build_id *new_bid, icpp_err *err)
 {
     size_t nm = icpp_pathmap_nmodules(pm), nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
     uint32_t main = icpp_pathmap_main(pm);
@@ -210,10 +251,15 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
     uint32_t *fpad = malloc((nf + 1) * sizeof *fpad);
     int64_t *shift = malloc(nn * sizeof *shift);
     uint32_t *modmap = malloc((nm + 1) * sizeof *modmap);
-    if (!out || !fpad || !shift || !modmap)
+    uint32_t *nwrap = malloc((nn + 1) * sizeof *nwrap);
+    if (!out || !fpad || !shift || !modmap || !nwrap)
         goto oom;
     icpp_arr_func_pads(pm, pads, n, fpad);
-    icpp_arr_shifts(pm, caller, fpad, shift);
+    if (icpp_arr_node_wraps(pm, wraps, nwraps, nwrap)) {
+        icpp_err_set(err, ICPP_EFORMAT, "internal error: a path's call sites are partly wrapped");
+        goto fail;
+    }
+    icpp_arr_shifts(pm, caller, fpad, nwrap, shift);
     for (size_t i = 0; i < nm; i++) {
         const icpp_pm_module *m = icpp_pathmap_module(pm, (uint32_t)i);
         int is_main = i == main;
@@ -246,9 +292,12 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
         for (uint32_t k = 0; k < s->nheights; k++)
             if (icpp_pathmap_add_height(out, d, s->heights[k].height + shift[i], s->heights[k].count) < 0)
                 goto oom;
-        for (uint32_t k = 0; k < s->nsites; k++)
-            if (icpp_pathmap_add_site(out, d, s->sites[k].module, s->sites[k].addr, s->sites[k].count) < 0)
+        for (uint32_t k = 0; k < s->nsites; k++) {
+            const icpp_arr_wrap *w = s->sites[k].module == main ? find_wrap(wraps, nwraps, s->sites[k].addr) : NULL;
+            if (icpp_pathmap_add_site(out, d, s->sites[k].module, w ? w->new_ret : s->sites[k].addr,
+                                      s->sites[k].count) < 0)
                 goto oom;
+        }
     }
     if (copy_meta(pm, out, err) < 0)
         goto fail;
@@ -262,6 +311,10 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
     snprintf(num, sizeof num, "%zu", npadded);
     if (icpp_pathmap_set_meta(out, "arr-source", hex) < 0 || icpp_pathmap_set_meta(out, "arr-paddings", num) < 0)
         goto oom;
+    snprintf(num, sizeof num, "%zu", nwraps);
+    if (nwraps && icpp_pathmap_set_meta(out, "arr-wraps", num) < 0)
+        goto oom;
+    free(nwrap);
     free(fpad);
     free(shift);
     free(modmap);
@@ -269,6 +322,7 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
 oom:
     icpp_err_set(err, ENOMEM, "out of memory building the padded binary's map");
 fail:
+    free(nwrap);
     icpp_pathmap_free(out);
     free(fpad);
     free(shift);

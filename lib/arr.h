@@ -34,6 +34,15 @@ typedef struct icpp_arr_pad {
     uint32_t pad;                   /* bytes, multiple of 16 */
 } icpp_arr_pad;
 
+/* A wrapped call site (docs/rewrite.md, "Call-site wrapping"): the call
+ * whose return address is `ret` in the main module goes through a stub that
+ * lowers the stack by `pad` bytes (a multiple of 16) around it; in the
+ * rewritten binary its return address is `new_ret` (in the stub). */
+typedef struct icpp_arr_wrap {
+    uint64_t ret, new_ret;
+    uint32_t pad;
+} icpp_arr_wrap;
+
 /* A piece of the main module's code: [lo, hi) runs in the frame of the
  * function starting at `owner` (itself, or for gcc's foo.cold parts foo). */
 typedef struct icpp_arr_range {
@@ -56,23 +65,39 @@ void icpp_arr_func_pads(const icpp_pathmap *pm, const icpp_arr_pad *pads, size_t
 long icpp_arr_callers(const icpp_pathmap *pm, const icpp_arr_range *ranges, size_t nranges, uint32_t *caller,
                       uint32_t *far);
 
+/* Per node (icpp_pathmap_nnodes entries into out): the padding of the
+ * wrapped call sites it was called through -- wraps[0..n) sorted by ret --
+ * when every one of its main-module sites is wrapped with that padding
+ * (and it has no site elsewhere), else 0.  Returns the number of nodes
+ * whose sites are partly wrapped or wrapped with different paddings (their
+ * heights are then not predictable: the choice of wraps must avoid it). */
+size_t icpp_arr_node_wraps(const icpp_pathmap *pm, const icpp_arr_wrap *wraps, size_t n, uint32_t *out);
+
 /* Height shift of every node (icpp_pathmap_nnodes entries into shift):
- * shift[i] = shift[c] + func_pad[function of c] with c = caller[i] (NULL:
- * parents), and shift[0] = 0 -- the paddings of the live frames above. */
-void icpp_arr_shifts(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *func_pad, int64_t *shift);
+ * shift[i] = shift[c] + func_pad[function of c] + wrap[i] with c =
+ * caller[i] (NULL: parents; wrap NULL: none), and shift[0] = 0 -- the
+ * paddings of the live frames above and of the wrapped call sites on the
+ * way. */
+void icpp_arr_shifts(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *func_pad, const uint32_t *wrap,
+                     int64_t *shift);
 
 /* The build-id of the padded binary: the same length as `old` (20 if old has
  * none), a deterministic function of the old id and the paddings (sorted by
  * address; zero paddings ignored), and never equal to `old`.  A map or sample
  * file of one binary can therefore never be taken for the other's. */
-void icpp_arr_build_id(const icpp_build_id *old, const icpp_arr_pad *pads, size_t n, icpp_build_id *out);
+void icpp_arr_build_id(const icpp_build_id *old, const icpp_arr_pad *pads, size_t n, const icpp_arr_wrap *wraps,
+                       size_t nwraps, icpp_build_id *out);
 
 /* The map of the padded binary: a copy of `pm` whose heights are shifted by
- * icpp_arr_shifts (with `caller`, NULL for parents) and whose main module has
- * `new_path` and `new_bid`; all metadata is kept, and "arr-source" (the old
- * build-id in hex) and "arr-paddings" (number of padded functions) are set.
- * NULL on failure. */
+ * icpp_arr_shifts (with `caller`, NULL for parents, and the wraps
+ * wraps[0..nwraps), sorted by ret), whose wrapped call sites are their
+ * stubs' return addresses, and whose main module has `new_path` and
+ * `new_bid`; all metadata is kept, and "arr-source" (the old build-id in
+ * hex), "arr-paddings" (number of padded functions) and, with wraps,
+ * "arr-wraps" (number of wrapped sites) are set.  NULL on failure
+ * (ICPP_EFORMAT if a node's sites are partly wrapped). */
 icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_pad *pads, size_t n,
-                             const char *new_path, const icpp_build_id *new_bid, icpp_err *err);
+                             const icpp_arr_wrap *wraps, size_t nwraps, const char *new_path,
+                             const icpp_build_id *new_bid, icpp_err *err);
 
 #endif

@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,10 @@ def report(text):
     if m:
         f["aligned"], f["aligned_ok"] = int(m.group(1)), int(m.group(2))
     f["verify_ok"] = "verify: OK" in text
+    m = re.search(r"wrapped:\s+(\d+) call sites", text)
+    f["nwrapped"] = int(m.group(1)) if m else 0
+    f["wrapped"] = [(int(a, 16), int(p), caller, callee) for a, p, caller, callee in
+                    re.findall(r"^\s+(0x[0-9a-f]+)\s+\+(\d+)\s+call (.+) -> (.+) \(stub 0x[0-9a-f]+\)$", text, re.M)]
     return f
 
 
@@ -135,12 +140,19 @@ def cfi_sections(binary):
     return out
 
 
-def changed_only_where_allowed(prog, out, resized, label, cfi=False):
+def changed_only_where_allowed(prog, out, resized, label, cfi=False, wrapped=()):
     """Every byte that differs between PROG and OUT lies in a resized function or
     in the build-id note (or, cfi: in the CFI sections, whose CFA offsets frames
-    without a frame pointer patch)."""
+    without a frame pointer patch).  With wrapped call sites, OUT is PROG plus a
+    new segment and new section headers after its end; within PROG's bytes only
+    the ELF header, the program headers and the 5 bytes of each wrapped call change
+    in addition."""
     a, b = open(prog, "rb").read(), open(out, "rb").read()
-    if not c.check(len(a) == len(b), f"{label}: OUT has another size ({len(a)} vs {len(b)})"):
+    if wrapped:
+        if not c.check(len(b) > len(a), f"{label}: call sites wrapped but OUT did not grow"):
+            return
+        b = b[:len(a)]
+    elif not c.check(len(a) == len(b), f"{label}: OUT has another size ({len(a)} vs {len(b)})"):
         return
     diff = [i for i in range(len(a)) if a[i] != b[i]] if a != b else []
     bid = bytes.fromhex(build_id(prog) or "")
@@ -148,6 +160,15 @@ def changed_only_where_allowed(prog, out, resized, label, cfi=False):
     ranges = func_ranges(prog)
     segs = file_offsets(prog)
     allowed = cfi_sections(prog) if cfi else []
+    if wrapped:
+        allowed.append((0, 64))     # e_phoff, e_phnum, e_shoff, e_shnum
+        phoff, = struct.unpack_from("<Q", a, 32)
+        phnum, = struct.unpack_from("<H", a, 56)
+        allowed.append((phoff, phoff + 56 * phnum))     # the new PT_LOAD, PT_GNU_EH_FRAME
+        for call, _p, _a, _b in wrapped:
+            for va, off, sz in segs:
+                if va <= call < va + sz:
+                    allowed.append((call - va + off, call - va + off + 5))
     for start in resized:
         for lo, hi in ranges.get(start, []):
             for va, off, sz in segs:
@@ -159,6 +180,14 @@ def changed_only_where_allowed(prog, out, resized, label, cfi=False):
                      f"first at file offset {bad[0] if bad else 0:#x}")
     c.check(bid_at >= 0 and a[bid_at:bid_at + len(bid)] != b[bid_at:bid_at + len(bid)],
             f"{label}: the build-id note did not change")
+
+
+def elf_clean(out, label):
+    """readelf -lSW says nothing on stderr and eu-elflint --gnu-ld finds no error."""
+    r = run(["readelf", "-lSW", out])
+    c.check(r.returncode == 0 and not r.stderr.strip(), f"{label}: readelf -lSW: {r.stderr.strip()[:300]}")
+    r = run(["eu-elflint", "--gnu-ld", out])
+    c.check(r.returncode == 0, f"{label}: eu-elflint --gnu-ld: {(r.stdout + r.stderr).strip()[:500]}")
 
 
 figures = []   # (prog, config, report) for the summary
@@ -195,12 +224,14 @@ for e in entries:
     c.check(f.get("aligned") == f.get("aligned_ok"), f"{label}: alignment-dependent paths outside predictions")
     c.check(f.get("h_after", 0) <= f.get("budget", 0), f"{label}: stack budget exceeded")
     c.check(f.get("paths_after", 0) >= f.get("paths_before", 101), f"{label}: precision went down")
-    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label)
+    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label, wrapped=f["wrapped"])
     c.check(build_id(out) and build_id(out) != build_id(e.binary), f"{label}: OUT has PROG's build-id")
+    if f["wrapped"]:
+        elf_clean(out, label)
 
-# ---- 2. orders.c: a separable and an inseparable collision ---------------------------
+# ---- 2. orders.c: a separable and an inseparable collision (resizing alone) -------------
 
-for cfg, extra in (("O0-fp-pie", []), ("O2-fp-pie", ["--enter"])):
+for cfg, extra in (("O0-fp-pie", ["--no-wrap"]), ("O2-fp-pie", ["--enter", "--no-wrap"])):
     if only and "orders" not in only:
         break
     e = [x for x in entries if x.prog == "orders" and x.config == cfg]
@@ -269,7 +300,7 @@ if not only:
         c.check(f.get("paths_after", 0) >= f.get("paths_before", 100) + 10,
                 f"{label}: precision gain under 10 points: {f}")
         c.check(f.get("h_after", 1 << 62) <= f.get("budget", 0), f"{label}: stack budget exceeded: {f}")
-        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], label)
+        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], label, wrapped=f["wrapped"])
         # Same seed, same result (the search ends long before its time limit here).
         if flags == ["-O0"]:
             os.makedirs(os.path.join(d, "again"))
@@ -331,11 +362,42 @@ if not only:
 
 
 def gdb_bt(binary, where, args):
-    """gdb's backtrace at the first stop at `where`: [(pc or None, function)] (frame #0 has no pc)."""
+    """gdb's backtrace at the first stop at `where`: [(pc or None, function)] (frame #0 has no pc).
+    A wrapped call site's stub frame (docs/rewrite.md) is named as gdb shows it: CALLER.cold.icpp_wrap
+    (C) or CALLER(ARGS) [clone .cold] [clone .icpp_wrap.N] (C++)."""
     r = run(["gdb", "-batch", "-nx", "-ex", "break " + where, "-ex", "run", "-ex", "bt", "--args", binary] + args,
             timeout=120)
-    frames = re.findall(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) \(", r.stdout, re.M)
-    return [(int(pc, 16) if pc else None, fn) for _n, pc, fn in frames]
+    out = []
+    for m in re.finditer(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(.*)$", r.stdout, re.M):
+        rest = re.sub(r" (at|from) \S+$", "", m.group(3))
+        # the name: up to the argument list, the last balanced "(...)" at the end
+        depth, i = 0, len(rest) - 1
+        while i >= 0:
+            depth += {")": 1, "(": -1}.get(rest[i], 0)
+            if depth == 0:
+                break
+            i -= 1
+        out.append((int(m.group(2), 16) if m.group(2) else None, rest[:i].strip()))
+    return out
+
+
+def stub_caller(name):
+    """The caller a stub frame's name stands for (the name itself for other frames)."""
+    name = re.sub(r"\.cold\.icpp_wrap(\.\d+)?$", "", name)
+    return re.sub(r"\(.*\) \[clone \.cold\] \[clone \.icpp_wrap\.\d+\]$", "", name)
+
+
+def same_bt(bt0, bt1):
+    """Backtraces of PROG and OUT agree: the same functions in the same order (a stub frame
+    as its caller), at the same return addresses except in stub frames; up to main (gdb does
+    not take a stub frame of main for main, so it goes on past it)."""
+    def upto_main(bt):
+        names = [stub_caller(n) for _pc, n in bt]
+        return bt[:names.index("main") + 1] if "main" in names else bt
+    a, b = upto_main(bt0), upto_main(bt1)
+    return len(a) == len(b) and all(
+        stub_caller(n0) == stub_caller(n1) and (pc0 == pc1 or "icpp_wrap" in n1)
+        for (pc0, n0), (pc1, n1) in zip(a, b))
 
 
 for e in corpus.load_list():
@@ -354,7 +416,8 @@ for e in corpus.load_list():
     # --verify: identical output and exit status (exceptions.cpp prints how many it caught), and
     # a training of OUT measures exactly the predicted heights.
     c.check(r.returncode == 0 and f.get("verify_ok"), f"{label}: --verify failed: {r.stdout[-1500:]}")
-    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label, cfi=True)
+    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label, cfi=True,
+                               wrapped=f["wrapped"])
     figures.append((e.prog, e.config, f))
     if e.prog == "recurse":
         continue        # its recursive functions have no sub to enlarge (push-only frames)
@@ -368,12 +431,168 @@ for e in corpus.load_list():
     # at the call instruction inside the innermost resized descend.
     leaf = "_ZN3exc9fail_leafEmmb"
     bt0, bt1 = gdb_bt(e.binary, leaf, ["1"]), gdb_bt(out, leaf, ["1"])
-    c.check(len(bt0) >= 10 and bt0 == bt1, f"{label}: gdb backtraces at {leaf} differ:\n{bt0}\n{bt1}")
+    c.check(len(bt0) >= 10 and same_bt(bt0, bt1), f"{label}: gdb backtraces at {leaf} differ:\n{bt0}\n{bt1}")
     if c.check(len(bt0) > 1 and bt0[1][0], f"{label}: gdb gave no return address in frame #1: {bt0}"):
         at = "*%#x" % (bt0[1][0] - 5)     # the call rel32 before frame #1's return address
         bt0, bt1 = gdb_bt(e.binary, at, ["1"]), gdb_bt(out, at, ["1"])
-        c.check(len(bt0) >= 9 and "descend" in bt0[0][1] and bt0 == bt1,
+        c.check(len(bt0) >= 9 and "descend" in bt0[0][1] and same_bt(bt0, bt1),
                 f"{label}: gdb backtraces inside descend differ:\n{bt0}\n{bt1}")
+
+# ---- 5b. call-site wrapping: orders fully precise, exceptions through stubs, gdb ---------
+
+
+def check_precision(binary, mapfile, label):
+    """icpp-sample --validate + icpp-resolve --check: (precise samples, ambiguous samples,
+    precise paths, true paths) of the function-path level."""
+    samples = os.path.join(tmp, label + ".samples")
+    r = run([tool("icpp-sample"), "--validate", "-q", "-o", samples, "--", binary, "10"], timeout=300)
+    if not c.check(r.returncode == 0, f"{label}: icpp-sample failed: {r.stderr.strip()[-300:]}"):
+        return None
+    r = run([tool("icpp-resolve"), "-m", mapfile, "--check", samples], timeout=300)
+    t = re.search(r"(\d+) distinct true paths", r.stdout)
+    p = re.search(r"^precise\s+(\d+)\s+[\d.]+%\s+(\d+)", r.stdout, re.M)
+    a = re.search(r"^ambiguous-containing-truth\s+(\d+)", r.stdout, re.M)
+    i = re.search(r"^incorrect\s+(\d+)", r.stdout, re.M)
+    if not c.check(t and p and a and i, f"{label}: no --check figures: {r.stdout[-800:]} {r.stderr[-300:]}"):
+        return None
+    return int(p.group(1)), int(a.group(1)) + int(i.group(1)), int(p.group(2)), int(t.group(1))
+
+
+for e in corpus.load_list():
+    if only and e.prog not in only:
+        continue
+    if e.prog != "orders" or e.config not in ("O2-nofp-pie", "O2-fp-pie"):
+        continue
+    # main;a;b;d and main;b;a;d: the same callers in another order.  Resizing alone leaves them
+    # sharing a CID; wrapping a call site on one of them separates them, and all four documented
+    # paths of orders.c resolve precisely against the true stacks.
+    label = f"wrap-{e.prog}.{e.config}"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    m0 = os.path.join(d, "prog.icppmap")
+    train(e.binary, m0)
+    out = os.path.join(d, "orders.arr")
+    r = rewrite(e.binary, m0, out, "--verify")
+    f = report(r.stdout)
+    c.check(r.returncode == 0 and f.get("verify_ok"), f"{label}: --verify failed: {r.stdout[-1500:]}")
+    c.check(f["nwrapped"] >= 1 and "[inseparable]" not in r.stdout,
+            f"{label}: the inseparable pair is still there: {r.stdout[-1500:]}")
+    after = paths_of(out + ".icppmap")
+    hs = {names.split(";", 3)[-1]: set(h) for names, h in after.values()
+          if names.endswith(("main;a;b;d", "main;b;a;d", "main;b;e;d", "main;c;d"))}
+    c.check(len(hs) == 4 and len({frozenset(v) for v in hs.values()}) == 4,
+            f"{label}: d's four paths do not have four heights in OUT's map: {hs}")
+    changed_only_where_allowed(e.binary, out, [a for a, _p, _m in f["resized"]], label, cfi=True,
+                               wrapped=f["wrapped"])
+    elf_clean(out, label)
+    # binutils' strip keeps OUT working (the program headers stayed in the first segment)
+    stripped = out + ".stripped"
+    rs = run(["strip", "-o", stripped, out])
+    c.check(rs.returncode == 0 and run([stripped, "1"]).stdout == run([e.binary, "1"]).stdout,
+            f"{label}: OUT stripped by strip does not run as PROG: {rs.stderr.strip()[:300]}")
+    elf_clean(stripped, label + " stripped")
+    q0, q1 = check_precision(e.binary, m0, label + "-prog"), check_precision(out, out + ".icppmap", label)
+    if q0 and q1:
+        c.check(q0[1] > 0, f"{label}: PROG was not ambiguous (nothing to test): {q0}")
+        # orders' 4 paths, and any other the samples hit (start-up), all precise
+        c.check(q1[3] >= 4 and q1[2] == q1[3] and q1[1] == 0 and q1[0] > 0,
+                f"{label}: after rewriting not all true paths precise (precise, ambiguous+incorrect samples, "
+                f"precise paths, true paths) = {q1}")
+        print(f"{label}: precise samples {q0[0]}/{q0[0] + q0[1]} -> {q1[0]}/{q1[0] + q1[1]}, "
+              f"paths {q0[2]}/{q0[3]} -> {q1[2]}/{q1[3]}")
+    # gdb in a callee below the wrapped site: the same functions as in PROG.
+    for where in ("b", "d"):
+        bt0, bt1 = gdb_bt(e.binary, where, ["1"]), gdb_bt(out, where, ["1"])
+        c.check(len(bt0) >= 3 and same_bt(bt0, bt1), f"{label}: gdb backtraces at {where} differ:\n{bt0}\n{bt1}")
+    # at the first wrapped callee (orders' first call of it goes through its wrapped site), a stub frame
+    callee = f["wrapped"][0][3] if f["wrapped"] else "d"
+    bt1 = gdb_bt(out, callee, ["1"])
+    c.check(any("icpp_wrap" in n for _pc, n in bt1) and same_bt(gdb_bt(e.binary, callee, ["1"]), bt1),
+            f"{label}: no stub frame in gdb's backtrace at {callee}, or other functions: {bt1}")
+
+# Stripped: the stub has no symbol; its FDE (starting inside a frame, jumped to only from its
+# caller) makes it the caller's cold part (docs/definitions.md), and the result is the same.
+e = [x for x in corpus.load_list() if x.prog == "orders" and x.config == "O2-nofp-pie"]
+if e and (not only or "orders" in only):
+    label = "wrap-orders.O2-nofp-pie-stripped"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    prog = os.path.join(d, "orders")
+    run(["strip", "-o", prog, e[0].binary])
+    m0 = os.path.join(d, "prog.icppmap")
+    train(prog, m0)
+    out = os.path.join(d, "orders.arr")
+    r = rewrite(prog, m0, out, "--verify")
+    f = report(r.stdout)
+    c.check(r.returncode == 0 and f.get("verify_ok") and f["nwrapped"] >= 1 and "[inseparable]" not in r.stdout,
+            f"{label}: {r.stdout[-1500:]}")
+    elf_clean(out, label)
+    q1 = check_precision(out, out + ".icppmap", label)
+    c.check(q1 and q1[2] == q1[3] >= 4 and q1[1] == 0, f"{label}: not all true paths precise: {q1}")
+
+# No PT_GNU_PROPERTY (so no PT_NOTE to reuse): the program header table moves into the new
+# segment, PT_PHDR with it; the kernel and ld.so still load OUT, and --verify passes.
+e = [x for x in corpus.load_list() if x.prog == "orders" and x.config == "O2-nofp-pie"]
+if e and (not only or "orders" in only):
+    label = "wrap-orders.O2-nofp-pie-phdr-moved"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    prog = os.path.join(d, "orders")
+    b = bytearray(open(e[0].binary, "rb").read())
+    phoff, = struct.unpack_from("<Q", b, 32)
+    phnum, = struct.unpack_from("<H", b, 56)
+    for i in range(phnum):
+        if struct.unpack_from("<I", b, phoff + 56 * i)[0] == 0x6474e553:     # PT_GNU_PROPERTY -> PT_NULL
+            struct.pack_into("<I", b, phoff + 56 * i, 0)
+    with open(prog, "wb") as fh:
+        fh.write(b)
+    os.chmod(prog, 0o755)
+    m0 = os.path.join(d, "prog.icppmap")
+    train(prog, m0)
+    out = os.path.join(d, "orders.arr")
+    r = rewrite(prog, m0, out, "--verify")
+    f = report(r.stdout)
+    c.check(r.returncode == 0 and f.get("verify_ok") and f["nwrapped"] >= 1, f"{label}: {r.stdout[-1500:]}")
+    hdr = run(["readelf", "-hlW", out]).stdout
+    m = re.search(r"Start of program headers:\s+(\d+)", hdr)
+    c.check(m and int(m.group(1)) > len(b) and re.search(r"^\s+PHDR\s+0x0*%x " % int(m.group(1)), hdr, re.M),
+            f"{label}: the program headers did not move, or PT_PHDR does not follow them:\n{hdr[:1500]}")
+    elf_clean(out, label)
+
+for e in corpus.load_list():
+    if only and e.prog not in only:
+        continue
+    if e.prog != "exceptions" or e.config not in ("O2-nofp-pie", "O2-fp-pie"):
+        continue
+    # Both calls in descend wrapped (--wrap): fail_leaf's exceptions unwind through 8 stubs; the
+    # output (how many were caught) is identical, and gdb shows the same functions.
+    label = f"wrap-{e.prog}.{e.config}"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    m0 = os.path.join(d, "prog.icppmap")
+    train(e.binary, m0)
+    start = [int(x.split()[0], 16) for x in run(["nm", e.binary]).stdout.splitlines()
+             if x.endswith(" _ZN3exc7descendEimmb")]
+    if not c.check(len(start) == 1, f"{label}: no symbol of descend"):
+        continue
+    lo, hi = func_ranges(e.binary)[start[0]][0]
+    dis = run(["objdump", "-d", "--start-address=%#x" % lo, "--stop-address=%#x" % hi, e.binary]).stdout
+    calls = re.findall(r"^\s*([0-9a-f]+):\s+e8 .*call", dis, re.M)
+    if not c.check(len(calls) == 2, f"{label}: descend has not 2 direct calls: {calls}"):
+        continue
+    out = os.path.join(d, "out")
+    r = rewrite(e.binary, m0, out, "--verify", "--enter", *sum((["--wrap", "0x" + a] for a in calls), []), args=["1"])
+    f = report(r.stdout)
+    c.check(r.returncode == 0 and f.get("verify_ok") and f["nwrapped"] == 2,
+            f"{label}: --verify with 2 wrapped calls failed: {r.stdout[-1500:]} {r.stderr[-300:]}")
+    o0, o1 = run([e.binary, "1"]), run([out, "1"])
+    c.check(o0.stdout == o1.stdout and o0.returncode == o1.returncode and "caught=" in o1.stdout,
+            f"{label}: exceptions through stubs: {o0.stdout!r} vs {o1.stdout!r}")
+    elf_clean(out, label)
+    leaf = "_ZN3exc9fail_leafEmmb"
+    bt0, bt1 = gdb_bt(e.binary, leaf, ["1"]), gdb_bt(out, leaf, ["1"])
+    c.check(len(bt0) >= 10 and same_bt(bt0, bt1) and sum("icpp_wrap" in n for _pc, n in bt1) == 7,
+            f"{label}: gdb backtraces at {leaf} differ:\n{bt0}\n{bt1}")
 
 # ---- 6. bad input -----------------------------------------------------------------------
 

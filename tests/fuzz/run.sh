@@ -36,6 +36,7 @@ elfs=(/usr/bin/true "$mkseeds")
 case $name in
   replay|runinfo) sub=samples ;;
   debuginfo) sub=functab ;;     # ELF files: real ones carry a .gnu_debuglink
+  ehwrite) sub=fde ;;           # .eh_frame sections
   *)      sub=$name ;;
 esac
 if [ "$name" = perfdata ] && command -v perf >/dev/null; then

@@ -94,7 +94,7 @@ int main(void)
     /* Shifts: paddings g 16, p 32, r 48, main 64; q is in libc. */
     icpp_arr_pad pads[] = {{0x2000, 16}, {0x3000, 32}, {0x5000, 48}, {0x1000, 64}, {0x9000, 80}};
     icpp_arr_func_pads(pm, pads, sizeof pads / sizeof *pads, fpad);
-    icpp_arr_shifts(pm, caller, fpad, shift);
+    icpp_arr_shifts(pm, caller, fpad, NULL, shift);
     CHECK(shift[nd[1]] == 0, "main: nothing above it");
     CHECK(shift[nd[2]] == 64, "main;g: main's padding (%lld)", (long long)shift[nd[2]]);
     CHECK(shift[nd[3]] == 80, "main;g;p: main + g");
@@ -102,27 +102,27 @@ int main(void)
     CHECK(shift[nd[5]] == 80, "main;g;n: main + g");
     CHECK(shift[nd[7]] == 64 + 48, "main;r;r: main + r");
     CHECK(shift[nd[8]] == 64 + 48 + 48, "recursion multiplies: main + r + r (%lld)", (long long)shift[nd[8]]);
-    icpp_arr_shifts(pm, NULL, fpad, shift);
+    icpp_arr_shifts(pm, NULL, fpad, NULL, shift);
     CHECK(shift[nd[4]] == 112, "along parents p counts (%lld)", (long long)shift[nd[4]]);
 
     /* The padded map. */
     icpp_build_id nb;
     const icpp_build_id *ob = &icpp_pathmap_module(pm, icpp_pathmap_main(pm))->build_id;
-    icpp_arr_build_id(ob, pads, sizeof pads / sizeof *pads, &nb);
+    icpp_arr_build_id(ob, pads, sizeof pads / sizeof *pads, NULL, 0, &nb);
     CHECK(nb.len == 20 && memcmp(nb.bytes, ob->bytes, 20) != 0, "a new build-id of the same length");
     icpp_build_id nb2;
     icpp_arr_pad rev[] = {pads[4], pads[3], pads[2], pads[1], pads[0], {0x7000, 0}};
-    icpp_arr_build_id(ob, rev, sizeof rev / sizeof *rev, &nb2);
+    icpp_arr_build_id(ob, rev, sizeof rev / sizeof *rev, NULL, 0, &nb2);
     CHECK(!memcmp(nb.bytes, nb2.bytes, 20), "the build-id ignores order and zero paddings");
     icpp_arr_pad other[] = {{0x2000, 32}};
-    icpp_arr_build_id(ob, other, 1, &nb2);
+    icpp_arr_build_id(ob, other, 1, NULL, 0, &nb2);
     CHECK(memcmp(nb.bytes, nb2.bytes, 20) != 0, "other paddings, another build-id");
     icpp_build_id none = {0, {0}};
-    icpp_arr_build_id(&none, NULL, 0, &nb2);
+    icpp_arr_build_id(&none, NULL, 0, NULL, 0, &nb2);
     CHECK(nb2.len == 20, "no old build-id: 20 bytes");
 
     icpp_err err;
-    icpp_pathmap *out = icpp_arr_apply(pm, caller, pads, sizeof pads / sizeof *pads, "/bin/prog.arr", &nb, &err);
+    icpp_pathmap *out = icpp_arr_apply(pm, caller, pads, sizeof pads / sizeof *pads, NULL, 0, "/bin/prog.arr", &nb, &err);
     CHECK(out != NULL, "apply: %s", out ? "" : err.msg);
     if (out) {
         CHECK(icpp_pathmap_nnodes(out) == nn, "same paths");
@@ -153,6 +153,38 @@ int main(void)
         icpp_pathmap_free(copy);
         icpp_pathmap_free(out);
     }
+    /* Wrapped call sites: g's call at return address 0x2030 (path 5, main;g;n)
+     * with 32, r's 0x5010 (path 7) with 16.  Path 9 has sites 0x2040 and
+     * 0x3010: wrapping one of them only is a partial wrap. */
+    icpp_arr_wrap wr[] = {{0x2030, 0x7010, 32}, {0x5010, 0x7028, 16}};
+    uint32_t *nw = calloc(nn, sizeof *nw);
+    CHECK(icpp_arr_node_wraps(pm, wr, 2, nw) == 0, "no partial wrap");
+    CHECK(nw[nd[5]] == 32 && nw[nd[7]] == 16 && nw[nd[4]] == 0 && nw[nd[8]] == 0, "node wraps by sites");
+    memset(fpad, 0, nf * sizeof *fpad);
+    icpp_arr_shifts(pm, NULL, fpad, nw, shift);
+    CHECK(shift[nd[5]] == 32 && shift[nd[7]] == 16 && shift[nd[8]] == 16 && shift[nd[4]] == 0 && shift[nd[6]] == 0,
+          "a wrap moves its path and the paths below it");
+    icpp_arr_wrap part[] = {{0x2040, 0x7040, 16}};
+    CHECK(icpp_arr_node_wraps(pm, part, 1, nw) == 1 && nw[nd[9]] == 0, "path 9 partly wrapped: counted, not moved");
+    icpp_arr_wrap two[] = {{0x2040, 0x7040, 16}, {0x3010, 0x7058, 32}};
+    CHECK(icpp_arr_node_wraps(pm, two, 2, nw) == 1 && nw[nd[9]] == 0, "path 9 wrapped with two paddings: counted");
+    icpp_build_id w1, w0;
+    icpp_arr_build_id(ob, NULL, 0, NULL, 0, &w0);
+    icpp_arr_build_id(ob, NULL, 0, wr, 2, &w1);
+    CHECK(memcmp(w0.bytes, w1.bytes, 20) != 0, "wraps change the build-id");
+    icpp_pathmap *wo = icpp_arr_apply(pm, caller, NULL, 0, wr, 2, "/bin/prog.arr", &w1, &err);
+    CHECK(wo != NULL, "apply with wraps: %s", wo ? "" : err.msg);
+    if (wo) {
+        const icpp_pm_node *n5 = icpp_pathmap_node(wo, nd[5]), *n8 = icpp_pathmap_node(wo, nd[8]);
+        CHECK(n5->heights[0].height == 328 + 32 && n5->nsites == 1 && n5->sites[0].addr == 0x7010,
+              "wrapped path: moved, its site is the stub's return address");
+        CHECK(n8->heights[0].height == 400 + 16 && n8->sites[0].addr == 0x5020, "below it: moved, own site kept");
+        CHECK(icpp_pathmap_meta(wo, "arr-wraps") && !strcmp(icpp_pathmap_meta(wo, "arr-wraps"), "2"), "arr-wraps");
+        icpp_pathmap_free(wo);
+    }
+    wo = icpp_arr_apply(pm, caller, NULL, 0, part, 1, "/bin/prog.arr", &w1, &err);
+    CHECK(!wo && err.code == ICPP_EFORMAT, "a partly wrapped path is refused");
+    free(nw);
     free(caller);
     free(far);
     free(fpad);
