@@ -24,19 +24,6 @@ static int range_cmp(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-static const icpp_arr_range *range_of(const icpp_arr_range *r, size_t n, uint64_t addr)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (r[mid].lo <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo > 0 && addr < r[lo - 1].hi ? &r[lo - 1] : NULL;
-}
-
 static rw_site *find_site(const rw_sites *s, uint64_t ret)
 {
     rw_site key = {.ret = ret};
@@ -161,7 +148,7 @@ int rw_sites_find(rw_sites *s, const icpp_pathmap *pm, const icpp_module *m, con
         rw_site *st = &s->v[i];
         size_t avail;
         const uint8_t *c = st->ret >= 5 ? rw_image_code(img, st->ret - 5, &avail) : NULL;
-        const icpp_arr_range *own = range_of(r, nranges, st->ret - 5);
+        const icpp_arr_range *own = icpp_arr_range_at(r, nranges, st->ret - 5);
         if (own) {
             st->owner = own->owner;
             const icpp_func *of = icpp_module_func_start(m, own->owner);

@@ -31,8 +31,7 @@ static int range_cmp(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The owner of the range holding addr, or UINT64_MAX. */
-static uint64_t owner_of(const icpp_arr_range *r, size_t n, uint64_t addr)
+const icpp_arr_range *icpp_arr_range_at(const icpp_arr_range *r, size_t n, uint64_t addr)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -42,11 +41,16 @@ static uint64_t owner_of(const icpp_arr_range *r, size_t n, uint64_t addr)
         else
             hi = mid;
     }
-    /* A return address may be one past the end of its function (a call to
-     * a function that does not return, last in its caller): addr - 1. */
-    if (lo > 0 && addr - 1 >= r[lo - 1].lo && addr - 1 < r[lo - 1].hi)
-        return r[lo - 1].owner;
-    return UINT64_MAX;
+    return lo > 0 && addr < r[lo - 1].hi ? &r[lo - 1] : NULL;
+}
+
+/* The owner of the range holding return address addr, or UINT64_MAX: a
+ * return address may be one past the end of its function (a call to a
+ * function that does not return, last in its caller), so addr - 1. */
+static uint64_t owner_of(const icpp_arr_range *r, size_t n, uint64_t addr)
+{
+    const icpp_arr_range *g = icpp_arr_range_at(r, n, addr - 1);
+    return g ? g->owner : UINT64_MAX;
 }
 
 long icpp_arr_callers(const icpp_pathmap *pm, const icpp_arr_range *ranges, size_t nranges, uint32_t *caller,

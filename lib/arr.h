@@ -49,6 +49,9 @@ typedef struct icpp_arr_range {
     uint64_t lo, hi, owner;
 } icpp_arr_range;
 
+/* The range of r[0..n) (sorted by lo, disjoint) with lo <= addr < hi, or NULL. */
+const icpp_arr_range *icpp_arr_range_at(const icpp_arr_range *r, size_t n, uint64_t addr);
+
 /* Per map function index (icpp_pathmap_nfuncs entries into out): the padding
  * of that function, 0 for functions of other modules and unlisted ones. */
 void icpp_arr_func_pads(const icpp_pathmap *pm, const icpp_arr_pad *pads, size_t n, uint32_t *out);

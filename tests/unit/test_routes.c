@@ -21,20 +21,26 @@ static uint32_t at(uint32_t parent, int f, int64_t h)
 
 enum { MAIN, A, B, X, LEAF, Y, Z, G };
 
-int main(void)
+/* A new map of one module with the functions above. */
+static void fresh(void)
 {
     static const char *names[8] = {"main", "a", "b", "x", "leaf", "y", "z", "g"};
     icpp_build_id bid = {.len = 4, .bytes = {1, 2, 3, 4}};
+    uint32_t mod = 0;
+    pm = icpp_pathmap_new();
+    CHECK(pm && icpp_pathmap_add_module(pm, "/bin/p", &bid, 0, &mod) == 0, "module");
+    for (int i = 0; i < 8; i++)
+        CHECK(icpp_pathmap_add_func(pm, mod, 0x1000 + 0x100 * (uint64_t)i, names[i], &F[i]) == 0, "func");
+}
+
+int main(void)
+{
     icpp_err err;
 
     /* main;a;x;leaf and main;b;x;y, with a and b of equal frames: x is
      * reached at 200 from both, so (leaf, 300) -- known on one path only --
      * has two routes (main;b;x;leaf recombines them); main;a;z does not. */
-    pm = icpp_pathmap_new();
-    uint32_t mod = 0;
-    CHECK(pm && icpp_pathmap_add_module(pm, "/bin/p", &bid, 0, &mod) == 0, "module");
-    for (int i = 0; i < 8; i++)
-        CHECK(icpp_pathmap_add_func(pm, mod, 0x1000 + 0x100 * (uint64_t)i, names[i], &F[i]) == 0, "func");
+    fresh();
     uint32_t m = at(0, MAIN, 8), a = at(m, A, 100), b = at(m, B, 100);
     at(at(a, X, 200), LEAF, 300);
     at(at(b, X, 200), Y, 300);
@@ -56,10 +62,7 @@ int main(void)
 
     /* The same map, but no learn sample went through main;b: the route
      * through it is not one this run was seen in. */
-    pm = icpp_pathmap_new();
-    CHECK(pm && icpp_pathmap_add_module(pm, "/bin/p", &bid, 0, &mod) == 0, "module");
-    for (int i = 0; i < 8; i++)
-        CHECK(icpp_pathmap_add_func(pm, mod, 0x1000 + 0x100 * (uint64_t)i, names[i], &F[i]) == 0, "func");
+    fresh();
     m = at(0, MAIN, 8);
     at(at(at(m, A, 100), X, 200), LEAF, 300);
     seen = 0;
@@ -71,10 +74,7 @@ int main(void)
     icpp_pathmap_free(pm);
 
     /* b's frame 16 bytes larger: x at 200 and 216, distinct CIDs, one route each. */
-    pm = icpp_pathmap_new();
-    CHECK(pm && icpp_pathmap_add_module(pm, "/bin/p", &bid, 0, &mod) == 0, "module");
-    for (int i = 0; i < 8; i++)
-        CHECK(icpp_pathmap_add_func(pm, mod, 0x1000 + 0x100 * (uint64_t)i, names[i], &F[i]) == 0, "func");
+    fresh();
     m = at(0, MAIN, 8);
     at(at(at(m, A, 100), X, 200), LEAF, 300);
     at(at(at(m, B, 100), X, 216), Y, 316);
@@ -86,10 +86,7 @@ int main(void)
 
     /* A cycle of CIDs (main;g;a and main;a;g with g and a at the same
      * height, as a frameless tail-called pair can give): finite answers. */
-    pm = icpp_pathmap_new();
-    CHECK(pm && icpp_pathmap_add_module(pm, "/bin/p", &bid, 0, &mod) == 0, "module");
-    for (int i = 0; i < 8; i++)
-        CHECK(icpp_pathmap_add_func(pm, mod, 0x1000 + 0x100 * (uint64_t)i, names[i], &F[i]) == 0, "func");
+    fresh();
     m = at(0, MAIN, 8);
     at(at(m, G, 100), A, 100);
     at(at(m, A, 100), G, 100);
