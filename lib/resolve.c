@@ -521,7 +521,7 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
     int novel = (uint64_t)out->func < x->nnovel && x->novel[out->func];
     if (!seen && novel)
         out->kind = ICPP_RES_UNCERTAIN;
-    else if (novel && out->ncand == 1 && out->learned_total < ICPP_ROUTE_CONFIRM &&
+    else if (novel && x->evidence && out->ncand == 1 && out->learned_total < ICPP_ROUTE_CONFIRM &&
              icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1)
         out->kind = ICPP_RES_UNCERTAIN;     /* one learn sample, and known contexts recombine into this CID */
     else if (!seen && x->evidence && x->cpl && !s->func->plt && !any_active(x, out) &&

@@ -52,7 +52,8 @@ void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
  * the same CID.  Memoized per CID. */
 uint64_t icpp_cidx_routes(icpp_cidx *x, uint32_t func, int64_t height);
 
-/* A one-candidate CID of a novel function (icpp_cidx_set_novel) that fewer
+/* With evidence on (icpp_cidx_set_evidence), a one-candidate CID of a novel
+ * function (icpp_cidx_set_novel) that fewer
  * than this many of the recording's learn samples confirmed is reported
  * ICPP_RES_UNCERTAIN where icpp_cidx_routes finds more than one route: one
  * learn sample at a CID that deep recursion can reach by other arrangements
