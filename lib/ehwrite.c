@@ -274,7 +274,8 @@ int icpp_ehw_relocate(icpp_ehw *w, const uint8_t *old, size_t n, uint64_t old_ad
     w->addr = new_addr;
     if (reserve(w, n + 16, err) < 0)
         return -1;
-    memcpy(w->buf, old, n);
+    if (n)
+        memcpy(w->buf, old, n);
     /* The walk reads positions relative to the old address (pointer values
      * are not needed), and patches each pc-relative pointer in the copy. */
     walker k = {w->buf, n, old_addr, NULL, 0, 0, err};
@@ -304,7 +305,8 @@ int icpp_ehw_add_cie(icpp_ehw *w, const uint8_t *ins, size_t nins, size_t *cie_o
     memset(p, 0, tot);
     put(p, 4, tot - 4);
     memcpy(p + 4, head, sizeof head);
-    memcpy(p + 4 + sizeof head, ins, nins);
+    if (nins)
+        memcpy(p + 4 + sizeof head, ins, nins);     /* ins may be NULL when nins is 0 */
     *cie_off = w->len;
     w->len += tot;
     return 0;
@@ -327,7 +329,8 @@ int icpp_ehw_add_fde(icpp_ehw *w, size_t cie_off, uint64_t lo, uint64_t len, con
     put(p + 8, 4, (uint64_t)rel);
     put(p + 12, 4, len);
     p[16] = 0;              /* augmentation length */
-    memcpy(p + 17, ins, nins);
+    if (nins)
+        memcpy(p + 17, ins, nins);
     w->len += tot;
     return 0;
 }
@@ -379,7 +382,8 @@ int icpp_ehw_list(const uint8_t *eh, size_t n, uint64_t eh_addr, icpp_ehw_fde **
     uint8_t *copy = malloc(n ? n : 1);
     if (!copy)
         return icpp_err_set(err, ENOMEM, "out of memory reading .eh_frame");
-    memcpy(copy, eh, n);
+    if (n)
+        memcpy(copy, eh, n);
     walker k = {copy, n, eh_addr, NULL, 0, 0, err};
     list_ctx h = {0};
     visit v = {NULL, list_fde, &h};

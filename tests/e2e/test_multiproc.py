@@ -136,8 +136,13 @@ if r.returncode == 0:
     inf = [p for p in d["paths"] if "beta" in p["path"]]
     c.check(inf and all(p["inferred_frames"][p["path"].index("beta")] for p in inf),
             f"completion: beta's frame is not marked inferred: {inf[:2]}")
-    c.check(bins_of(d).get(os.path.basename(P["recurse"]), {}).get("inferred", 1) == 0,
-            f"completion: recurse's samples (all trained) inferred: {bins_of(d)}")
+    # recurse ran what it was trained on: none of its own code is inferred.  A sample in
+    # ld.so's start-up (code training never runs, before any hook) may be, now that learn
+    # samples no longer fall just before profile samples (docs/resolve.md, "The learn rate").
+    own = {"descend", "descend_work", "ping", "pong", "pp_leaf", "fib"}
+    rinf = [p["path"] for p in d["paths"] if any(p["inferred_frames"]) and own & set(p["path"])]
+    c.check(not rinf and bins_of(d).get(os.path.basename(P["recurse"]), {}).get("inferred", 99) <= 2,
+            f"completion: recurse's samples (all trained) inferred: {rinf[:2]} {bins_of(d)}")
 r = resolve(args + ["--check", "--format", "json", s])
 if r.returncode == 0:
     b = bins_of(json.loads(r.stdout)).get("newpaths", {})
