@@ -5,6 +5,7 @@
 #include "escape.h"
 #include "mapset.h"
 #include "module.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -142,15 +143,7 @@ void prof_free(profile *p)
 /* Grow *v (n used of *cap elements of size sz) to hold one more; 0 or -ENOMEM. */
 static int grow(void **v, size_t n, size_t *cap, size_t sz)
 {
-    if (n < *cap)
-        return 0;
-    size_t nc = *cap ? 2 * *cap : 64;
-    void *nv = realloc(*v, nc * sz);
-    if (!nv)
-        return -ENOMEM;
-    *v = nv;
-    *cap = nc;
-    return 0;
+    return icpp_vec_reserve(v, cap, n + 1, sz, 64);
 }
 
 static uint64_t str_hash(const char *s)

@@ -3,6 +3,7 @@
 
 #include "ehwrite.h"
 #include "hmap.h"
+#include "vec.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -121,13 +122,8 @@ int rw_sites_find(rw_sites *s, const icpp_pathmap *pm, const icpp_module *m, con
         for (uint32_t k = 0; k < nd->nsites; k++) {
             if (nd->sites[k].module != main)
                 continue;
-            if (s->n == cap) {
-                cap = cap ? 2 * cap : 64;
-                rw_site *t = realloc(s->v, cap * sizeof *t);
-                if (!t)
-                    goto oom;
-                s->v = t;
-            }
+            if (icpp_vec_reserve((void **)&s->v, &cap, s->n + 1, sizeof *s->v, 64) < 0)
+                goto oom;
             s->v[s->n++] = (rw_site){.ret = nd->sites[k].addr};
         }
     }
@@ -260,24 +256,21 @@ int rw_sites_find(rw_sites *s, const icpp_pathmap *pm, const icpp_module *m, con
         s->node_cls[i] = (int32_t)s->v[s->node_cls[i]].cls;
         s->cls_weight[s->node_cls[i]] += icpp_pathmap_node(pm, (uint32_t)i)->count;
     }
-    free(uf);
-    free(mixed);
-    free(r);
-    free(fdes);
-    if (dcfi)
-        dwarf_cfi_end(dcfi);
-    return 0;
+    int rc = 0;
+    goto out;
 oom:
     icpp_err_set(err, ENOMEM, "out of memory judging call sites");
 fail:
+    rw_sites_free(s);
+    rc = -1;
+out:
     free(uf);
     free(mixed);
     free(r);
     free(fdes);
     if (dcfi)
         dwarf_cfi_end(dcfi);
-    rw_sites_free(s);
-    return -1;
+    return rc;
 }
 
 void rw_sites_free(rw_sites *s)

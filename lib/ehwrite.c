@@ -1,7 +1,9 @@
 /* ehwrite.c -- writing .eh_frame and .eh_frame_hdr: a relocated copy of a section with new FDEs appended, and its search table. */
 #include "ehwrite.h"
+#include "vec.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,14 +173,8 @@ static int walk(walker *w, const visit *v, size_t *end_out)
                 return icpp_err_set(w->err, ICPP_EUNSUPPORTED, ".eh_frame at %#zx: CIE augmentation \"%s\" is not "
                                     "supported", off, aug);
             }
-            if (w->ncies == w->capcies) {
-                size_t nc = w->capcies ? 2 * w->capcies : 16;
-                cie *t = realloc(w->cies, nc * sizeof *t);
-                if (!t)
-                    return icpp_err_set(w->err, ENOMEM, "out of memory reading .eh_frame");
-                w->cies = t;
-                w->capcies = nc;
-            }
+            if (icpp_vec_reserve((void **)&w->cies, &w->capcies, w->ncies + 1, sizeof *w->cies, 16) < 0)
+                return icpp_err_set(w->err, ENOMEM, "out of memory reading .eh_frame");
             w->cies[w->ncies++] = c;
         } else {
             if (id > off + 4)
@@ -228,16 +224,8 @@ static int walk(walker *w, const visit *v, size_t *end_out)
 
 static int reserve(icpp_ehw *w, size_t more, icpp_err *err)
 {
-    if (w->len + more <= w->cap)
-        return 0;
-    size_t nc = w->cap ? w->cap : 256;
-    while (nc < w->len + more)
-        nc *= 2;
-    uint8_t *t = realloc(w->buf, nc);
-    if (!t)
+    if (more > SIZE_MAX - w->len || icpp_vec_reserve((void **)&w->buf, &w->cap, w->len + more, 1, 256) < 0)
         return icpp_err_set(err, ENOMEM, "out of memory writing .eh_frame");
-    w->buf = t;
-    w->cap = nc;
     return 0;
 }
 
@@ -358,14 +346,8 @@ typedef struct list_ctx {
 static int list_fde(walker *w, size_t off, uint64_t lo, uint64_t range, uint64_t lsda, void *ctx)
 {
     list_ctx *h = ctx;
-    if (h->n == h->cap) {
-        size_t nc = h->cap ? 2 * h->cap : 256;
-        icpp_ehw_fde *t = realloc(h->v, nc * sizeof *t);
-        if (!t)
-            return icpp_err_set(w->err, ENOMEM, "out of memory reading .eh_frame");
-        h->v = t;
-        h->cap = nc;
-    }
+    if (icpp_vec_reserve((void **)&h->v, &h->cap, h->n + 1, sizeof *h->v, 256) < 0)
+        return icpp_err_set(w->err, ENOMEM, "out of memory reading .eh_frame");
     h->v[h->n++] = (icpp_ehw_fde){lo, lo + range, lsda, off};
     return 0;
 }

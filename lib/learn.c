@@ -1,5 +1,6 @@
 /* learn.c -- learned contexts: the frames of `icpp-sample --learn` samples become paths of the path map. */
 #include "learn.h"
+#include "vec.h"
 
 #include "hmap.h"
 #include "module.h"
@@ -55,23 +56,6 @@ typedef struct learner {
 /* Memory the memo may hold (keys and effects); past it, samples are learned
  * one by one as before. */
 #define MEMO_MAX_BYTES (64u << 20)
-
-/* Room for `need` elements of `size` bytes in *v (capacity *cap, doubled
- * from `first`).  0, or -ENOMEM with *v unchanged. */
-static int reserve(void **v, size_t *cap, size_t need, size_t size, size_t first)
-{
-    if (need <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap : first;
-    while (nc < need)
-        nc *= 2;
-    void *n = realloc(*v, nc * size);
-    if (!n)
-        return -ENOMEM;
-    *v = n;
-    *cap = nc;
-    return 0;
-}
 
 static int mark_novel(learner *L, uint32_t func)
 {
@@ -194,7 +178,7 @@ static int count_learned(learner *L, uint32_t node, int64_t height)
         return -ENOMEM;
     if (!L->recording)
         return 0;
-    if (reserve((void **)&L->eff, &L->capeff, L->neff + 1, sizeof *L->eff, 1024) < 0)
+    if (icpp_vec_reserve((void **)&L->eff, &L->capeff, L->neff + 1, sizeof *L->eff, 1024) < 0)
         return -ENOMEM;
     L->eff[L->neff++] = (struct leff){node, height};
     return 0;
@@ -393,8 +377,8 @@ static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, 
         return 0;
     }
     size_t nw = 2 * (size_t)l->n - 1;
-    if (reserve((void **)&L->words, &L->capwords, L->nwords + nw, sizeof *L->words, 4096) < 0 ||
-        reserve((void **)&L->chains, &L->capchains, L->nchains + 1, sizeof *L->chains, 256) < 0)
+    if (icpp_vec_reserve((void **)&L->words, &L->capwords, L->nwords + nw, sizeof *L->words, 4096) < 0 ||
+        icpp_vec_reserve((void **)&L->chains, &L->capchains, L->nchains + 1, sizeof *L->chains, 256) < 0)
         return -ENOMEM;
     if (icpp_hmap_put(&L->memo, h, 0, L->nchains + 1) < 0)
         return -ENOMEM;

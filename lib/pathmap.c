@@ -1,5 +1,6 @@
 /* pathmap.c -- the path map: calling-context tree with heights, its file format, merging and statistics. */
 #include "pathmap.h"
+#include "vec.h"
 
 #include "codec.h"
 #include "hmap.h"
@@ -39,26 +40,11 @@ struct icpp_pathmap {
  * node made decoding quadratic). */
 #define SCAN_MAX 16
 
-/* Per-node arrays start small: most nodes have one height and one site. */
-static int grow_from(void **v, size_t *cap, size_t need, size_t elem, size_t first)
-{
-    if (need <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap : first;
-    while (nc < need)
-        nc *= 2;
-    void *nv = realloc(*v, nc * elem);
-    if (!nv)
-        return -ENOMEM;
-    memset((char *)nv + *cap * elem, 0, (nc - *cap) * elem);
-    *v = nv;
-    *cap = nc;
-    return 0;
-}
-
+/* Per-node arrays start small (icpp_vec_reserve from 1): most nodes have one
+ * height and one site; the map's own arrays from 16. */
 static int grow(void **v, size_t *cap, size_t need, size_t elem)
 {
-    return grow_from(v, cap, need, elem, 16);
+    return icpp_vec_reserve(v, cap, need, elem, 16);
 }
 
 icpp_pathmap *icpp_pathmap_new(void)
@@ -183,7 +169,7 @@ static icpp_pm_height *height_slot(icpp_pathmap *pm, icpp_pm_node *n, uint32_t n
             return &n->heights[*v];
     }
     size_t cap = n->capheights;
-    if (grow_from((void **)&n->heights, &cap, (size_t)n->nheights + 1, sizeof *n->heights, 1) < 0)
+    if (icpp_vec_reserve((void **)&n->heights, &cap, (size_t)n->nheights + 1, sizeof *n->heights, 1) < 0)
         return NULL;
     n->capheights = (uint32_t)cap;
     n->heights[n->nheights++] = (icpp_pm_height){height, 0, 0};
@@ -236,7 +222,7 @@ int icpp_pathmap_add_site(icpp_pathmap *pm, uint32_t node, uint32_t module, uint
         }
     }
     size_t cap = n->capsites;
-    if (grow_from((void **)&n->sites, &cap, (size_t)n->nsites + 1, sizeof *n->sites, 1) < 0)
+    if (icpp_vec_reserve((void **)&n->sites, &cap, (size_t)n->nsites + 1, sizeof *n->sites, 1) < 0)
         return -ENOMEM;
     n->capsites = (uint32_t)cap;
     n->sites[n->nsites++] = (icpp_pm_site){module, addr, count};
