@@ -374,6 +374,21 @@ static int active_alternative(icpp_cidx *x, const icpp_rmodule *rm, const icpp_r
 
 #define ROUTES_CAP (1u << 20)
 
+/* Does a candidate c[j] (j < i) have its parent at CID (func, height)? */
+static int parent_before(const icpp_cidx *x, const icpp_cand *c, uint32_t i, uint32_t func, int64_t height)
+{
+    for (uint32_t j = 0; j < i; j++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(x->pm, c[j].node);
+        if (!nd->parent)
+            continue;
+        const icpp_pm_node *pn = icpp_pathmap_node(x->pm, nd->parent);
+        for (uint32_t m = 0; pn->func == func && m < pn->nheights; m++)
+            if (pn->heights[m].height == height)
+                return 1;
+    }
+    return 0;
+}
+
 /* Routes from a root to CID (func, height) through contexts this run was
  * seen in: a context's routes are the sum of those of the distinct contexts
  * the parents of its known paths with learn samples are at (a root's
@@ -392,7 +407,6 @@ static uint64_t routes(icpp_cidx *x, uint32_t func, int64_t height, int depth)
     uint32_t n = icpp_cidx_lookup(x, func, height, &c);
     uint64_t sum = 0;
     int root = 0;
-    /* distinct parent CIDs: few per CID, so a quadratic check */
     for (uint32_t i = 0; i < n && sum < ROUTES_CAP; i++) {
         const icpp_pm_node *nd = icpp_pathmap_node(x->pm, c[i].node);
         if (!c[i].learned && !icpp_cidx_node_learned(x, c[i].node))
@@ -401,23 +415,15 @@ static uint64_t routes(icpp_cidx *x, uint32_t func, int64_t height, int depth)
             root = 1;
             continue;
         }
+        /* each distinct parent CID once: few per CID, so a quadratic check */
         const icpp_pm_node *pn = icpp_pathmap_node(x->pm, nd->parent);
         for (uint32_t k = 0; k < pn->nheights && sum < ROUTES_CAP; k++) {
-            int dup = 0;
-            for (uint32_t j = 0; j < i && !dup; j++) {
-                const icpp_pm_node *qd = icpp_pathmap_node(x->pm, c[j].node);
-                if (!qd->parent)
-                    continue;
-                const icpp_pm_node *qn = icpp_pathmap_node(x->pm, qd->parent);
-                if (qn->func != pn->func)
-                    continue;
-                for (uint32_t m = 0; m < qn->nheights && !dup; m++)
-                    dup = qn->heights[m].height == pn->heights[k].height;
-            }
+            int64_t ph = pn->heights[k].height;
+            int dup = parent_before(x, c, i, pn->func, ph);
             for (uint32_t m = 0; m < k && !dup; m++)
-                dup = pn->heights[m].height == pn->heights[k].height;
+                dup = pn->heights[m].height == ph;
             if (!dup)
-                sum += routes(x, pn->func, pn->heights[k].height, depth + 1);
+                sum += routes(x, pn->func, ph, depth + 1);
         }
     }
     sum += (uint64_t)root;

@@ -445,7 +445,6 @@ struct icpp_sreader {
     uint64_t      *fd_pc, *fd_d; /* LSAMPLE frame dictionary (version 3) */
     size_t         nfd, capfd;
     int            skim;        /* icpp_sreader_skip_frames: LSAMPLE frames parsed, not kept */
-    int            started;     /* a record has been read */
 };
 
 /* A version 3 LSAMPLE caller frame: uv index + 1 into the dictionary, or
@@ -581,7 +580,7 @@ static int need_u64(icpp_sreader *r, uint64_t n)
 
 void icpp_sreader_skip_frames(icpp_sreader *r, int skip)
 {
-    if (!r->started)
+    if (r->pos == HDR_LEN && !r->in_block)     /* no record read yet */
         r->skim = !!skip;
 }
 
@@ -613,7 +612,6 @@ static void skim_frames(icpp_sreader *r, icpp_rbuf *q, uint64_t n)
 
 int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
 {
-    r->started = 1;
     for (;;) {
         if (!r->in_block || icpp_rbuf_left(&r->blk) == 0) {
             size_t left = r->len - r->pos;
