@@ -374,12 +374,13 @@ static int active_alternative(icpp_cidx *x, const icpp_rmodule *rm, const icpp_r
 
 #define ROUTES_CAP (1u << 20)
 
-/* Does a candidate c[j] (j < i) have its parent at CID (func, height)? */
+/* Has a candidate c[j] (j < i) that routes() counts -- learn samples
+ * passed through it -- its parent at CID (func, height)? */
 static int parent_before(const icpp_cidx *x, const icpp_cand *c, uint32_t i, uint32_t func, int64_t height)
 {
     for (uint32_t j = 0; j < i; j++) {
         const icpp_pm_node *nd = icpp_pathmap_node(x->pm, c[j].node);
-        if (!nd->parent)
+        if (!nd->parent || (!c[j].learned && !icpp_cidx_node_learned(x, c[j].node)))
             continue;
         const icpp_pm_node *pn = icpp_pathmap_node(x->pm, nd->parent);
         for (uint32_t m = 0; pn->func == func && m < pn->nheights; m++)

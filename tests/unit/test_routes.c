@@ -73,6 +73,26 @@ int main(void)
     icpp_cidx_free(x);
     icpp_pathmap_free(pm);
 
+    /* An unseen known path listed first at a CID does not hide a seen one
+     * whose parent is at the same CID: main;b;x;leaf (unseen) and
+     * main;a;x;leaf (seen) both have their parent at (x, 200), which two
+     * seen routes reach (main;b;x;y was seen). */
+    fresh();
+    m = at(0, MAIN, 8);
+    a = at(m, A, 100);
+    b = at(m, B, 100);
+    uint32_t bx = at(b, X, 200);
+    seen = 0;
+    at(bx, LEAF, 300);
+    seen = 1;
+    at(bx, Y, 300);
+    at(at(a, X, 200), LEAF, 300);
+    x = icpp_cidx_build(pm, &err);
+    uint64_t r_l = x ? icpp_cidx_routes(x, F[LEAF], 300) : 0;
+    CHECK(r_l == 2, "an unseen candidate first: (leaf, 300) has %llu routes, want 2", (unsigned long long)r_l);
+    icpp_cidx_free(x);
+    icpp_pathmap_free(pm);
+
     /* b's frame 16 bytes larger: x at 200 and 216, distinct CIDs, one route each. */
     fresh();
     m = at(0, MAIN, 8);
