@@ -526,7 +526,7 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
      * an untrained path turned 70-80% of lua's online samples uncertain:
      * the static graph lets an interpreter reach almost anything.) */
     int novel = (uint64_t)out->func < x->nnovel && x->novel[out->func];
-    if (!seen && novel && x->evidence)
+    if (!seen && novel)
         out->kind = ICPP_RES_UNCERTAIN;
     else if (novel && x->evidence && out->ncand == 1 && out->learned_total < ICPP_ROUTE_CONFIRM &&
              icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1)

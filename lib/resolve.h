@@ -34,8 +34,7 @@ uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, con
 void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
 
 /* novel[f] != 0 (f < n, a map function): learning found contexts of f the
- * map did not have.  With evidence on (icpp_cidx_set_evidence), a sample of
- * such a function whose known candidates
+ * map did not have.  A sample of such a function whose known candidates
  * this recording's learn samples never confirmed at its CID is reported
  * ICPP_RES_UNCERTAIN instead of precise or ambiguous: the run does with f
  * what training did not, and an untrained path may share the CID (the
