@@ -41,6 +41,7 @@ void mapset_free(mapset *ms)
     free(ms->cands);
     free(ms->stacks);
     free(ms->novel);
+    icpp_learn_trail_free(ms->trail);
     icpp_pathmap_free(ms->all);
     memset(ms, 0, sizeof *ms);
 }
@@ -445,7 +446,7 @@ static int learn_rest(mapset *ms, const char *samples, const icpp_build_id *rec_
 {
     int32_t k = learn_target(ms, rec_bid);
     if (lr && k == ms->learn_map)
-        return icpp_learner_end(lr, &ms->ls, &ms->novel, &ms->nnovel) < 0
+        return icpp_learner_end(lr, &ms->ls, &ms->novel, &ms->nnovel, &ms->trail) < 0
                    ? icpp_err_set(err, ENOMEM, "out of memory learning contexts from %s", samples) : 0;
     icpp_learner_free(lr);      /* not reached with lr set: a pass learns only into learn_target's map */
     int any = 0, learned_only = 0;
@@ -463,7 +464,8 @@ static int learn_rest(mapset *ms, const char *samples, const icpp_build_id *rec_
     }
     if (ms->learn_map < 0)
         return 0;
-    if (icpp_learn_file_novel(samples, ms->maps[ms->learn_map].pm, &ms->ls, &ms->novel, &ms->nnovel, err) < 0)
+    if (icpp_learn_file_novel(samples, ms->maps[ms->learn_map].pm, &ms->ls, &ms->novel, &ms->nnovel,
+                              &ms->trail, err) < 0)
         return -1;
     if (learned_only) {
         char e1[1024];
@@ -581,6 +583,7 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
             icpp_cidx_set_votes(ms->maps[i].x, ms->votes);
             if ((int32_t)i == ms->learn_map) {
                 icpp_cidx_set_novel(ms->maps[i].x, ms->novel, ms->nnovel);
+                icpp_cidx_set_trail(ms->maps[i].x, ms->trail);
                 ms->evidence_on = ms->ls.learned > 0 && (ms->evidence > 0 || (ms->evidence < 0 && icpp_learn_run_is_new(&ms->ls)));
                 icpp_cidx_set_evidence(ms->maps[i].x, ms->evidence_on);
             }

@@ -89,6 +89,7 @@ typedef struct mapset {
     int32_t       learn_map;    /* the map learned into, -1 none */
     uint8_t      *novel;        /* icpp_cidx_set_novel of that map */
     size_t        nnovel;
+    icpp_learn_trail *trail;    /* icpp_cidx_set_trail of that map */
     /* Completion (lib/complete.h), set before mapset_prepare: one completer
      * per used map, on its own cidx, made after the stack vote (which must
      * not add inferred nodes). */

@@ -51,6 +51,8 @@ typedef struct learner {
     struct leff { uint32_t node; int64_t height; } *eff;    /* the chains' effects (learn counts) */
     size_t        neff, capeff;
     int           recording;    /* learn_one appends what it counts to eff */
+    struct ltrail { uint32_t pid, tid, chain; uint64_t time; } *trail;  /* chain: index + 1, 0 = none */
+    size_t        ntrail, captrail;
 } learner;
 
 /* Memory the memo may hold (keys and effects); past it, samples are learned
@@ -331,9 +333,11 @@ static int chain_apply(learner *L, struct lchain *c)
 }
 
 /* learn_one through the memo (learner.memo): a sample seen before whose
- * effect still holds only counts; any other is learned and remembered. */
-static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, icpp_learn_stats *st)
+ * effect still holds only counts; any other is learned and remembered.
+ * *chain: the sample's chain (index + 1), 0 if it was not remembered. */
+static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, icpp_learn_stats *st, uint32_t *chain)
 {
+    *chain = 0;
     const icpp_learn_chain *l = &s->l;
     if (!l->n || l->n > MAXF)
         return learn_one(L, rp, s, st) < 0 ? -ENOMEM : 0;
@@ -347,6 +351,7 @@ static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, 
         c = &L->chains[*v - 1];
         if (!chain_same(L, c, s->pid, s->exec_gen, s->base, fn0, l))
             return learn_one(L, rp, s, st) < 0 ? -ENOMEM : 0;     /* a hash collision: not remembered */
+        *chain = (uint32_t)*v;
         if (c->status == 0 || c->contexts == st->new_contexts) {
             c->repeats++;
             count_outcome(st, c->outcome);
@@ -365,8 +370,10 @@ static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, 
         return -ENOMEM;
     if (!room) {
         L->neff = eff0;
-        if (c)
+        if (c) {
             c->contexts = UINT64_MAX;   /* stale for good (status != 0: a rooted walk is never relearned) */
+            c->neff = 0;                /* its effect is no longer known: it confirms nothing */
+        }
         return 0;
     }
     if (c) {            /* learned again: the new effect replaces the old */
@@ -383,6 +390,7 @@ static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, 
     if (icpp_hmap_put(&L->memo, h, 0, L->nchains + 1) < 0)
         return -ENOMEM;
     c = &L->chains[L->nchains++];
+    *chain = (uint32_t)L->nchains;
     *c = (struct lchain){h, s->pid, s->exec_gen, l->n, l->status, outcome_of(&before, st), fn0, s->base,
                          L->nwords, eff0, L->neff - eff0, 0, st->new_contexts};
     if (l->n > 1)
@@ -403,7 +411,7 @@ static int memo_apply(learner *L)
 
 int icpp_learn_file(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, icpp_err *err)
 {
-    return icpp_learn_file_novel(samples, pm, st, NULL, NULL, err);
+    return icpp_learn_file_novel(samples, pm, st, NULL, NULL, NULL, err);
 }
 
 struct icpp_learner {
@@ -461,11 +469,119 @@ int icpp_learner_add(icpp_learner *lr, const icpp_replay *rp, const icpp_rsample
         lr->st.foreign++;
         return 0;
     }
-    return learn_memo(L, rp, s, &lr->st);
+    uint32_t chain;
+    if (learn_memo(L, rp, s, &lr->st, &chain) < 0 ||
+        icpp_vec_reserve((void **)&L->trail, &L->captrail, L->ntrail + 1, sizeof *L->trail, 1024) < 0)
+        return -ENOMEM;
+    L->trail[L->ntrail++] = (struct ltrail){s->pid, s->tid, chain, s->time};
+    return 0;
 }
 
-int icpp_learner_end(icpp_learner *lr, icpp_learn_stats *st, uint8_t **novel, size_t *nnovel)
+struct icpp_learn_trail {
+    struct ltrail *e;           /* sorted by (pid, tid, time) */
+    size_t         n;
+    struct lchain *chains;
+    struct leff   *eff;
+    double         missing;     /* icpp_learn_trail_missing */
+};
+
+static int trail_cmp(const void *a, const void *b)
 {
+    const struct ltrail *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    return x->time < y->time ? -1 : x->time > y->time;
+}
+
+/* The trail out of L (which gives up its entries, chains and effects). */
+static icpp_learn_trail *trail_take(learner *L)
+{
+    icpp_learn_trail *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    qsort(L->trail, L->ntrail, sizeof *L->trail, trail_cmp);
+    /* Good-Turing: the share of learn samples whose chain no other repeated */
+    uint32_t *seen = calloc(L->nchains + 1, sizeof *seen);
+    if (!seen) {
+        free(t);
+        return NULL;
+    }
+    uint64_t n = 0, once = 0;
+    for (size_t i = 0; i < L->ntrail; i++)
+        if (L->trail[i].chain && L->chains[L->trail[i].chain - 1].neff) {
+            n++;
+            seen[L->trail[i].chain] += seen[L->trail[i].chain] < 2;
+        }
+    for (size_t i = 1; i <= L->nchains; i++)
+        once += seen[i] == 1;
+    free(seen);
+    *t = (icpp_learn_trail){L->trail, L->ntrail, L->chains, L->eff, n ? (double)once / (double)n : 0.0};
+    L->trail = NULL;
+    L->chains = NULL;
+    L->eff = NULL;
+    L->ntrail = L->nchains = L->neff = 0;
+    return t;
+}
+
+static int chain_has(const icpp_learn_trail *t, uint32_t chain, uint32_t node, int64_t height)
+{
+    if (!chain)
+        return 0;
+    const struct lchain *c = &t->chains[chain - 1];
+    for (size_t k = 0; k < c->neff; k++)
+        if (t->eff[c->eff + k].node == node && t->eff[c->eff + k].height == height)
+            return 1;
+    return 0;
+}
+
+int icpp_learn_trail_confirms(const icpp_learn_trail *t, uint32_t pid, uint32_t tid, uint64_t time, uint32_t node,
+                              int64_t height)
+{
+    if (!t || !t->n)
+        return 0;
+    /* first entry after (pid, tid, time) */
+    struct ltrail key = {pid, tid, 0, time};
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (trail_cmp(&t->e[mid], &key) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int before = lo > 0 && t->e[lo - 1].pid == pid && t->e[lo - 1].tid == tid &&
+                 chain_has(t, t->e[lo - 1].chain, node, height);
+    int after = lo < t->n && t->e[lo].pid == pid && t->e[lo].tid == tid && chain_has(t, t->e[lo].chain, node, height);
+    return before | after << 1;
+}
+
+size_t icpp_learn_trail_len(const icpp_learn_trail *t)
+{
+    return t ? t->n : 0;
+}
+
+double icpp_learn_trail_missing(const icpp_learn_trail *t)
+{
+    return t ? t->missing : 0.0;
+}
+
+void icpp_learn_trail_free(icpp_learn_trail *t)
+{
+    if (!t)
+        return;
+    free(t->e);
+    free(t->chains);
+    free(t->eff);
+    free(t);
+}
+
+int icpp_learner_end(icpp_learner *lr, icpp_learn_stats *st, uint8_t **novel, size_t *nnovel,
+                     icpp_learn_trail **trail)
+{
+    if (trail)
+        *trail = NULL;
     if (!lr)
         return -ENOMEM;
     learner *L = &lr->L;
@@ -483,6 +599,8 @@ int icpp_learner_end(icpp_learner *lr, icpp_learn_stats *st, uint8_t **novel, si
         if (!n)
             rc = -ENOMEM;
     }
+    if (trail && rc >= 0 && !(*trail = trail_take(L)))
+        rc = -ENOMEM;
     icpp_learner_free(lr);
     return rc;
 }
@@ -501,12 +619,15 @@ void icpp_learner_free(icpp_learner *lr)
     free(L->words);
     free(L->eff);
     free(L->novel);
+    free(L->trail);
     free(lr);
 }
 
 int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stats *st, uint8_t **novel,
-                          size_t *nnovel, icpp_err *err)
+                          size_t *nnovel, icpp_learn_trail **trail, icpp_err *err)
 {
+    if (trail)
+        *trail = NULL;
     memset(st, 0, sizeof *st);
     icpp_replay *rp = icpp_replay_open(samples, err);
     if (!rp)
@@ -518,7 +639,7 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
     while (rc == 0 && (rc = icpp_replay_next(rp, &s, err)) > 0)
         rc = icpp_learner_add(lr, rp, &s);
     if (rc == 0)
-        rc = icpp_learner_end(lr, st, novel, nnovel);
+        rc = icpp_learner_end(lr, st, novel, nnovel, trail);
     else
         icpp_learner_free(lr);
     if (rc == -ENOMEM)

@@ -49,7 +49,38 @@ struct icpp_cidx {
     icpp_hmap  alt;         /* (func, height) -> 1 + active alternatives found by completion */
     icpp_hmap  routes;      /* (func, height) -> 1 + routes to the CID through known contexts (capped) */
     icpp_plt  *plt;         /* samples in PLT stubs (lib/plt.h), made on first use */
+    const icpp_learn_trail *trail;  /* the recording's learn samples in time order, or NULL */
+    int        sparse;      /* the trail's missing mass >= ICPP_SPARSE_MISSING */
 };
+
+void icpp_cidx_set_trail(icpp_cidx *x, const icpp_learn_trail *t)
+{
+    x->trail = t;
+    x->sparse = t && icpp_learn_trail_missing(t) >= ICPP_SPARSE_MISSING;
+}
+
+/* Did the sample's thread pass through node at the sample's height in the
+ * learn sample just before it or just after it? */
+static int neighbour_saw(const icpp_cidx *x, const icpp_rsample *s, uint32_t node)
+{
+    return x->trail ? icpp_learn_trail_confirms(x->trail, s->pid, s->tid, s->time, node, s->height) : 0;
+}
+
+/* Of several candidates, the one a neighbour saw, if exactly one. */
+static void neighbour_pick(const icpp_cidx *x, const icpp_rsample *s, icpp_resolution *out)
+{
+    uint32_t n = 0, which = 0;
+    for (uint32_t i = 0; i < out->ncand && n < 2; i++)
+        if (neighbour_saw(x, s, out->cand[i].node)) {
+            n++;
+            which = i;
+        }
+    if (n == 1) {
+        out->cand += which;
+        out->ncand = 1;
+        out->neighbour = 1;
+    }
+}
 
 void icpp_cidx_set_evidence(icpp_cidx *x, int on)
 {
@@ -515,6 +546,9 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         out->ncand = 1;
         out->voted = 1;
     }
+    /* The thread was seen on one of them just before or just after. */
+    if (x->evidence && x->trail && out->ncand > 1)
+        neighbour_pick(x, s, out);
     for (uint32_t i = 0; i < out->ncand; i++) {
         out->cand_total += out->cand[i].count;
         out->learned_total += out->cand[i].learned;
@@ -526,12 +560,26 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
      * an untrained path turned 70-80% of lua's online samples uncertain:
      * the static graph lets an interpreter reach almost anything.) */
     int novel = (uint64_t)out->func < x->nnovel && x->novel[out->func];
-    if (!seen && novel)
+    if (!seen && novel) {
         out->kind = ICPP_RES_UNCERTAIN;
-    else if (novel && x->evidence && out->ncand == 1 && out->learned_total < ICPP_ROUTE_CONFIRM &&
-             icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1)
-        out->kind = ICPP_RES_UNCERTAIN;     /* one learn sample, and known contexts recombine into this CID */
-    else if (!seen && x->evidence && x->cpl && !s->func->plt && !any_active(x, out) &&
+    } else if (novel && x->evidence && !out->neighbour) {
+        /* Known contexts recombine into this CID (more routes than one):
+         * an untrained arrangement may share it.  One learn sample there is
+         * not enough, nor, in a sparse recording, is one route; the thread
+         * seen on the candidate a moment before or after is. */
+        int few = out->learned_total < ICPP_ROUTE_CONFIRM, doubt;
+        if (out->ncand > 1)
+            doubt = icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1;
+        else if (x->sparse)
+            doubt = few || icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1;
+        else
+            doubt = few && icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1;
+        if (doubt && (out->ncand > 1 || !neighbour_saw(x, s, out->cand[0].node)))
+            out->kind = ICPP_RES_UNCERTAIN;
+    }
+    if (out->kind == ICPP_RES_UNCERTAIN)
+        return;
+    if (!seen && x->evidence && x->cpl && !s->func->plt && !any_active(x, out) &&
              active_alternative(x, rm, s, (uint32_t)out->func)) {
         out->kind = ICPP_RES_UNCERTAIN;
         out->alternative = 1;

@@ -1,5 +1,6 @@
 /* test_learn.c -- lib/learn.c: learn samples become paths with learned counts; repeats (remembered chains) count
- * exactly as often as they occur; the streaming learner equals the file pass; replay's sample selection. */
+ * exactly as often as they occur; the streaming learner equals the file pass; replay's sample selection; the
+ * learn trail (neighbours in time, missing mass). */
 #include "check.h"
 
 #include "learn.h"
@@ -152,6 +153,65 @@ static char *dump(const icpp_pathmap *pm)
     return out;
 }
 
+/* The node whose path is `names` (';'-separated), 0 if none. */
+static uint32_t node_of(const icpp_pathmap *pm, const char *names)
+{
+    for (uint32_t k = 1; k < icpp_pathmap_nnodes(pm); k++) {
+        uint32_t path[64];
+        uint32_t d = icpp_pathmap_path(pm, k, path, 64);
+        char p[1024] = "";
+        size_t o = 0;
+        for (uint32_t i = 0; i < d && o < sizeof p; i++)
+            o += (size_t)snprintf(p + o, sizeof p - o, "%s%s", i ? ";" : "", icpp_pathmap_func(pm, path[i])->name);
+        if (!strcmp(p, names))
+            return k;
+    }
+    return 0;
+}
+
+/* The learn trail of a recording (each chain once, in order, at times 1, 4, 7, 10, 13; the main thread's profile
+ * samples at 2, 5, 8, 11, 14): which contexts the thread's learn samples just before and after a moment passed
+ * through, and the share of learn samples whose chain no other repeated. */
+static void test_trail(const char *once_file, const char *many_file)
+{
+    icpp_err err;
+    icpp_pathmap *pm = icpp_pathmap_new();
+    icpp_learn_stats st;
+    icpp_learn_trail *t = NULL;
+    CHECK(icpp_learn_file_novel(once_file, pm, &st, NULL, NULL, &t, &err) == 0 && t, "trail: %s", err.msg);
+    uint32_t abc = node_of(pm, "main;fn_a;fn_b;fn_c"), bc = node_of(pm, "main;fn_b;fn_c");
+    CHECK(abc && bc, "trail: nodes");
+    CHECK(icpp_learn_trail_len(t) == 5, "trail: %zu learn samples, want 5", icpp_learn_trail_len(t));
+    /* t = 8: chain 2 (main;fn_b;fn_c @600) before, chain 3 (main;fn_a;fn_b;fn_c @1064) after */
+    CHECK(icpp_learn_trail_confirms(t, PID, PID, 8, bc, 600) == 1, "trail: the learn sample before");
+    CHECK(icpp_learn_trail_confirms(t, PID, PID, 8, abc, 1064) == 2, "trail: the learn sample after");
+    CHECK(!icpp_learn_trail_confirms(t, PID, PID, 8, abc, 1000), "trail: chains 0 and 1 are not next to t = 8");
+    CHECK(!icpp_learn_trail_confirms(t, PID, PID, 8, bc, 1064), "trail: the node at another height");
+    CHECK(icpp_learn_trail_confirms(t, PID, PID, 2, abc, 1000) && icpp_learn_trail_confirms(t, PID, PID, 1, abc, 1000),
+          "trail: chain 0 at and just after its time");
+    CHECK(!icpp_learn_trail_confirms(t, PID, TID, 8, bc, 600), "trail: another thread's moment");
+    CHECK(!icpp_learn_trail_confirms(t, PID + 1, PID, 8, bc, 600), "trail: another process's moment");
+    uint32_t abcd = node_of(pm, "main;fn_a;fn_b;fn_c;fn_d");
+    CHECK(abcd && icpp_learn_trail_confirms(t, PID, PID, 99, abcd, 1100) &&
+              icpp_learn_trail_confirms(t, PID, PID, 99, abc, 1000),
+          "trail: after the last, the last (chain 4, and the context it was anchored at)");
+    /* chains 0 and 1 have the same path and heights: 3 of 5 samples took a path no other took */
+    double m1 = icpp_learn_trail_missing(t);
+    CHECK(m1 > 0.59 && m1 < 0.61, "trail: missing mass %.3f, want 0.6", m1);
+    icpp_learn_trail_free(t);
+    icpp_pathmap_free(pm);
+
+    pm = icpp_pathmap_new();
+    CHECK(icpp_learn_file_novel(many_file, pm, &st, NULL, NULL, &t, &err) == 0 && t, "trail: %s", err.msg);
+    CHECK(icpp_learn_trail_len(t) == 21 && icpp_learn_trail_missing(t) == 0.0,
+          "trail: repeated chains: %zu learn samples, missing mass %.3f (want 21, 0)", icpp_learn_trail_len(t),
+          icpp_learn_trail_missing(t));
+    icpp_learn_trail_free(t);
+    icpp_pathmap_free(pm);
+    CHECK(!icpp_learn_trail_confirms(NULL, PID, PID, 8, bc, 600) && icpp_learn_trail_missing(NULL) == 0.0,
+          "trail: none");
+}
+
 int main(void)
 {
     icpp_err err;
@@ -225,7 +285,7 @@ int main(void)
     icpp_learn_stats sts;
     uint8_t *novel = NULL;
     size_t nnovel = 0;
-    CHECK(icpp_learner_end(lr, &sts, &novel, &nnovel) == 0, "learner_end");
+    CHECK(icpp_learner_end(lr, &sts, &novel, &nnovel, NULL) == 0, "learner_end");
     char *ds = dump(ms);
     CHECK(!strcmp(ds, d3) && sts.learned == st3.learned && sts.new_contexts == st3.new_contexts,
           "streaming learner differs from the file pass:\n%s\nvs\n%s", ds, d3);
@@ -243,6 +303,8 @@ int main(void)
     CHECK(other == 21 && icpp_replay_info_get(rp)->samples == 63, "other threads: %d returned of %llu read", other,
           (unsigned long long)icpp_replay_info_get(rp)->samples);
     icpp_replay_close(rp);
+
+    test_trail(p1, p3);
 
     free(novel);
     free(d1);
