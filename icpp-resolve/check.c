@@ -57,7 +57,6 @@ typedef struct tally {
     uint64_t aligned;           /* matched modulo a signal frame's alignment (lib/resolve.c) */
     uint64_t by_learned[V_MAX]; /* samples whose true (or only) candidate was a learned-only context */
     uint64_t voted[V_MAX];      /* samples made precise by the recording's learn votes */
-    uint64_t neighbour[V_MAX];  /* samples made precise by a neighbouring learn sample (lib/resolve.h) */
     uint64_t pruned[V_MAX];     /* samples that lost candidates to the recording's evidence */
     uint64_t by_alt[V_MAX];     /* samples made uncertain by an untrained path through an active context */
     uint64_t no_truth_by[ICPP_UW_MAX];
@@ -357,7 +356,6 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             if (icpp_cand_learned_only(&r.cand[found ? hit_i : 0]))
                 t.by_learned[v]++;
             t.voted[v] += r.voted;
-            t.neighbour[v] += r.neighbour;
             t.pruned[v] += r.pruned > 0;
             t.by_alt[v] += r.alternative;
         }
@@ -495,9 +493,6 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         fprintf(out, "},\n \"by_learn_votes\": {");
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.voted[v]);
-        fprintf(out, "},\n \"by_neighbour_pick\": {");
-        for (int v = 0; v < V_MAX; v++)
-            fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.neighbour[v]);
         fprintf(out, "},\n \"by_evidence\": {\"on\": %d, \"sparse\": %d, \"missing_mass\": %.4f, \"pruned\": {",
                 ms->evidence_on, icpp_learn_trail_missing(ms->trail) >= ICPP_SPARSE_MISSING,
                 icpp_learn_trail_missing(ms->trail));
@@ -632,10 +627,6 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                          " of them indeed wrong)\n", np, t.pruned[V_PRECISE], t.pruned[V_AMBIG_OK], t.pruned[V_INCORRECT],
                     t.by_alt[V_UNCERTAIN_OK] + t.by_alt[V_UNCERTAIN_BAD], t.by_alt[V_UNCERTAIN_BAD]);
         }
-        if (t.neighbour[V_PRECISE] || t.neighbour[V_INCORRECT])
-            fprintf(out, "a neighbouring learn sample singled out one of several known paths for %" PRIu64
-                         " samples: %" PRIu64 " precise, %" PRIu64 " incorrect\n",
-                    t.neighbour[V_PRECISE] + t.neighbour[V_INCORRECT], t.neighbour[V_PRECISE], t.neighbour[V_INCORRECT]);
         if (ms->evidence_on && ms->trail)
             fprintf(out, "learn samples on a path no other learn sample took: %.1f%%%s\n",
                     100.0 * icpp_learn_trail_missing(ms->trail),

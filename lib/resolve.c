@@ -66,21 +66,6 @@ static int neighbour_saw(const icpp_cidx *x, const icpp_rsample *s, uint32_t nod
     return x->trail ? icpp_learn_trail_confirms(x->trail, s->pid, s->tid, s->time, node, s->height) : 0;
 }
 
-/* Of several candidates, the one a neighbour saw, if exactly one. */
-static void neighbour_pick(const icpp_cidx *x, const icpp_rsample *s, icpp_resolution *out)
-{
-    uint32_t n = 0, which = 0;
-    for (uint32_t i = 0; i < out->ncand && n < 2; i++)
-        if (neighbour_saw(x, s, out->cand[i].node)) {
-            n++;
-            which = i;
-        }
-    if (n == 1) {
-        out->cand += which;
-        out->ncand = 1;
-        out->neighbour = 1;
-    }
-}
 
 void icpp_cidx_set_evidence(icpp_cidx *x, int on)
 {
@@ -546,9 +531,6 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         out->ncand = 1;
         out->voted = 1;
     }
-    /* The thread was seen on one of them just before or just after. */
-    if (x->evidence && x->trail && out->ncand > 1)
-        neighbour_pick(x, s, out);
     for (uint32_t i = 0; i < out->ncand; i++) {
         out->cand_total += out->cand[i].count;
         out->learned_total += out->cand[i].learned;
@@ -562,11 +544,11 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
     int novel = (uint64_t)out->func < x->nnovel && x->novel[out->func];
     if (!seen && novel) {
         out->kind = ICPP_RES_UNCERTAIN;
-    } else if (novel && x->evidence && !out->neighbour) {
+    } else if (novel && x->evidence) {
         /* Known contexts recombine into this CID (more routes than one):
          * an untrained arrangement may share it.  One learn sample there is
          * not enough, nor, in a sparse recording, is one route; the thread
-         * seen on the candidate a moment before or after is. */
+         * seen on the one candidate a moment before or after is. */
         int few = out->learned_total < ICPP_ROUTE_CONFIRM, doubt;
         if (out->ncand > 1)
             doubt = icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1;

@@ -45,16 +45,15 @@ void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
 
 /* The recording's learn trail (lib/learn.h; NULL: none): with evidence on,
- * a candidate that the sample's thread passed through, at the sample's CID,
- * in the learn sample just before or just after it counts as confirmed by
- * a *neighbour*.  Of several candidates, the one neighbour confirmed is the
- * sample's path (precise, `neighbour` set); a neighbour-confirmed one is
- * never made uncertain by the route rules below.  A recording whose learn
- * samples mostly took paths no other learn sample took
- * (icpp_learn_trail_missing >= ICPP_SPARSE_MISSING) is *sparse*: learning
- * saw little of what it ran, and there a single candidate needs a
- * neighbour, or ICPP_ROUTE_CONFIRM learn samples and one route, to be
- * precise (docs/resolve.md, "Never precise and wrong").  t must outlive x. */
+ * a one-candidate CID whose candidate the sample's thread passed through,
+ * at the sample's height, in the learn sample just before or just after it
+ * is confirmed by a *neighbour*, and the route rule below does not make it
+ * uncertain.  A recording whose learn samples mostly took paths no other
+ * learn sample took (icpp_learn_trail_missing >= ICPP_SPARSE_MISSING) is
+ * *sparse*: learning saw little of what it ran, and there a single
+ * candidate needs a neighbour, or ICPP_ROUTE_CONFIRM learn samples and one
+ * route, to be precise (docs/resolve.md, "Never precise and wrong").  t
+ * must outlive x. */
 #define ICPP_SPARSE_MISSING 0.5
 void icpp_cidx_set_trail(icpp_cidx *x, const icpp_learn_trail *t);
 int icpp_cidx_trail_confirms(const icpp_cidx *x, const icpp_rsample *s, uint32_t node);
@@ -75,7 +74,7 @@ uint64_t icpp_cidx_routes(icpp_cidx *x, uint32_t func, int64_t height);
  * learn sample at a CID that deep recursion can reach by other arrangements
  * is not enough (docs/resolve.md, "Never precise and wrong") -- unless a
  * neighbour confirmed it (icpp_cidx_set_trail).  So is a CID of several
- * candidates, none neighbour-confirmed, that more than one route reaches. */
+ * candidates that more than one route reaches. */
 #define ICPP_ROUTE_CONFIRM 2
 
 /* Weigh candidates by this recording's learn samples (docs/resolve.md,
@@ -126,8 +125,6 @@ typedef struct icpp_resolution {
     int              by_learned;  /* learned_total > 0: shares follow this recording's learn counts */
     int              voted;       /* precise because this recording's learn samples at the CID all
                                      took one of several known candidates (icpp_cidx_set_votes) */
-    int              neighbour;   /* precise because the thread's learn sample just before or after
-                                     passed through one of several candidates (icpp_cidx_set_trail) */
     int              bounded;   /* INFERRED: the search hit a bound, so the candidates may not be all */
     uint32_t         pruned;    /* candidates dropped: never seen in this run's region (icpp_cidx_set_evidence) */
     int              alternative; /* UNCERTAIN because completion found an untrained path through an
