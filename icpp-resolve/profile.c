@@ -385,10 +385,11 @@ static int64_t chain_frames(profile *p, icpp_hmap *ix, uint32_t under, uint32_t 
 
 /* --fold-recursion: node n's frame is its folded path's (lib/fold.h), shared
  * by every node that folds to the same path (fx: (parent frame, function)
- * -> frame); each frame keeps the first node on n's path with its function
- * for call sites.  1 + the frame, 0 if the folded path is deeper than the
+ * -> frame), below the functions inlined at its call site (ix, as
+ * chain_frames); each frame keeps the first node on n's path with its
+ * function for call sites.  1 + the frame, 0 if the folded path is deeper than the
  * outputs show (the caller places it unfolded), or -ENOMEM. */
-static int64_t folded_frame(profile *p, icpp_hmap *fx, uint32_t n)
+static int64_t folded_frame(profile *p, icpp_hmap *ix, icpp_hmap *fx, uint32_t n)
 {
     if (!p->folder.pm)
         icpp_folder_init(&p->folder, p->pm);
@@ -408,6 +409,17 @@ static int64_t folded_frame(profile *p, icpp_hmap *fx, uint32_t n)
         while (i + 1 < d && icpp_pathmap_node(p->pm, nodes[i])->func != (uint32_t)g[j])
             i++;                        /* g is a subsequence of the path: match greedily */
         uint32_t node = j == ng - 1 ? n : nodes[i++];
+        /* the functions inlined at its call site, where its caller is the
+         * folded path's previous function (not one folding removed) */
+        const icpp_pm_node *nd = icpp_pathmap_node(p->pm, node);
+        if (j > 0 && p->inlines && nd->parent && icpp_pathmap_node(p->pm, nd->parent)->func == (uint32_t)g[j - 1]) {
+            int64_t c = site_chain(p, node), par = c < 0 ? c : chain_frames(p, ix, f, nd->parent, (uint32_t)c);
+            if (par < 0) {
+                free(nodes);
+                return -ENOMEM;
+            }
+            f = (uint32_t)par;
+        }
         uint64_t *v = icpp_hmap_get(fx, f, (uint64_t)g[j]);
         if (v) {
             f = (uint32_t)*v;
@@ -442,7 +454,7 @@ static int build_frames(profile *p)
     node_frame[0] = 0;
     for (uint32_t n = 1; n < p->nnodes; n++) {
         const icpp_pm_node *nd = icpp_pathmap_node(p->pm, n);
-        int64_t ff = p->fold ? folded_frame(p, &fx, n) : 0;
+        int64_t ff = p->fold ? folded_frame(p, &ix, &fx, n) : 0;
         if (ff < 0)
             goto out;
         if (ff > 0) {

@@ -192,6 +192,11 @@ def strip_inlined(w):
     return out
 
 
+# --fold-recursion keeps the functions inlined at call sites (nothing here recurses: the same profile)
+refolded = folded_of(resolve("folded", "--fold-recursion"))
+c.check(same(refolded, folded, 1e-4), "--fold-recursion: not the profile of a program without recursion: "
+        f"{sorted(refolded.keys() ^ folded.keys())[:4]}")
+
 plain = folded_of(resolve("folded", "--no-inline"))
 c.check(same(plain, strip_inlined(folded), 1e-4), "--no-inline: folded is not the inline profile without its inlined frames")
 c.check(not any(MARK in k for k in plain), "--no-inline: an inlined frame in folded")
