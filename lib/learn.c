@@ -44,6 +44,7 @@ typedef struct learner {
         size_t   key, eff, neff;    /* into words: pc[1..n), entry_sp[0..n); into eff: neff pairs */
         uint64_t repeats;       /* samples not yet applied */
         uint64_t contexts;      /* stats.new_contexts when it was learned (a walk that is not rooted) */
+        uint8_t  seen;          /* learn samples that took it, up to 2 (the trail's missing mass) */
     } *chains;
     size_t        nchains, capchains;
     uint64_t     *words;        /* the chains' keys */
@@ -51,8 +52,15 @@ typedef struct learner {
     struct leff { uint32_t node; int64_t height; } *eff;    /* the chains' effects (learn counts) */
     size_t        neff, capeff;
     int           recording;    /* learn_one appends what it counts to eff */
-    struct ltrail { uint32_t pid, tid, chain; uint64_t time; } *trail;  /* chain: index + 1, 0 = none */
+    /* The trail (icpp_learn_trail): each learned sample's thread, time and
+     * chain, up to ICPP_TRAIL_MAX of them; threads by (pid, tid). */
+    struct ltrail { uint64_t time; uint32_t thread, chain; } *trail;  /* chain: index + 1 */
     size_t        ntrail, captrail;
+    icpp_hmap     threads;      /* (pid, tid) -> index + 1 into thr */
+    struct lthr { uint32_t pid, tid; } *thr;
+    size_t        nthr, capthr;
+    uint64_t      cut;          /* time of the first sample the trail had no room for, or UINT64_MAX */
+    uint64_t      nseen, nonce; /* learned samples with a remembered chain; of them, chains seen once */
 } learner;
 
 /* Memory the memo may hold (keys and effects); past it, samples are learned
@@ -392,7 +400,7 @@ static int learn_memo(learner *L, const icpp_replay *rp, const icpp_rsample *s, 
     c = &L->chains[L->nchains++];
     *chain = (uint32_t)L->nchains;
     *c = (struct lchain){h, s->pid, s->exec_gen, l->n, l->status, outcome_of(&before, st), fn0, s->base,
-                         L->nwords, eff0, L->neff - eff0, 0, st->new_contexts};
+                         L->nwords, eff0, L->neff - eff0, 0, st->new_contexts, 0};
     if (l->n > 1)
         memcpy(L->words + L->nwords, l->pc + 1, (l->n - 1) * sizeof *L->words);
     memcpy(L->words + L->nwords + l->n - 1, l->entry_sp, l->n * sizeof *L->words);
@@ -431,6 +439,8 @@ icpp_learner *icpp_learner_new(icpp_pathmap *pm)
     icpp_hmap_init(&L->cid);
     icpp_hmap_init(&L->frames);
     icpp_hmap_init(&L->memo);
+    icpp_hmap_init(&L->threads);
+    L->cut = UINT64_MAX;
     L->ntrained = icpp_pathmap_nmodules(pm);
     L->trained = calloc(L->ntrained + 1, 1);
     if (!L->trained) {
@@ -470,58 +480,74 @@ int icpp_learner_add(icpp_learner *lr, const icpp_replay *rp, const icpp_rsample
         return 0;
     }
     uint32_t chain;
-    if (learn_memo(L, rp, s, &lr->st, &chain) < 0 ||
-        icpp_vec_reserve((void **)&L->trail, &L->captrail, L->ntrail + 1, sizeof *L->trail, 1024) < 0)
+    if (learn_memo(L, rp, s, &lr->st, &chain) < 0)
         return -ENOMEM;
-    L->trail[L->ntrail++] = (struct ltrail){s->pid, s->tid, chain, s->time};
+    if (!chain || !L->chains[chain - 1].neff)
+        return 0;       /* not learned, or its effect not remembered: it confirms nothing */
+    /* Good-Turing's count: a chain seen once is one learned sample of a path no other took */
+    struct lchain *c = &L->chains[chain - 1];
+    L->nseen++;
+    L->nonce += c->seen == 0 ? 1 : c->seen == 1 ? (uint64_t)-1 : 0;
+    c->seen += c->seen < 2;
+    if (L->cut != UINT64_MAX)
+        return 0;
+    if (L->ntrail >= ICPP_TRAIL_MAX) {
+        L->cut = s->time;
+        return 0;
+    }
+    uint64_t *v = icpp_hmap_get(&L->threads, s->pid, s->tid);
+    if (!v) {
+        if (icpp_vec_reserve((void **)&L->thr, &L->capthr, L->nthr + 1, sizeof *L->thr, 16) < 0 ||
+            icpp_hmap_put(&L->threads, s->pid, s->tid, L->nthr + 1) < 0)
+            return -ENOMEM;
+        L->thr[L->nthr++] = (struct lthr){s->pid, s->tid};
+        v = icpp_hmap_get(&L->threads, s->pid, s->tid);
+    }
+    if (icpp_vec_reserve((void **)&L->trail, &L->captrail, L->ntrail + 1, sizeof *L->trail, 1024) < 0)
+        return -ENOMEM;
+    L->trail[L->ntrail++] = (struct ltrail){s->time, (uint32_t)(*v - 1), chain};
     return 0;
 }
 
 struct icpp_learn_trail {
-    struct ltrail *e;           /* sorted by (pid, tid, time) */
+    struct ltrail *e;           /* sorted by (thread, time) */
     size_t         n;
+    icpp_hmap      threads;     /* (pid, tid) -> index + 1 */
+    struct lthr   *thr;
     struct lchain *chains;
     struct leff   *eff;
+    uint64_t       cut;         /* no learn sample kept from this time on */
     double         missing;     /* icpp_learn_trail_missing */
 };
 
 static int trail_cmp(const void *a, const void *b)
 {
     const struct ltrail *x = a, *y = b;
-    if (x->pid != y->pid)
-        return x->pid < y->pid ? -1 : 1;
-    if (x->tid != y->tid)
-        return x->tid < y->tid ? -1 : 1;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
     return x->time < y->time ? -1 : x->time > y->time;
 }
 
-/* The trail out of L (which gives up its entries, chains and effects). */
+/* The trail out of L (which gives up its entries, threads, chains and effects). */
 static icpp_learn_trail *trail_take(learner *L)
 {
     icpp_learn_trail *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
-    qsort(L->trail, L->ntrail, sizeof *L->trail, trail_cmp);
-    /* Good-Turing: the share of learn samples whose chain no other repeated */
-    uint32_t *seen = calloc(L->nchains + 1, sizeof *seen);
-    if (!seen) {
-        free(t);
-        return NULL;
-    }
-    uint64_t n = 0, once = 0;
-    for (size_t i = 0; i < L->ntrail; i++)
-        if (L->trail[i].chain && L->chains[L->trail[i].chain - 1].neff) {
-            n++;
-            seen[L->trail[i].chain] += seen[L->trail[i].chain] < 2;
-        }
-    for (size_t i = 1; i <= L->nchains; i++)
-        once += seen[i] == 1;
-    free(seen);
-    *t = (icpp_learn_trail){L->trail, L->ntrail, L->chains, L->eff, n ? (double)once / (double)n : 0.0};
+    /* one thread's samples, in time order, need no sorting (the common case) */
+    int sorted = 1;
+    for (size_t i = 1; i < L->ntrail && sorted; i++)
+        sorted = trail_cmp(&L->trail[i - 1], &L->trail[i]) <= 0;
+    if (!sorted)
+        qsort(L->trail, L->ntrail, sizeof *L->trail, trail_cmp);
+    *t = (icpp_learn_trail){L->trail, L->ntrail, L->threads, L->thr, L->chains, L->eff, L->cut,
+                            L->nseen ? (double)L->nonce / (double)L->nseen : 0.0};
     L->trail = NULL;
+    L->thr = NULL;
+    icpp_hmap_init(&L->threads);
     L->chains = NULL;
     L->eff = NULL;
-    L->ntrail = L->nchains = L->neff = 0;
+    L->ntrail = L->nthr = L->nchains = L->neff = 0;
     return t;
 }
 
@@ -539,10 +565,13 @@ static int chain_has(const icpp_learn_trail *t, uint32_t chain, uint32_t node, i
 int icpp_learn_trail_confirms(const icpp_learn_trail *t, uint32_t pid, uint32_t tid, uint64_t time, uint32_t node,
                               int64_t height)
 {
-    if (!t || !t->n)
+    if (!t || !t->n || time >= t->cut)
+        return 0;       /* past the trail's end, the learn sample after is unknown: nothing is confirmed */
+    const uint64_t *v = icpp_hmap_get(&t->threads, pid, tid);
+    if (!v)
         return 0;
-    /* first entry after (pid, tid, time) */
-    struct ltrail key = {pid, tid, 0, time};
+    /* first entry after (thread, time) */
+    struct ltrail key = {time, (uint32_t)(*v - 1), 0};
     size_t lo = 0, hi = t->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -551,9 +580,8 @@ int icpp_learn_trail_confirms(const icpp_learn_trail *t, uint32_t pid, uint32_t 
         else
             hi = mid;
     }
-    int before = lo > 0 && t->e[lo - 1].pid == pid && t->e[lo - 1].tid == tid &&
-                 chain_has(t, t->e[lo - 1].chain, node, height);
-    int after = lo < t->n && t->e[lo].pid == pid && t->e[lo].tid == tid && chain_has(t, t->e[lo].chain, node, height);
+    int before = lo > 0 && t->e[lo - 1].thread == key.thread && chain_has(t, t->e[lo - 1].chain, node, height);
+    int after = lo < t->n && t->e[lo].thread == key.thread && chain_has(t, t->e[lo].chain, node, height);
     return before | after << 1;
 }
 
@@ -572,6 +600,8 @@ void icpp_learn_trail_free(icpp_learn_trail *t)
     if (!t)
         return;
     free(t->e);
+    icpp_hmap_free(&t->threads);
+    free(t->thr);
     free(t->chains);
     free(t->eff);
     free(t);
@@ -620,6 +650,8 @@ void icpp_learner_free(icpp_learner *lr)
     free(L->eff);
     free(L->novel);
     free(L->trail);
+    icpp_hmap_free(&L->threads);
+    free(L->thr);
     free(lr);
 }
 

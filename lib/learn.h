@@ -80,7 +80,11 @@ int icpp_learn_file_novel(const char *samples, icpp_pathmap *pm, icpp_learn_stat
  * height? */
 int  icpp_learn_trail_confirms(const icpp_learn_trail *t, uint32_t pid, uint32_t tid, uint64_t time, uint32_t node,
                                int64_t height);
-/* Learn samples held (those learned through the memo; others confirm nothing). */
+/* Learn samples held: those learned through the memo (others confirm
+ * nothing), up to ICPP_TRAIL_MAX (16 bytes each); from the first that did
+ * not fit on, nothing is confirmed (a long recording's later samples are
+ * judged without neighbours: less often precise, never more often wrong). */
+#define ICPP_TRAIL_MAX (1u << 21)
 size_t icpp_learn_trail_len(const icpp_learn_trail *t);
 /* The share of the learned learn samples whose path (with its heights) no
  * other learn sample took: Good-Turing's estimate of the chance that the
