@@ -59,6 +59,7 @@ typedef struct learner {
     icpp_hmap     threads;      /* (pid, tid) -> index + 1 into thr */
     struct lthr { uint32_t pid, tid; } *thr;
     size_t        nthr, capthr;
+    uint32_t      last;         /* the thread of the last sample (learn samples come in runs of one thread) */
     uint64_t      cut;          /* time of the first sample the trail had no room for, or UINT64_MAX */
     uint64_t      nseen, nonce; /* learned samples with a remembered chain; of them, chains seen once */
 } learner;
@@ -495,17 +496,20 @@ int icpp_learner_add(icpp_learner *lr, const icpp_replay *rp, const icpp_rsample
         L->cut = s->time;
         return 0;
     }
-    uint64_t *v = icpp_hmap_get(&L->threads, s->pid, s->tid);
-    if (!v) {
-        if (icpp_vec_reserve((void **)&L->thr, &L->capthr, L->nthr + 1, sizeof *L->thr, 16) < 0 ||
-            icpp_hmap_put(&L->threads, s->pid, s->tid, L->nthr + 1) < 0)
-            return -ENOMEM;
-        L->thr[L->nthr++] = (struct lthr){s->pid, s->tid};
-        v = icpp_hmap_get(&L->threads, s->pid, s->tid);
+    if (!L->nthr || L->thr[L->last].pid != s->pid || L->thr[L->last].tid != s->tid) {
+        uint64_t *v = icpp_hmap_get(&L->threads, s->pid, s->tid);
+        if (!v) {
+            if (icpp_vec_reserve((void **)&L->thr, &L->capthr, L->nthr + 1, sizeof *L->thr, 16) < 0 ||
+                icpp_hmap_put(&L->threads, s->pid, s->tid, L->nthr + 1) < 0)
+                return -ENOMEM;
+            L->thr[L->nthr++] = (struct lthr){s->pid, s->tid};
+            v = icpp_hmap_get(&L->threads, s->pid, s->tid);
+        }
+        L->last = (uint32_t)(*v - 1);
     }
     if (icpp_vec_reserve((void **)&L->trail, &L->captrail, L->ntrail + 1, sizeof *L->trail, 1024) < 0)
         return -ENOMEM;
-    L->trail[L->ntrail++] = (struct ltrail){s->time, (uint32_t)(*v - 1), chain};
+    L->trail[L->ntrail++] = (struct ltrail){s->time, L->last, chain};
     return 0;
 }
 
