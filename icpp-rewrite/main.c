@@ -171,9 +171,10 @@ typedef struct rw_report {
 
 /* Why no call site on an inseparable group's paths was wrapped: each
  * path's own call site (the first main-module one from the leaf up) and
- * its verdict. */
+ * its verdict, each site once (paths often share it). */
 static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_amb_group *G)
 {
+    const rw_site *shown[4] = {0};
     for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
         for (uint32_t nd = G->nodes[j]; nd; nd = icpp_pathmap_node(pm, nd)->parent) {
             const icpp_pm_node *n = icpp_pathmap_node(pm, nd);
@@ -183,8 +184,13 @@ static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_
             rw_site key = {.ret = n->sites[0].addr};
             const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
             if (st && st->why) {
-                printf("      (call %#" PRIx64 " into %s not wrapped: %s)\n", st->ret - 5,
-                       esc(icpp_pathmap_func(pm, n->func)->name), st->why);
+                int dup = 0;
+                for (uint32_t q = 0; q < j && !dup; q++)
+                    dup = shown[q] == st;
+                shown[j] = st;
+                if (!dup)
+                    printf("      (call %#" PRIx64 " into %s not wrapped: %s)\n", st->ret - 5,
+                           esc(icpp_pathmap_func(pm, n->func)->name), st->why);
                 break;
             }
         }
