@@ -8,8 +8,8 @@
  *             prints "killee child ready pid=C" and blocks; the parent waits
  *             for it, prints "killee parent: child status S", runs
  *             main;after_leaf and exits 0
- *   selfkill  runs its paths, prints the marker, then SIGKILLs itself in
- *             main;die_now (no handler can run)
+ *   selfkill  runs its paths, prints the marker, sleeps 0.3 s, then SIGKILLs
+ *             itself in main;die_now (no handler can run)
  *   overflow  runs its paths, prints the marker, then recurses in
  *             main;overflow;overflow;... until the stack overflows (SIGSEGV
  *             with no alternate stack: no handler can run)
@@ -207,6 +207,7 @@ int main(int argc, char **argv)
         return 0;
     } else if (!strcmp(mode, "selfkill")) {
         marker();
+        usleep(300000);     /* a lagging icpp-gt still finds the process to read its stack base */
         die_now();
     } else if (!strcmp(mode, "overflow")) {
         marker();
