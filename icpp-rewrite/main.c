@@ -167,11 +167,14 @@ typedef struct rw_report {
     const rw_sites         *sites;
     uint64_t                seed;
     double                  t[6];                   /* CPU seconds at: start, read, analysis, search, new map, written */
+    int                     wrap;                   /* call sites could be wrapped (no --no-wrap) */
 } rw_report;
 
-/* Why no call site on an inseparable group's paths was wrapped: each
- * path's own call site (the first main-module one from the leaf up) and
- * its verdict, each site once (paths often share it). */
+/* Why no call site on an inseparable group's paths separated them: for
+ * each path, its own call site nearest the leaf (the first main-module one
+ * from the leaf up) and its verdict -- not wrappable and why, in a class of
+ * sites with one that is not, wrappable but not chosen by the search, or
+ * wrapped -- each site once (paths often share it). */
 static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_amb_group *G)
 {
     const rw_site *shown[4] = {0};
@@ -183,16 +186,29 @@ static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_
                 continue;
             rw_site key = {.ret = n->sites[0].addr};
             const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
-            if (st && st->why) {
-                int dup = 0;
-                for (uint32_t q = 0; q < j && !dup; q++)
-                    dup = shown[q] == st;
-                shown[j] = st;
-                if (!dup)
-                    printf("      (call %#" PRIx64 " into %s not wrapped: %s)\n", st->ret - 5,
-                           esc(icpp_pathmap_func(pm, n->func)->name), st->why);
+            if (!st)
+                continue;
+            int dup = 0;
+            for (uint32_t q = 0; q < j && !dup; q++)
+                dup = shown[q] == st;
+            shown[j] = st;
+            if (dup)
                 break;
-            }
+            const char *name = esc(icpp_pathmap_func(pm, n->func)->name);
+            if (st->why)
+                printf("      (call %#" PRIx64 " into %s not wrapped: %s)\n", st->ret - 5, name, st->why);
+            else if (!r->wrap)
+                printf("      (call %#" PRIx64 " into %s wrappable, not wrapped: --no-wrap)\n", st->ret - 5, name);
+            else if (!r->sites->cls_ok[st->cls])
+                printf("      (call %#" PRIx64 " into %s not wrapped: it shares paths with a call site that cannot "
+                       "be)\n", st->ret - 5, name);
+            else if (r->nwrap && r->nwrap[nd])
+                printf("      (call %#" PRIx64 " into %s wrapped, +%u: not enough to separate these paths)\n",
+                       st->ret - 5, name, r->nwrap[nd]);
+            else
+                printf("      (call %#" PRIx64 " into %s wrappable, not wrapped: no padding of it separates these "
+                       "paths within the budget)\n", st->ret - 5, name);
+            break;
         }
     }
 }
@@ -546,7 +562,7 @@ int main(int argc, char **argv)
     if (!quiet) {
         rw_report r = {m,     prog, out,   map_path, out_map, hex_old, hex_new, &before, &after,  h0,
                        growth, &so2, &sr,  &plan,    fs,      pads,    npads,   n_sub,   n_enter, wraps,
-                       nwraps, nwrap, &sites, seed, {t_start, t_read, t_analysis, t_search, t_map, t_write}};
+                       nwraps, nwrap, &sites, seed, {t_start, t_read, t_analysis, t_search, t_map, t_write}, wrap};
         if (report(pm, &r, &err) < 0)
             die(1, "%s", err.msg);
     }

@@ -263,6 +263,11 @@ for cfg, extra in (("O0-fp-pie", ["--no-wrap"]), ("O2-fp-pie", ["--enter", "--no
             f"orders.{cfg}: main;a;b;d and {ba} separated?")
     c.check(re.search(r"\[inseparable\] d at height \d+, 2 paths", r.stdout) is not None
             and "main;a;b;d" in r.stdout, f"orders.{cfg}: the inseparable pair is not listed:\n{r.stdout}")
+    # and why: each path's own call site into d, wrappable but not wrapped (--no-wrap)
+    grp = r.stdout.split("[inseparable] d at height", 1)[-1].split("[inseparable]", 1)[0]
+    why = re.findall(r"\(call 0x[0-9a-f]+ into d wrappable, not wrapped: --no-wrap\)", grp)
+    c.check(len(why) == 2 and len(set(why)) == 2,
+            f"orders.{cfg}: the pair's two call sites into d and why they were not wrapped: {grp}")
     f = report(r.stdout)
     c.check(f.get("paths_after", 0) > f.get("paths_before", 100), f"orders.{cfg}: no gain: {f}")
     # Independently of --verify: a fresh training of OUT, every path, every height.
