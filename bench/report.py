@@ -1115,7 +1115,7 @@ class Report:
         tr = self.r.get("trend")
         if tr is None:
             return
-        self.w("## 7. Per-path growth across input sizes (`icpp-resolve --trend`, issue #14)")
+        self.w("## 8. Per-path growth across input sizes (`icpp-resolve --trend`, issue #14)")
         self.w()
         self.w("Each program runs 8 inputs of one generator (scales below, two orders of magnitude), trained on the")
         self.w("4th; each run sampled with cpu-clock; the feature is the input's size as icpp-sample records it by")
