@@ -130,6 +130,9 @@ typedef struct fn {
     int       restart;          /* a state built on such a fall-through must go: analyse again */
     int32_t   arg_min;          /* least depth any rsp/frame-pointer reference touches (<= -8: incoming arguments) */
     int       leaves;           /* jumps out of its code (a tail call: its callee may read the arguments) */
+    uint64_t  tails[RW_MAX_TAILS];  /* where it jumps out to at its entry stack pointer (direct tail calls) */
+    uint32_t  ntails;
+    int       tail_other;       /* it also leaves otherwise (indirectly, with a frame, past RW_MAX_TAILS) */
     int       flow_ok;          /* the data-flow pass gave every instruction a state */
     const char *why;
     uint64_t  where;
@@ -732,6 +735,17 @@ static void step(fn *F, size_t i)
             go(F, x, x->target, s, 0);
         } else {
             F->leaves = 1;
+            if ((x->flags & F_DIRECT) && !s.inside && s.depth == 0) {
+                int known = 0;
+                for (uint32_t t = 0; t < F->ntails && !known; t++)
+                    known = F->tails[t] == x->target;
+                if (!known && F->ntails < RW_MAX_TAILS)
+                    F->tails[F->ntails++] = x->target;
+                else if (!known)
+                    F->tail_other = 1;
+            } else {
+                F->tail_other = 1;
+            }
             if (s.inside || s.depth != 0) {
                 refuse(F, "jumps out of the function with its frame allocated", x->addr);
                 return;
@@ -743,6 +757,7 @@ static void step(fn *F, size_t i)
     case K_JMP_IND:
         if (!s.inside && s.depth == 0) {
             F->leaves = 1;
+            F->tail_other = 1;
             return;             /* a tail call */
         }
         if (F->have_sw && memcmp(&F->sw, &s, sizeof s) != 0) {
@@ -815,6 +830,8 @@ static void reset(fn *F)
     F->restart = 0;
     F->arg_min = INT32_MAX;
     F->leaves = 0;
+    F->ntails = 0;
+    F->tail_other = 0;
     F->flow_ok = 0;
 }
 
@@ -1119,8 +1136,17 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
             continue;
         }
         analyse_pass(&F, RW_MODE_SUB, 0);
-        if (F.flow_ok)
-            out->args = F.arg_min <= -8 || F.leaves ? RW_ARGS_READ : RW_ARGS_NONE;
+        if (F.flow_ok) {
+            /* tail calls at its entry stack pointer alone: as its targets (below) */
+            out->args = F.arg_min <= -8 || (F.leaves && (F.tail_other || !F.ntails)) ? RW_ARGS_READ : RW_ARGS_NONE;
+            if (out->args == RW_ARGS_NONE && F.ntails) {
+                out->tails = malloc(F.ntails * sizeof *out->tails);
+                if (!out->tails)
+                    goto oom;
+                memcpy(out->tails, F.tails, F.ntails * sizeof *out->tails);
+                out->ntails = F.ntails;
+            }
+        }
         if (!F.why && !F.have_frame) {
             size_t ei = enter_candidate(&F, img);
             if (ei == SIZE_MAX) {
@@ -1179,6 +1205,24 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
         for (uint32_t p = 0; p < F.npatches; p++)
             out->ncfa += F.patches[p].kind == RW_P_CFA;
     }
+    /* A tail call passes the arguments on: a function whose only ways out
+     * besides returning are tail calls reads none only if none of its tail
+     * targets does (a target that is no function start, or not analysed,
+     * may).  The greatest fixed point: a cycle of tail calls reading none
+     * reads none. */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t k = 0; k < fs->n; k++) {
+            rw_frame *f = &fs->v[k];
+            for (uint32_t t = 0; f->args == RW_ARGS_NONE && t < f->ntails; t++) {
+                const rw_frame *g = rw_frames_find(fs, f->tails[t]);
+                if (!g || g->args != RW_ARGS_NONE) {
+                    f->args = RW_ARGS_READ;
+                    changed = 1;
+                }
+            }
+        }
+    }
     /* A function another function branches into (not at its start) cannot
      * be changed: that code would run with a state the analysis never saw. */
     if (ntg)
@@ -1231,14 +1275,36 @@ void rw_frames_free(rw_frames *fs)
 {
     if (!fs)
         return;
-    for (size_t i = 0; fs->v && i < fs->n; i++)
+    for (size_t i = 0; fs->v && i < fs->n; i++) {
         free(fs->v[i].patches);
+        free(fs->v[i].tails);
+    }
     free(fs->v);
     free(fs);
 }
 
 size_t rw_frames_count(const rw_frames *fs) { return fs->n; }
 const rw_frame *rw_frames_get(const rw_frames *fs, size_t i) { return &fs->v[i]; }
+
+int rw_frames_tail_reaches(const rw_frames *fs, uint64_t from, uint64_t to)
+{
+    uint64_t q[64];
+    size_t nq = 0, head = 0;
+    q[nq++] = from;
+    while (head < nq) {
+        const rw_frame *f = rw_frames_find(fs, q[head++]);
+        for (uint32_t t = 0; f && t < f->ntails; t++) {
+            if (f->tails[t] == to)
+                return 1;
+            int seen = 0;
+            for (size_t i = 0; i < nq && !seen; i++)
+                seen = q[i] == f->tails[t];
+            if (!seen && nq < sizeof q / sizeof *q)
+                q[nq++] = f->tails[t];
+        }
+    }
+    return 0;
+}
 
 const rw_frame *rw_frames_find(const rw_frames *fs, uint64_t addr)
 {

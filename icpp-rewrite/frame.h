@@ -44,12 +44,16 @@ typedef struct rw_frame_opts {
     uint32_t cap;           /* never offer more padding than this (bytes) */
 } rw_frame_opts;
 
+/* Direct tail calls remembered per function (more: it may read arguments). */
+#define RW_MAX_TAILS 8
+
 /* Whether a function reads stack-passed arguments (call-site wrapping
  * moves them: icpp-rewrite/wrap.h). */
 typedef enum rw_args {
     RW_ARGS_UNKNOWN = 0,    /* the analysis did not see every instruction */
     RW_ARGS_NONE,           /* no rsp- or frame-pointer-relative reference reaches above its return address,
-                               and it does not jump out of its code (a tail call passes them on) */
+                               and it jumps out of its code only by direct tail calls at its entry stack
+                               pointer to functions of which the same holds (a tail call passes them on) */
     RW_ARGS_READ,           /* it may */
 } rw_args;
 
@@ -64,6 +68,9 @@ typedef struct rw_frame {
     uint32_t    frame;      /* bytes the prologue allocates today (0 for ENTER) */
     uint32_t    maxpad;     /* largest padding the encodings allow, a multiple of 16 (0 if refused) */
     uint32_t    ncfa;       /* of the patches, CFA offsets in the CFI (a frame without frame pointer) */
+    uint64_t   *tails;      /* with args RW_ARGS_NONE: the functions it tail-calls (direct jumps out at its
+                               entry stack pointer), ntails of them */
+    uint32_t    ntails;
     rw_patch   *patches;
     uint32_t    npatches;
 } rw_frame;
@@ -83,6 +90,10 @@ const rw_frame *rw_frames_get(const rw_frames *fs, size_t i);
 /* The verdict for the function starting at addr, or NULL if it has none
  * (not a function start, or a split-off .cold part). */
 const rw_frame *rw_frames_find(const rw_frames *fs, uint64_t addr);
+/* Does the function at `from` reach the one at `to` by tail calls alone
+ * (rw_frame.tails, transitively)?  Then `to` runs in `from`'s frame, at its
+ * entry stack pointer: a path through a call of `from` may end in `to`. */
+int rw_frames_tail_reaches(const rw_frames *fs, uint64_t from, uint64_t to);
 
 /* Enlarge f's frame by pad bytes (0 < pad <= f->maxpad, multiple of 16) in img. */
 int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err);

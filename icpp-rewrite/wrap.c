@@ -225,8 +225,9 @@ int rw_sites_find(rw_sites *s, const icpp_pathmap *pm, const icpp_module *m, con
             if (nd->sites[k].module != main)
                 continue;
             rw_site *st = find_site(s, nd->sites[k].addr);
-            if (st && !st->why && (fn->module != main || fn->addr != st->callee))
-                st->why = "the paths through it enter another function than the call's target";
+            if (st && !st->why && (fn->module != main || (fn->addr != st->callee &&
+                                                          !rw_frames_tail_reaches(fs, st->callee, fn->addr))))
+                st->why = "the paths through it enter another function than the call's target (or its tail calls)";
         }
         s->node_cls[i] = (int32_t)first;   /* a site for now */
     }

@@ -146,6 +146,35 @@ __asm__(".text\n"
 	"ret\n"
 	EPILOGUE(bad_retaddr)
 
+	/* Call sites into functions that leave by tail calls (--explain's
+	 * sites): tail_ok jumps on to lf, which reads no stack-passed argument,
+	 * and tail_chain to tail_ok -- wrappable; tail_bad jumps on to
+	 * reads_arg, which reads one -- refused. */
+	".globl tail_ok\n.type tail_ok,@function\ntail_ok:\n.cfi_startproc\n"
+	"jmp lf\n"
+	".cfi_endproc\n.size tail_ok,.-tail_ok\n"
+	".globl tail_chain\n.type tail_chain,@function\ntail_chain:\n.cfi_startproc\n"
+	"jmp tail_ok\n"
+	".cfi_endproc\n.size tail_chain,.-tail_chain\n"
+	".globl reads_arg\n.type reads_arg,@function\nreads_arg:\n.cfi_startproc\n"
+	"mov 8(%rsp),%rcx\n"
+	"mov %rdi,%rax\n"
+	"ret\n"
+	".cfi_endproc\n.size reads_arg,.-reads_arg\n"
+	".globl tail_bad\n.type tail_bad,@function\ntail_bad:\n.cfi_startproc\n"
+	"jmp reads_arg\n"
+	".cfi_endproc\n.size tail_bad,.-tail_bad\n"
+	PROLOGUE(wrap_sites)
+	"sub $0x10,%rsp\n"
+	"call tail_ok\n"
+	"mov %rax,%rdi\n"
+	"call tail_bad\n"
+	"mov %rax,%rdi\n"
+	"call tail_chain\n"
+	"leave\n.cfi_def_cfa %rsp,8\n"
+	"ret\n"
+	EPILOGUE(wrap_sites)
+
 	/* bad_pop: leaves the frame with a pop, not an add. */
 	PROLOGUE(bad_pop)
 	"sub $0x10,%rsp\n"
@@ -160,14 +189,14 @@ unsigned long ok_sub(unsigned long), ok_args(unsigned long), ok_same(unsigned lo
 unsigned long ok_enter(unsigned long), ok_enter2(unsigned long), ok_above(unsigned long);
 unsigned long bad_mixed(unsigned long), bad_shrink(unsigned long), bad_alloca(unsigned long);
 unsigned long ok_nofp(unsigned long), bad_pop(unsigned long), bad_straddle(unsigned long);
-unsigned long bad_retaddr(unsigned long);
+unsigned long bad_retaddr(unsigned long), wrap_sites(unsigned long);
 
 int main(void)
 {
 	unsigned long (*const cases[])(unsigned long) = {ok_sub,     ok_args,    ok_same,    ok_enter,
 							 ok_enter2,  ok_above,   bad_mixed,  bad_shrink,
 							 bad_alloca, ok_nofp,    bad_pop,    bad_straddle,
-							 bad_retaddr};
+							 bad_retaddr, wrap_sites};
 	unsigned long r = 0;
 	for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++)
 		r ^= cases[i](r + i);

@@ -335,11 +335,26 @@ if not only:
         train(exe, m0)
         out = exe + ".arr"
         r = rewrite(exe, m0, out, "--enter", "--explain", "--verify")
-        verdict = {}
+        verdict, site = {}, {}
         for line in r.stdout.splitlines():
             p = line.split("\t")
             if len(p) == 3:
                 verdict[p[0]] = p[2]
+            elif len(p) == 4:
+                site[(p[1], p[2])] = p[3]
+        # call sites into functions that leave by tail calls: wrappable only if no function they
+        # tail-call (transitively) reads stack-passed arguments
+        for callee, ok in (("tail_ok", True), ("tail_chain", True), ("tail_bad", False)):
+            v = site.get(("wrap_sites", callee), "")
+            c.check(v and v.startswith("refused") != ok and (ok or "stack-passed arguments" in v),
+                    f"frames: the call from wrap_sites into {callee}: {v!r}")
+        # and wrapped, the program runs as before: the padding reaches lf through the tail calls
+        addrs = [ln.split("\t")[0] for ln in r.stdout.splitlines()
+                 if ln.split("\t")[1:3] in (["wrap_sites", "tail_ok"], ["wrap_sites", "tail_chain"])]
+        rw = rewrite(exe, m0, exe + ".wrapped", "--enter", "--verify", *sum((["--wrap", a] for a in addrs), []))
+        fw = report(rw.stdout)
+        c.check(len(addrs) == 2 and rw.returncode == 0 and fw.get("verify_ok") and fw.get("nwrapped") == 2,
+                f"frames: wrapping the calls into tail_ok and tail_chain ({addrs}): {rw.stdout[-1500:]} {rw.stderr}")
         want = {
             "ok_sub": "ok: sub, frame 32, up to +80 (2 patches)",
             "ok_args": "ok: sub, frame 16",
