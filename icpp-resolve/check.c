@@ -494,8 +494,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.voted[v]);
         fprintf(out, "},\n \"by_evidence\": {\"on\": %d, \"sparse\": %d, \"missing_mass\": %.4f, \"pruned\": {",
-                ms->evidence_on, icpp_learn_trail_missing(ms->trail) >= ICPP_SPARSE_MISSING,
-                icpp_learn_trail_missing(ms->trail));
+                ms->evidence_on, icpp_learn_trail_sparse(ms->trail), icpp_learn_trail_missing(ms->trail));
         for (int v = 0; v < V_MAX; v++)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.pruned[v]);
         fprintf(out, "}, \"uncertain_by_alternative\": {");
@@ -630,7 +629,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         if (ms->evidence_on && ms->trail)
             fprintf(out, "learn samples on a path no other learn sample took: %.1f%%%s\n",
                     100.0 * icpp_learn_trail_missing(ms->trail),
-                    icpp_learn_trail_missing(ms->trail) >= ICPP_SPARSE_MISSING
+                    icpp_learn_trail_sparse(ms->trail)
                         ? " (a sparse recording: one learn sample is not enough to be precise; docs/resolve.md)" : "");
         if (t.voted[V_PRECISE] || t.voted[V_INCORRECT])
             fprintf(out, "learn votes singled out one of several known paths for %" PRIu64 " samples: %" PRIu64

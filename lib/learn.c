@@ -599,6 +599,11 @@ double icpp_learn_trail_missing(const icpp_learn_trail *t)
     return t ? t->missing : 0.0;
 }
 
+int icpp_learn_trail_sparse(const icpp_learn_trail *t)
+{
+    return t && t->missing >= ICPP_LEARN_SPARSE;
+}
+
 void icpp_learn_trail_free(icpp_learn_trail *t)
 {
     if (!t)

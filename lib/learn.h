@@ -91,6 +91,10 @@ size_t icpp_learn_trail_len(const icpp_learn_trail *t);
  * next sample's path is one learning never saw.  0.05-0.28 on the bench's
  * recordings but one, 0.98 on a deeply recursive one (docs/resolve.md). */
 double icpp_learn_trail_missing(const icpp_learn_trail *t);
+/* A *sparse* recording: its missing mass is at least ICPP_LEARN_SPARSE --
+ * learning saw little of what the run did (0 for no trail). */
+#define ICPP_LEARN_SPARSE 0.5
+int icpp_learn_trail_sparse(const icpp_learn_trail *t);
 void icpp_learn_trail_free(icpp_learn_trail *t);
 
 /* The same, a sample at a time, for a reader that makes one pass over the

@@ -50,13 +50,11 @@ struct icpp_cidx {
     icpp_hmap  routes;      /* (func, height) -> 1 + routes to the CID through known contexts (capped) */
     icpp_plt  *plt;         /* samples in PLT stubs (lib/plt.h), made on first use */
     const icpp_learn_trail *trail;  /* the recording's learn samples in time order, or NULL */
-    int        sparse;      /* the trail's missing mass >= ICPP_SPARSE_MISSING */
 };
 
 void icpp_cidx_set_trail(icpp_cidx *x, const icpp_learn_trail *t)
 {
     x->trail = t;
-    x->sparse = t && icpp_learn_trail_missing(t) >= ICPP_SPARSE_MISSING;
 }
 
 /* Did the sample's thread pass through node at the sample's height in the
@@ -65,7 +63,6 @@ static int neighbour_saw(const icpp_cidx *x, const icpp_rsample *s, uint32_t nod
 {
     return x->trail ? icpp_learn_trail_confirms(x->trail, s->pid, s->tid, s->time, node, s->height) : 0;
 }
-
 
 void icpp_cidx_set_evidence(icpp_cidx *x, int on)
 {
@@ -552,7 +549,7 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         int few = out->learned_total < ICPP_ROUTE_CONFIRM, doubt;
         if (out->ncand > 1)
             doubt = icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1;
-        else if (x->sparse)
+        else if (icpp_learn_trail_sparse(x->trail))
             doubt = few || icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1;
         else
             doubt = few && icpp_cidx_routes(x, (uint32_t)out->func, s->height) > 1;

@@ -48,15 +48,11 @@ void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
  * a one-candidate CID whose candidate the sample's thread passed through,
  * at the sample's height, in the learn sample just before or just after it
  * is confirmed by a *neighbour*, and the route rule below does not make it
- * uncertain.  A recording whose learn samples mostly took paths no other
- * learn sample took (icpp_learn_trail_missing >= ICPP_SPARSE_MISSING) is
- * *sparse*: learning saw little of what it ran, and there a single
+ * uncertain.  In a sparse recording (icpp_learn_trail_sparse) a single
  * candidate needs a neighbour, or ICPP_ROUTE_CONFIRM learn samples and one
  * route, to be precise (docs/resolve.md, "Never precise and wrong").  t
  * must outlive x. */
-#define ICPP_SPARSE_MISSING 0.5
 void icpp_cidx_set_trail(icpp_cidx *x, const icpp_learn_trail *t);
-int icpp_cidx_trail_confirms(const icpp_cidx *x, const icpp_rsample *s, uint32_t node);
 
 /* Routes from a root to CID (func, height) through known contexts (trained
  * or learned) that this recording's learn samples passed through, counting
