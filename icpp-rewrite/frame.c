@@ -129,10 +129,10 @@ typedef struct fn {
     int       nblocked;
     int       restart;          /* a state built on such a fall-through must go: analyse again */
     int32_t   arg_min;          /* least depth any rsp/frame-pointer reference touches (<= -8: incoming arguments) */
-    int       leaves;           /* jumps out of its code (a tail call: its callee may read the arguments) */
     uint64_t  tails[RW_MAX_TAILS];  /* where it jumps out to at its entry stack pointer (direct tail calls) */
     uint32_t  ntails;
-    int       tail_other;       /* it also leaves otherwise (indirectly, with a frame, past RW_MAX_TAILS) */
+    int       tail_other;       /* it jumps out otherwise (indirectly, with a frame, past RW_MAX_TAILS): whoever
+                                   runs next may read its stack-passed arguments */
     int       flow_ok;          /* the data-flow pass gave every instruction a state */
     const char *why;
     uint64_t  where;
@@ -610,6 +610,18 @@ static int32_t inside_min(const fn *F)
 }
 
 /* Process instruction i (its state is set). */
+/* A direct tail call at the entry stack pointer to `to`, remembered once. */
+static void add_tail(fn *F, uint64_t to)
+{
+    for (uint32_t t = 0; t < F->ntails; t++)
+        if (F->tails[t] == to)
+            return;
+    if (F->ntails < RW_MAX_TAILS)
+        F->tails[F->ntails++] = to;
+    else
+        F->tail_other = 1;
+}
+
 static void step(fn *F, size_t i)
 {
     const ins *x = &F->v[i];
@@ -734,18 +746,10 @@ static void step(fn *F, size_t i)
         if ((x->flags & F_DIRECT) && in_parts(F, x->target)) {
             go(F, x, x->target, s, 0);
         } else {
-            F->leaves = 1;
-            if ((x->flags & F_DIRECT) && !s.inside && s.depth == 0) {
-                int known = 0;
-                for (uint32_t t = 0; t < F->ntails && !known; t++)
-                    known = F->tails[t] == x->target;
-                if (!known && F->ntails < RW_MAX_TAILS)
-                    F->tails[F->ntails++] = x->target;
-                else if (!known)
-                    F->tail_other = 1;
-            } else {
+            if ((x->flags & F_DIRECT) && !s.inside && s.depth == 0)
+                add_tail(F, x->target);
+            else
                 F->tail_other = 1;
-            }
             if (s.inside || s.depth != 0) {
                 refuse(F, "jumps out of the function with its frame allocated", x->addr);
                 return;
@@ -756,7 +760,6 @@ static void step(fn *F, size_t i)
         break;
     case K_JMP_IND:
         if (!s.inside && s.depth == 0) {
-            F->leaves = 1;
             F->tail_other = 1;
             return;             /* a tail call */
         }
@@ -829,7 +832,6 @@ static void reset(fn *F)
     F->npatches = 0;
     F->restart = 0;
     F->arg_min = INT32_MAX;
-    F->leaves = 0;
     F->ntails = 0;
     F->tail_other = 0;
     F->flow_ok = 0;
@@ -1138,7 +1140,7 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
         analyse_pass(&F, RW_MODE_SUB, 0);
         if (F.flow_ok) {
             /* tail calls at its entry stack pointer alone: as its targets (below) */
-            out->args = F.arg_min <= -8 || (F.leaves && (F.tail_other || !F.ntails)) ? RW_ARGS_READ : RW_ARGS_NONE;
+            out->args = F.arg_min <= -8 || F.tail_other ? RW_ARGS_READ : RW_ARGS_NONE;
             if (out->args == RW_ARGS_NONE && F.ntails) {
                 out->tails = malloc(F.ntails * sizeof *out->tails);
                 if (!out->tails)
