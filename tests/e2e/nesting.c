@@ -15,21 +15,18 @@
  *                nearly every one taken once by a sampler)
  * Prints "nesting MODE CHECKSUM", exits 0.
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define NOIPA __attribute__((noipa))
-static volatile unsigned long sink;
-#define KEEP(x) (sink += (unsigned long)(x))
-#define MIX(x) ((x) = (x) * 6364136223846793005UL + 1442695040888963407UL, (x) ^= (x) >> 29)
+#include "../programs/corpus.h"    /* NOIPA, CORPUS_KEEP, CORPUS_MIX */
+
+CORPUS_DEFINE_SINK;
 
 static unsigned long unit = 2000;
 
 NOIPA unsigned long step(unsigned long x)
 {
     for (unsigned long i = 0; i < unit; i++)
-        MIX(x);
+        CORPUS_MIX(x);
     return x;
 }
 
@@ -41,7 +38,7 @@ NOIPA unsigned long paren(const char *b, unsigned long x)
     pad[0] = (char)x;
     unsigned long r = step(x + (unsigned long)pad[0]);
     r ^= nest(b + 1, r);
-    KEEP(r);
+    CORPUS_KEEP(r);
     return r;
 }
 
@@ -51,14 +48,14 @@ NOIPA unsigned long call(const char *b, unsigned long x)
     pad[0] = (char)x;
     unsigned long r = step(x ^ (unsigned long)pad[0]);
     r ^= nest(b + 1, r);
-    KEEP(r);
+    CORPUS_KEEP(r);
     return r;
 }
 
 NOIPA unsigned long nest(const char *b, unsigned long x)
 {
     unsigned long r = *b == 'P' ? paren(b, x) : *b == 'H' ? call(b, x) : step(x);
-    KEEP(r);
+    CORPUS_KEEP(r);
     return r;
 }
 
@@ -95,11 +92,11 @@ int main(int argc, char **argv)
         rounds = (int)(1500 * scale);
     } else if (!strcmp(argv[1], "random")) {
         for (n = 0; n < 256; n++) {
-            MIX(seed);
+            CORPUS_MIX(seed);
             int len = 40 + (int)(seed % 51);
             bodies[n] = calloc((size_t)len + 1, 1);
             for (int k = 0; k < len && bodies[n]; k++) {
-                MIX(seed);
+                CORPUS_MIX(seed);
                 bodies[n][k] = (seed >> 17) % 3 == 0 ? 'H' : 'P';
             }
         }
