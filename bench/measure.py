@@ -291,9 +291,8 @@ class Bench:
                         ent["stats"] = self.parse_stats(p.stdout.decode(errors="replace"))
                     rec = os.path.join(self.work, "rec", key + ".samples")
                     rm(rec)
-                    # 2.5x the overhead figures' rate: ~2,500 judged samples per recording
-                    # instead of ~1,000, so one recording's shares move less from run to run
-                    scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(self.precision_period()),
+                    scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c",
+                            str(self.precision_period(ent["plain_s"])),
                             "-o", rec, "--"] + cmd
                     log("recording %s (--validate)" % key)
                     r = run(scmd, stdin, self.env, self.a.timeout)
@@ -304,8 +303,18 @@ class Bench:
                     ent["recording"] = rec
             self.save()
 
-    def precision_period(self):
-        return max(1, self.a.period * 2 // 5)
+    PRECISION_SAMPLES = 5000        # a precision recording's samples, at least (plain run's time / period)
+    MIN_PERIOD_NS = 10000           # 100 kHz: the kernel's default perf_event_max_sample_rate
+
+    def precision_period(self, plain_s=None):
+        """cpu-clock period (ns) of a precision recording: 2.5x the overhead figures' rate, or faster,
+        so that every recording holds ~PRECISION_SAMPLES samples or more.  At 2.5x the rate alone tcc
+        on nested code (a 0.09 s run) gave ~600 judged samples: too few to learn from (figure
+        recsize), and +-2 points of noise on a share; one incorrect sample moved a row by 0.06."""
+        p = max(1, self.a.period * 2 // 5)
+        if plain_s:
+            p = min(p, max(self.MIN_PERIOD_NS, int(plain_s * 1e9 / self.PRECISION_SAMPLES)))
+        return p
 
     def builds(self, name=None):
         if name in self.programs and self.programs[name].get("distro"):
@@ -398,6 +407,44 @@ class Bench:
                     continue
                 rows.append({"train": a["id"], "measure": b["id"], "every": n,
                              "record_cmd": shq(scmd), "checks": self.check_modes(ents[a["id"]]["map"], rec)})
+                if not self.a.keep_recordings:
+                    rm(rec)
+            self.save()
+
+    RECSIZE_SAMPLES = [500, 2500, 10000]   # samples a recording holds (plain run's time / period)
+
+    def fig_recsize(self):
+        """Online and offline precision against the size of the recording: learning needs learn
+        samples, so a short run gives fewer.  One pair per program (fp; trained on its second input
+        set, measured on its first, so tcc's decls -> nested is among them), recorded at the periods
+        that give the plain run ~RECSIZE_SAMPLES samples, judged with both maps (default modes)."""
+        maps = self.res.get("maps", {})
+        out = self.res.setdefault("recsize", {})
+        for name in self.order:
+            prog = self.programs[name]
+            ents = maps.get(name, {}).get("fp", {})
+            if len(prog["inputs"]) < 2:
+                continue
+            a, b = prog["inputs"][1], prog["inputs"][0]
+            if "map" not in ents.get(a["id"], {}) or "map" not in ents.get(b["id"], {}) or \
+                    not ents[b["id"]].get("plain_s"):
+                continue
+            rows = out.setdefault(name, [])
+            cmd = self.prog_cmd(name, "fp", b)
+            stdin = b["file"] if b["stdin"] else None
+            for target in self.RECSIZE_SAMPLES:
+                period = max(self.MIN_PERIOD_NS, int(ents[b["id"]]["plain_s"] * 1e9 / target))
+                rec = os.path.join(self.work, "rec", "%s-fp-%s-size%d.samples" % (name, b["id"], target))
+                rm(rec)
+                scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(period), "-o", rec, "--"] + cmd
+                log("recording %s %s at -c %d" % (name, b["id"], period))
+                r = run(scmd, stdin, self.env, self.a.timeout)
+                if r["rc"] != 0 or not os.path.exists(rec):
+                    self.error("icpp-sample (recording size) %s" % name, scmd, r)
+                    continue
+                rows.append({"train": a["id"], "measure": b["id"], "target": target, "period": period,
+                             "record_cmd": shq(scmd), "online": self.check(ents[a["id"]]["map"], rec),
+                             "offline": self.check(ents[b["id"]]["map"], rec)})
                 if not self.a.keep_recordings:
                     rm(rec)
             self.save()
@@ -1097,7 +1144,7 @@ def main():
     ap.add_argument("--tools", required=True, help="meson build directory holding the icpp tools")
     ap.add_argument("--work", required=True, help="scratch directory (maps, recordings)")
     ap.add_argument("--out", required=True, help="results JSON")
-    ap.add_argument("--figures", default="maps,precision,learnrate,names,cfi,resolve,large,sample,train,rewrite,stats,trend")
+    ap.add_argument("--figures", default="maps,precision,learnrate,recsize,names,cfi,resolve,large,sample,train,rewrite,stats,trend")
     ap.add_argument("--keep-recordings", action="store_true")
     ap.add_argument("--setups-train", type=int, default=8)
     ap.add_argument("--setups-sample", type=int, default=10)
@@ -1118,7 +1165,7 @@ def main():
     figs = a.figures.split(",")
     b.res["meta"]["figures"] = figs
     t0 = time.time()
-    for f in ("maps", "precision", "learnrate", "names", "cfi", "resolve", "large", "sample", "train", "rewrite", "stats", "trend"):
+    for f in ("maps", "precision", "learnrate", "recsize", "names", "cfi", "resolve", "large", "sample", "train", "rewrite", "stats", "trend"):
         if f in figs:
             t = time.time()
             log("figure %s" % f)

@@ -479,8 +479,10 @@ class Report:
         self.w("## 3. Precision against the true stacks")
         self.w()
         self.w("Each input set is trained (`icpp-train`) and recorded with `icpp-sample --validate` at 2.5x the")
-        self.w("overhead figures' rate (`-c` period x 0.4, so each recording holds ~2.5x the samples and its")
-        self.w("shares move less from run to run; --validate also copies each sample's user stack, and takes one")
+        self.w("overhead figures' rate (`-c` period x 0.4), or faster, so that every recording holds at least")
+        self.w("~5,000 samples (period = plain run's time / 5,000, at least 10 us; tcc on nested code runs 0.09 s):")
+        self.w("a recording's shares then move less from run to run, and learning has enough learn samples (see")
+        self.w("\"Recording size and precision\" below); --validate also copies each sample's user stack, and takes one")
         self.w("learn sample in 2 as every cpu-clock recording does by")
         self.w("default); `icpp-resolve -m MAP --check --format json RECORDING` then unwinds every sample with")
         self.w("DWARF CFI and compares the true call path with what the map resolves it to. Offline: trained and")
@@ -589,6 +591,7 @@ class Report:
         self.gaps(data, modes)
         self.w()
         self.learnrate(modes)
+        self.recsize()
         self.incorrect_explained(data)
         self.names()
         self.w("Without ground truth, how the samples resolved (`icpp-resolve --format json`, shares of all")
@@ -704,6 +707,33 @@ class Report:
                 self.w("| %s | %s -> %s | %d | %s | %s | %s | %s | %s |" % (
                     n, row["train"], row["measure"], row["every"], lr.get("learn_samples", "n/a"),
                     lr.get("learned", "n/a"), pct(f["precise"]), pct(f["incorrect"]), pct(f["missing"])))
+        self.w()
+
+    def recsize(self):
+        data = self.r.get("recsize", {})
+        if not data:
+            return
+        self.w("### Recording size and precision")
+        self.w()
+        self.w("Learning needs learn samples, and a short run gives few. One pair per program (fp build: trained")
+        self.w("on its second input set, measured on its first), recorded with `icpp-sample --validate -e cpu-clock")
+        self.w("-c P` at the periods P that give the plain run ~500, ~2,500 and ~10,000 samples (at least 10 us),")
+        self.w("and judged online (the other input's map) and offline (the measured input's own map), default")
+        self.w("modes. The precision recordings above hold >= ~5,000 samples (a short run is sampled faster).")
+        self.w()
+        self.w("| program | trained on -> measured | -c P (ns) | judged samples | learn samples | online precise | online incorrect | offline precise | online - offline |")
+        self.w("|---|---|---|---|---|---|---|---|---|")
+        for n in self.order:
+            for row in sorted(data.get(n, []), key=lambda r: r.get("target", 0)):
+                on, off = self.figures_of(row.get("online")), self.figures_of(row.get("offline"))
+                if not on or not off:
+                    self.w("| %s | %s -> %s | %d | failed | | | | | |" % (n, row["train"], row["measure"], row["period"]))
+                    continue
+                lr = (row.get("online") or {}).get("learning") or {}
+                self.w("| %s | %s -> %s | %d | %s | %s | %s | %s | %s | %+.1f |" % (
+                    n, row["train"], row["measure"], row["period"], row["online"].get("with_truth", "n/a"),
+                    lr.get("learn_samples", "n/a"), pct(on["precise"]), pct(on["incorrect"]), pct(off["precise"]),
+                    on["precise"] - off["precise"]))
         self.w()
 
     def names(self):
