@@ -26,8 +26,15 @@ void sampstat_free(sampstat *st)
 int sampstat_add(sampstat *st, const icpp_rsample *s)
 {
     uint64_t k1 = (uint64_t)s->pid << 32 | s->tid, k2 = (uint64_t)s->event << 1 | (s->learn ? 1 : 0);
-    uint64_t *ix = icpp_hmap_get(&st->ix, k1, k2);
-    if (!ix) {
+    /* runs of one thread's samples of one event are the rule: the hash is
+     * asked when the key changes */
+    if (!st->last_ix || st->last_k1 != k1 || st->last_k2 != k2) {
+        uint64_t *ix = icpp_hmap_get(&st->ix, k1, k2);
+        st->last_k1 = k1;
+        st->last_k2 = k2;
+        st->last_ix = ix ? (size_t)*ix + 1 : 0;
+    }
+    if (!st->last_ix) {
         if (st->n == st->cap) {
             size_t nc = st->cap ? 2 * st->cap : 16;
             sampstat_series *ns = realloc(st->s, nc * sizeof *ns);
@@ -46,9 +53,10 @@ int sampstat_add(sampstat *st, const icpp_rsample *s)
         n->learn = s->learn != 0;
         n->last = s->time;
         icpp_acf_init(&n->acf);
+        st->last_ix = st->n;
         return 0;
     }
-    sampstat_series *n = &st->s[*ix];
+    sampstat_series *n = &st->s[st->last_ix - 1];
     /* a time that goes back (a corrupt or hand-made file) is no interval */
     if (s->time >= n->last) {
         double d = (double)(s->time - n->last);

@@ -31,6 +31,8 @@ typedef struct sampstat {
     sampstat_series *s;
     size_t           n, cap;
     icpp_hmap        ix;                /* (pid << 32 | tid, event << 1 | learn) -> index */
+    uint64_t         last_k1, last_k2;  /* the previous sample's key, and its index (+1; 0: none) */
+    size_t           last_ix;
     const icpp_replay_info *info;       /* event names */
 } sampstat;
 

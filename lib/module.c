@@ -605,18 +605,29 @@ int icpp_module_inlines(icpp_module *m, uint64_t addr, const char **out, int max
     return n;
 }
 
-const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr)
+const icpp_func *icpp_module_func_span(const icpp_module *m, uint64_t addr, uint64_t *lo, uint64_t *hi)
 {
     m = funcs_of(m);
     size_t i = upper_bound(m->funcs, m->nfuncs, sizeof *m->funcs, addr);
     if (i == 0)
         return NULL;
     const icpp_func *f = &m->funcs[i - 1];
+    uint64_t end = i < m->nfuncs ? m->funcs[i].addr : UINT64_MAX;     /* the next function's start */
     if (f->size)
-        return addr < f->addr + f->size ? f : NULL;
-    if (addr >= m->text_hi)
+        end = f->addr + f->size < end ? f->addr + f->size : end;
+    else    /* unsized: up to the next function, which starts after addr */
+        end = m->text_hi < end ? m->text_hi : end;
+    if (addr >= end)
         return NULL;
-    return f;   /* unsized: up to the next function, which starts after addr */
+    *lo = f->addr;
+    *hi = end;
+    return f;
+}
+
+const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr)
+{
+    uint64_t lo, hi;
+    return icpp_module_func_span(m, addr, &lo, &hi);
 }
 
 const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr)

@@ -66,6 +66,10 @@ const icpp_func *icpp_module_funcs(const icpp_module *m);
 /* The function whose [addr, addr+size) holds `addr` (size 0: up to the next
  * function), or NULL. */
 const icpp_func *icpp_module_func_at(const icpp_module *m, uint64_t addr);
+/* icpp_module_func_at, and the addresses [*lo, *hi) around addr for which it
+ * gives the same function (set only when it is not NULL): a caller may keep
+ * them to skip the search for the next address. */
+const icpp_func *icpp_module_func_span(const icpp_module *m, uint64_t addr, uint64_t *lo, uint64_t *hi);
 /* The function that starts exactly at `addr`, or NULL. */
 const icpp_func *icpp_module_func_start(const icpp_module *m, uint64_t addr);
 

@@ -381,7 +381,10 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
     }
     uint64_t bias = mc->bias;
     s->addr = s->ip - bias;
-    s->func = icpp_module_func_at(rm->mod, s->addr);
+    if (rm->last && s->addr >= rm->last_lo && s->addr < rm->last_hi)
+        s->func = rm->last;     /* the function of the sample before, as is common */
+    else if ((s->func = icpp_module_func_span(rm->mod, s->addr, &rm->last_lo, &rm->last_hi)))
+        rm->last = s->func;
     if (!rm->cfi) {
         rm->cfi = icpp_cfi_build(rm->mod, NULL);
         if (!rm->cfi) {

@@ -35,6 +35,8 @@ typedef struct icpp_rmodule {
     icpp_module   *mod;         /* NULL if unreadable or changed */
     icpp_cfi      *cfi;         /* built on first use */
     int            status;      /* ICPP_RS_OK, NOFILE or CHANGED */
+    const icpp_func *last;      /* the last sample's function, for addresses in [last_lo, last_hi) */
+    uint64_t       last_lo, last_hi;
 } icpp_rmodule;
 
 typedef struct icpp_rsample {
