@@ -5,6 +5,7 @@
 #include "debuginfo.h"
 #include "fsafe.h"
 #include "hmap.h"
+#include "vec.h"
 
 #include <bfd.h>
 #include <dwarf.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef DMGL_PARAMS
@@ -48,16 +50,45 @@ struct icpp_module {
     Dwarf           *alt_dw;
     Dwarf           *dw;        /* DWARF for source lines, opened on first use */
     int              dw_tried;
-    struct dwfn     *dwfns;     /* pc ranges of DWARF subprograms, sorted; built on the first inline lookup */
-    size_t           ndwfns;
-    int              dwfns_built;
+    struct dwtab    *dwcus;     /* subprogram tables of the CUs looked up so far (cu_table) */
+    size_t           ndwcus, capdwcus;
+    icpp_hmap        dwcu_ix;   /* CU DIE offset -> index into dwcus */
+    int              dw_by_cu;  /* 1: .debug_aranges covers every CU with code; 0: not known yet; -1: no */
+    struct dwtab    *dwwhole;   /* the whole module's table, when not by CU (built on first use) */
     icpp_hmap        dwnames;   /* linkage name (its address in .debug_str) -> demangled copy */
+    size_t           refs;      /* icpp_module_open calls not closed yet (open_mods) */
+    struct stat      st;        /* the file as opened */
 };
+
+/* Modules open in this process, shared.  A tool opens one file from several
+ * places -- each pass over a recording, completion, PLT stubs, names, the
+ * profile -- and a module's tables cost tens of ms to build for libc (its
+ * functions with their cold parts, its DWARF).  One file is one module while
+ * open: the same path, and the same device, inode, size and change time (a
+ * file replaced or rewritten since is another).  The tools are single
+ * threaded. */
+static struct {
+    icpp_module **v;
+    size_t        n, cap;
+} open_mods;
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
 
 /* One pc range [lo, hi) of a concrete DW_TAG_subprogram and the DIE's offset. */
 struct dwfn {
     uint64_t lo, hi;            /* lo first: upper_bound's key */
     Dwarf_Off die;
+};
+
+/* The pc ranges of the subprograms of one CU or of a whole module, sorted. */
+struct dwtab {
+    struct dwfn *v;
+    size_t       n, cap;
 };
 
 static size_t upper_bound(const void *base, size_t n, size_t stride, uint64_t addr);
@@ -294,18 +325,31 @@ icpp_module *icpp_module_open(const char *path, icpp_err *err)
         icpp_err_set(err, ENOMEM, "%s: out of memory", path);
         return NULL;
     }
+    m->dbg.fd = m->alt.fd = -1;     /* before any way out: icpp_module_close closes what is >= 0 */
     m->fd = icpp_fs_open_input(path, NULL, err);
     if (m->fd < 0)
         goto fail;
+    int known = fstat(m->fd, &m->st) == 0;
+    if (known) {
+        for (size_t i = 0; i < open_mods.n; i++)
+            if (!strcmp(open_mods.v[i]->path, path) && same_file(&open_mods.v[i]->st, &m->st)) {
+                icpp_module_close(m);
+                open_mods.v[i]->refs++;
+                return open_mods.v[i];
+            }
+    }
     m->elf = elf_begin(m->fd, ELF_C_READ_MMAP, NULL);
     if (!m->elf || elf_kind(m->elf) != ELF_K_ELF) {
         icpp_err_set(err, ICPP_EFORMAT, "%s: not an ELF file", path);
         goto fail;
     }
-    m->dbg.fd = m->alt.fd = -1;
     m->dw_elf = m->elf;
     if (read_headers(m, err) < 0 || attach_debug(m, err) < 0)
         goto fail;
+    if (known && icpp_vec_reserve((void **)&open_mods.v, &open_mods.cap, open_mods.n + 1, sizeof *open_mods.v, 16) == 0) {
+        m->refs = 1;            /* out of memory: this one is not shared, nothing worse */
+        open_mods.v[open_mods.n++] = m;
+    }
     return m;
 fail:
     icpp_module_close(m);
@@ -314,13 +358,29 @@ fail:
 
 void icpp_module_close(icpp_module *m)
 {
-    if (!m)
+    if (!m || (m->refs && --m->refs))
         return;
+    for (size_t i = 0; i < open_mods.n; i++)
+        if (open_mods.v[i] == m) {
+            open_mods.v[i] = open_mods.v[--open_mods.n];
+            break;
+        }
+    if (!open_mods.n) {
+        free(open_mods.v);
+        open_mods.v = NULL;
+        open_mods.cap = 0;
+    }
     for (size_t i = 0; i < m->nstrings; i++)
         free(m->strings[i]);
     free(m->strings);
     free(m->funcs);
-    free(m->dwfns);
+    for (size_t i = 0; i < m->ndwcus; i++)
+        free(m->dwcus[i].v);
+    free(m->dwcus);
+    icpp_hmap_free(&m->dwcu_ix);
+    if (m->dwwhole)
+        free(m->dwwhole->v);
+    free(m->dwwhole);
     icpp_hmap_free(&m->dwnames);
     if (m->dw)
         dwarf_end(m->dw);
@@ -488,9 +548,11 @@ static size_t upper_bound(const void *base, size_t n, size_t stride, uint64_t ad
 /* ---- inlined functions ----
  * dwarf_getscopes() finds the scopes at a pc by walking the whole CU, which
  * took 3.4 ms per address in sqlite3's amalgamation.  Instead: one pass over
- * the CUs' top-level subprograms (and those in namespaces and classes) gives
- * a sorted table of pc ranges; an address then descends from its subprogram
- * through the nested scopes that hold it (3 us). */
+ * a CU's top-level subprograms (and those in namespaces and classes) gives a
+ * sorted table of pc ranges; an address then descends from its subprogram
+ * through the nested scopes that hold it (3 us).  The CU is the address's by
+ * .debug_aranges where that covers every CU (aranges_cover), else the tables
+ * of all CUs are one. */
 
 static int dwfn_cmp(const void *a, const void *b)
 {
@@ -498,8 +560,8 @@ static int dwfn_cmp(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* Add the pc ranges of the subprograms among parent's children; 0 or -ENOMEM. */
-static int dwfns_collect(icpp_module *m, Dwarf_Die *parent, size_t *cap)
+/* Add the pc ranges of the subprograms among parent's children to t; 0 or -ENOMEM. */
+static int dwfns_collect(struct dwtab *t, Dwarf_Die *parent)
 {
     Dwarf_Die c;
     if (dwarf_child(parent, &c) != 0)
@@ -508,7 +570,7 @@ static int dwfns_collect(icpp_module *m, Dwarf_Die *parent, size_t *cap)
         int tag = dwarf_tag(&c);
         if (tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
             tag == DW_TAG_union_type) {
-            if (dwfns_collect(m, &c, cap) < 0)
+            if (dwfns_collect(t, &c) < 0)
                 return -ENOMEM;
             continue;
         }
@@ -516,35 +578,111 @@ static int dwfns_collect(icpp_module *m, Dwarf_Die *parent, size_t *cap)
             continue;
         Dwarf_Addr base, lo, hi;
         for (ptrdiff_t off = 0; (off = dwarf_ranges(&c, off, &base, &lo, &hi)) > 0;) {
-            if (m->ndwfns == *cap) {
-                size_t nc = *cap ? 2 * *cap : 256;
-                struct dwfn *n = realloc(m->dwfns, nc * sizeof *n);
-                if (!n)
-                    return -ENOMEM;
-                m->dwfns = n;
-                *cap = nc;
-            }
-            m->dwfns[m->ndwfns++] = (struct dwfn){lo, hi, dwarf_dieoffset(&c)};
+            if (icpp_vec_reserve((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v, 256) < 0)
+                return -ENOMEM;
+            t->v[t->n++] = (struct dwfn){lo, hi, dwarf_dieoffset(&c)};
         }
     } while (dwarf_siblingof(&c, &c) == 0);
     return 0;
 }
 
-static void dwfns_build(icpp_module *m)
+static void dwtab_sort(struct dwtab *t)
 {
-    m->dwfns_built = 1;
-    Dwarf *dw = module_dwarf(m);
+    if (t->n)
+        qsort(t->v, t->n, sizeof *t->v, dwfn_cmp);
+}
+
+/* Does .debug_aranges name every CU that has code?  Then an address's CU is
+ * found without reading DIEs, and only the CUs that samples fall in need
+ * their subprograms read (libc's debug file: a 10 MB .debug_info, of which a
+ * profile touches a few CUs).  A producer that leaves aranges out (clang by
+ * default) makes the answer no, and the whole module is read as before. */
+static int aranges_cover(Dwarf *dw)
+{
+    Dwarf_Aranges *ar;
+    size_t nar;
+    if (dwarf_getaranges(dw, &ar, &nar) != 0 || nar == 0)
+        return 0;
+    icpp_hmap cus;
+    icpp_hmap_init(&cus);
+    int ok = 1;
+    for (size_t i = 0; i < nar && ok; i++) {
+        Dwarf_Off cu;
+        Dwarf_Arange *a = dwarf_onearange(ar, i);
+        ok = a && dwarf_getarangeinfo(a, NULL, NULL, &cu) == 0 && icpp_hmap_put(&cus, cu, 0, 1) == 0;
+    }
     Dwarf_CU *cu = NULL;
     Dwarf_Die cudie;
     uint8_t unit_type;
-    size_t cap = 0;
-    while (dw && dwarf_get_units(dw, cu, &cu, NULL, &unit_type, &cudie, NULL) == 0)
-        if (dwfns_collect(m, &cudie, &cap) < 0) {
-            m->ndwfns = 0;      /* out of memory: no inlined frames, nothing worse */
+    while (ok && dwarf_get_units(dw, cu, &cu, NULL, &unit_type, &cudie, NULL) == 0) {
+        Dwarf_Addr lo;
+        int code = dwarf_lowpc(&cudie, &lo) == 0 || dwarf_hasattr(&cudie, DW_AT_ranges);
+        ok = !code || icpp_hmap_get(&cus, dwarf_dieoffset(&cudie), 0) != NULL;
+    }
+    icpp_hmap_free(&cus);
+    return ok;
+}
+
+/* The subprogram table of the CU whose DIE is cudie, read on first use; NULL
+ * when out of memory. */
+static const struct dwtab *cu_table(icpp_module *m, Dwarf_Die *cudie)
+{
+    Dwarf_Off off = dwarf_dieoffset(cudie);
+    uint64_t *ix = icpp_hmap_get(&m->dwcu_ix, off, 0);
+    if (ix)
+        return &m->dwcus[*ix];
+    if (icpp_vec_reserve((void **)&m->dwcus, &m->capdwcus, m->ndwcus + 1, sizeof *m->dwcus, 16) < 0)
+        return NULL;
+    struct dwtab t = {NULL, 0, 0};
+    if (dwfns_collect(&t, cudie) < 0 || icpp_hmap_put(&m->dwcu_ix, off, 0, m->ndwcus) < 0) {
+        free(t.v);
+        return NULL;
+    }
+    dwtab_sort(&t);
+    m->dwcus[m->ndwcus] = t;
+    return &m->dwcus[m->ndwcus++];
+}
+
+/* The whole module's subprogram table, read on first use (an empty one when
+ * out of memory: no inlined frames, nothing worse). */
+static const struct dwtab *whole_table(icpp_module *m)
+{
+    if (m->dwwhole)
+        return m->dwwhole;
+    struct dwtab *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    Dwarf_CU *cu = NULL;
+    Dwarf_Die cudie;
+    uint8_t unit_type;
+    while (dwarf_get_units(m->dw, cu, &cu, NULL, &unit_type, &cudie, NULL) == 0)
+        if (dwfns_collect(t, &cudie) < 0) {
+            t->n = 0;
             break;
         }
-    if (m->ndwfns)
-        qsort(m->dwfns, m->ndwfns, sizeof *m->dwfns, dwfn_cmp);
+    dwtab_sort(t);
+    return m->dwwhole = t;
+}
+
+/* The DIE offset of the concrete subprogram whose pc ranges hold addr; 0 if
+ * none does. */
+static Dwarf_Off subprogram_at(icpp_module *m, uint64_t addr)
+{
+    if (!module_dwarf(m))
+        return 0;
+    if (!m->dw_by_cu)
+        m->dw_by_cu = aranges_cover(m->dw) ? 1 : -1;
+    const struct dwtab *t;
+    if (m->dw_by_cu > 0) {
+        Dwarf_Die cudie;
+        if (!dwarf_addrdie(m->dw, addr, &cudie))
+            return 0;       /* in no CU: no DWARF for this code */
+        t = cu_table(m, &cudie);
+    } else {
+        t = whole_table(m);
+    }
+    size_t lo = t ? upper_bound(t->v, t->n, sizeof *t->v, addr) : 0;
+    return lo && addr < t->v[lo - 1].hi ? t->v[lo - 1].die : 0;
 }
 
 /* Name of an inlined subroutine (from its abstract origin): the demangled
@@ -573,11 +711,9 @@ static const char *inline_name(icpp_module *m, Dwarf_Die *die)
 
 int icpp_module_inlines(icpp_module *m, uint64_t addr, const char **out, int max)
 {
-    if (!m->dwfns_built)
-        dwfns_build(m);
-    size_t lo = upper_bound(m->dwfns, m->ndwfns, sizeof *m->dwfns, addr);
+    Dwarf_Off sub = subprogram_at(m, addr);
     Dwarf_Die die;
-    if (!lo || addr >= m->dwfns[lo - 1].hi || !dwarf_offdie(m->dw, m->dwfns[lo - 1].die, &die))
+    if (!sub || !dwarf_offdie(m->dw, sub, &die))
         return 0;
     /* Scopes at one level do not overlap: descend into the one holding addr. */
     int n = 0;

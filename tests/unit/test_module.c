@@ -5,6 +5,8 @@
 #include "procmaps.h"
 
 #include <dlfcn.h>
+#include <libelf.h>
+#include <time.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -191,6 +193,58 @@ static void check_no_false_parts(const char *full_path, const char *strip_path)
     icpp_module_close(strip);
 }
 
+/* One file is one module while open: a second open shares it, a close keeps
+ * it for the other user, and a file changed since is another module. */
+static void check_shared(void)
+{
+    icpp_err err;
+    char tmp[] = "/tmp/icpp-test-module-XXXXXX";
+    int fd = mkstemp(tmp);
+    CHECK(fd >= 0, "mkstemp failed");
+    if (fd < 0)
+        return;
+    icpp_module *self = icpp_module_open("/proc/self/exe", &err);
+    size_t len = 0;
+    const char *raw = self ? elf_rawfile(icpp_module_elf(self), &len) : NULL;
+    CHECK(raw && len && write(fd, raw, len) == (ssize_t)len, "cannot copy the test binary");
+    icpp_module *a = icpp_module_open(tmp, &err), *b = icpp_module_open(tmp, &err);
+    CHECK(a && a == b, "two opens of one file gave %p and %p", (void *)a, (void *)b);
+    icpp_module_close(b);
+    const icpp_func *f = a ? icpp_module_func_start(a, icpp_module_funcs(a)[0].addr) : NULL;
+    CHECK(f != NULL, "the module did not outlive the other user's close");
+    /* rewritten in place: same path, same inode, another change time */
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+    CHECK(pwrite(fd, raw, 1, 0) == 1, "cannot rewrite the copy");
+    icpp_module *c = icpp_module_open(tmp, &err);
+    CHECK(c && c != a, "a file changed since it was opened gave the same module");
+    icpp_module_close(c);
+    icpp_module_close(a);
+    icpp_module_close(self);
+    close(fd);
+    unlink(tmp);
+}
+
+/* A file that is not ELF is refused without touching descriptors that are
+ * not the module's: it used to close descriptor 0 (a debug-file descriptor
+ * not yet set to -1 on that way out). */
+static void check_fd0_kept(void)
+{
+    icpp_err err;
+    int saved = dup(0);
+    int nul = open("/dev/null", O_RDONLY);
+    CHECK(saved >= 0 && nul >= 0 && dup2(nul, 0) == 0, "cannot put /dev/null on descriptor 0");
+    icpp_module *m = icpp_module_open("/etc/passwd", &err);
+    CHECK(!m, "/etc/passwd opened as a module");
+    CHECK(fcntl(0, F_GETFD) != -1, "icpp_module_open closed descriptor 0");
+    if (saved >= 0) {
+        dup2(saved, 0);
+        close(saved);
+    }
+    if (nul >= 0)
+        close(nul);
+}
+
 int main(int argc, char **argv)
 {
     icpp_err err = {0};
@@ -222,6 +276,9 @@ int main(int argc, char **argv)
     CHECK(d && strcmp(d, "foo::bar(int)") == 0, "demangle gave %s", d ? d : "NULL");
     free(d);
     CHECK(icpp_demangle("main") == NULL, "demangled a C name");
+
+    check_shared();
+    check_fd0_kept();
 
     /* Bad input. */
     icpp_module *m = icpp_module_open("/nonexistent/xyz", &err);
