@@ -239,7 +239,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     char map_path[4096];
     mapset_names(ms, map_path, sizeof map_path);
     const icpp_learn_stats *ls = ms->learn ? &ms->ls : NULL;
-    icpp_replay *rp = icpp_replay_open(samples, &err);
+    icpp_replay *rp = mapset_replay_open(ms, samples, &err);
     if (rp)
         icpp_replay_select(rp, ICPP_REPLAY_NO_FRAMES);     /* learning is done: their frames are not needed */
     if (!rp || mapset_apply_stacks(ms, rp) < 0) {

@@ -136,7 +136,7 @@ static int script(const char *path, int inlines, mapset *ms)
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
-    icpp_replay *rp = icpp_replay_open(path, &err);
+    icpp_replay *rp = mapset_replay_open(ms, path, &err);
     if (!rp || mapset_apply_stacks(ms, rp) < 0) {
         fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
         icpp_replay_close(rp);
@@ -363,7 +363,7 @@ int main(int argc, char **argv)
         mapset_free(&ms);
         return r;
     }
-    icpp_replay *rp = icpp_replay_open(samples, &err);
+    icpp_replay *rp = mapset_replay_open(&ms, samples, &err);
     if (rp)
         icpp_replay_select(rp, ICPP_REPLAY_NO_FRAMES);     /* learning is done: their frames are not needed */
     if (!rp || mapset_apply_stacks(&ms, rp) < 0) {

@@ -43,7 +43,27 @@ void mapset_free(mapset *ms)
     free(ms->novel);
     icpp_learn_trail_free(ms->trail);
     icpp_pathmap_free(ms->all);
+    icpp_replay_close(ms->pool);
     memset(ms, 0, sizeof *ms);
+}
+
+icpp_replay *mapset_replay_open(mapset *ms, const char *samples, icpp_err *err)
+{
+    icpp_replay *rp = icpp_replay_open(samples, err);
+    if (rp && ms->pool)
+        icpp_replay_take_modules(rp, ms->pool);
+    return rp;
+}
+
+void mapset_replay_close(mapset *ms, icpp_replay *rp)
+{
+    if (!rp)
+        return;
+    if (!ms->pool)
+        ms->pool = icpp_replay_live();
+    if (ms->pool)       /* out of memory: the next pass opens them again */
+        icpp_replay_take_modules(ms->pool, rp);
+    icpp_replay_close(rp);
 }
 
 /* The build-id of a map's program; an empty one (which matches nothing) for
@@ -339,7 +359,7 @@ static int vote_stacks(mapset *ms, const char *samples, icpp_err *err)
 {
     if (!ms->thread_samples)
         return 0;       /* main threads only: nothing to vote */
-    icpp_replay *rp = icpp_replay_open(samples, err);
+    icpp_replay *rp = mapset_replay_open(ms, samples, err);
     if (!rp)
         return -1;
     icpp_replay_select(rp, ICPP_REPLAY_OTHER_THREADS);
@@ -384,7 +404,7 @@ static int vote_stacks(mapset *ms, const char *samples, icpp_err *err)
         v[*i].samples++;
         v[*i].hits += r.kind == ICPP_RES_PRECISE || r.kind == ICPP_RES_AMBIGUOUS;
     }
-    icpp_replay_close(rp);
+    mapset_replay_close(ms, rp);
     icpp_hmap_free(&ix);
     free(ms->modbin);       /* replay module numbers are per replay */
     ms->modbin = NULL;
@@ -495,7 +515,7 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
     ms->explicit = ms->nmaps || ms->ndirs;
     if (!ms->dirs_read && read_dirs(ms, err) < 0)
         return -1;
-    icpp_replay *rp = icpp_replay_open(samples, err);
+    icpp_replay *rp = mapset_replay_open(ms, samples, err);
     if (!rp)
         return -1;
     /* One pass: the executables sampled (pid-level fields are enough), and
@@ -533,7 +553,7 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
     }
     const icpp_rmodule *rex = icpp_replay_exe_module(rp);
     icpp_build_id rec_bid = rex ? rex->build_id : (icpp_build_id){0, {0}};
-    icpp_replay_close(rp);
+    mapset_replay_close(ms, rp);
     if (rc < 0) {
         icpp_learner_free(lr);
         return -1;

@@ -94,6 +94,7 @@ typedef struct mapset {
      * per used map, on its own cidx, made after the stack vote (which must
      * not add inferred nodes). */
     int           complete;
+    icpp_replay  *pool;         /* modules between passes (mapset_replay_open) */
 } mapset;
 
 void mapset_init(mapset *ms);
@@ -110,6 +111,11 @@ int  mapset_add_dir(mapset *ms, const char *dir, icpp_err *err);
  * so theirs do not match).  Fails (with the reason) when no executable of
  * the recording has a map. */
 int  mapset_prepare(mapset *ms, const char *samples, icpp_err *err);
+/* A pass over the recording: icpp_replay_open with the modules the last
+ * pass opened (files, function and CFI tables are not built again), and
+ * closing it keeps them for the next.  NULL and *err on failure. */
+icpp_replay *mapset_replay_open(mapset *ms, const char *samples, icpp_err *err);
+void         mapset_replay_close(mapset *ms, icpp_replay *rp);
 /* Tell a replay of the same recording each thread's own stack (from the
  * vote in mapset_prepare); call right after opening it.  0 or -ENOMEM. */
 int  mapset_apply_stacks(const mapset *ms, icpp_replay *rp);

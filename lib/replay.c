@@ -105,6 +105,19 @@ void icpp_replay_close(icpp_replay *rp)
     free(rp);
 }
 
+int icpp_replay_take_modules(icpp_replay *dst, icpp_replay *src)
+{
+    if (dst->nmods || dst->mods)
+        return -1;
+    dst->mods = src->mods;
+    dst->nmods = src->nmods;
+    dst->capmods = src->capmods;
+    src->mods = NULL;
+    src->nmods = src->capmods = 0;
+    src->mgen++;        /* its mapping cache named modules by index */
+    return 0;
+}
+
 const icpp_replay_info *icpp_replay_info_get(const icpp_replay *rp) { return &rp->info; }
 size_t icpp_replay_nmodules(const icpp_replay *rp) { return rp->nmods; }
 void icpp_replay_position(const icpp_replay *rp, size_t *done, size_t *len)

@@ -101,6 +101,11 @@ typedef struct icpp_replay_at {
 } icpp_replay_at;
 const icpp_cfi *icpp_replay_sw_lookup(void *ctx, uint64_t addr, uint64_t *link_addr);
 void         icpp_replay_close(icpp_replay *rp);
+/* Move src's modules -- files opened, function and CFI tables built -- to
+ * dst, which has none yet: another pass over the same recording then opens
+ * and builds none of them again (a module is matched by path and build-id,
+ * as always).  0, or -1 (nothing moved) if dst has modules already. */
+int          icpp_replay_take_modules(icpp_replay *dst, icpp_replay *src);
 /* Next sample: 1, 0 at the end, negative for a corrupt file.  Pointers in
  * *out stay valid until the next call. */
 int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err);

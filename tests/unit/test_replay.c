@@ -92,18 +92,29 @@ int main(void)
         k++;
     }
     CHECK(rc >= 0 && k == N, "read %d samples (rc %d: %s)", k, rc, rc < 0 ? err.msg : "");
+    /* The modules go on to the next pass (icpp-resolve's passes share them). */
+    const icpp_module *exe_mod = s.exe_module >= 0 ? icpp_replay_module(rp, (uint32_t)s.exe_module)->mod : NULL;
+    icpp_replay *pool = icpp_replay_live();
+    CHECK(pool && exe_mod && icpp_replay_take_modules(pool, rp) == 0 && !icpp_replay_nmodules(rp),
+          "modules not taken from the first pass");
     icpp_replay_close(rp);
 
     /* The thread's own stack given (icpp-resolve's vote): B, so its samples
      * in A are the foreign ones; after its EXIT, the first-sample rule. */
     rp = icpp_replay_open(path, &err);
     CHECK(rp && icpp_replay_set_own_stack(rp, PID, TID, B + L) == 0, "reopen: %s", err.msg);
+    CHECK(rp && pool && icpp_replay_take_modules(rp, pool) == 0 && icpp_replay_take_modules(rp, pool) < 0,
+          "modules not given to the second pass, or given twice");
     static const int want2[N] = {ICPP_RS_OK, ICPP_RS_FOREIGN, ICPP_RS_FOREIGN, ICPP_RS_FOREIGN, ICPP_RS_FOREIGN,
                                  ICPP_RS_OK, ICPP_RS_FOREIGN, ICPP_RS_FOREIGN, ICPP_RS_NOBASE, ICPP_RS_OK, ICPP_RS_OK};
-    for (k = 0; rp && (rc = icpp_replay_next(rp, &s, &err)) > 0 && k < N; k++)
+    for (k = 0; rp && (rc = icpp_replay_next(rp, &s, &err)) > 0 && k < N; k++) {
         CHECK(s.status == want2[k], "own stack given: sample %d: status %s, want %s", k + 1,
               icpp_rs_status_name(s.status), icpp_rs_status_name(want2[k]));
+        CHECK(s.exe_module >= 0 && icpp_replay_module(rp, (uint32_t)s.exe_module)->mod == exe_mod,
+              "own stack given: sample %d: the executable was opened again", k + 1);
+    }
     CHECK(k == N, "own stack given: read %d samples", k);
+    icpp_replay_close(pool);
     icpp_replay_close(rp);
     /* Code in no file: JIT code in anonymous memory (perf's "//anon", a
      * prctl-named "[anon:jit]") has no mapping to resolve in; [vdso] is the
