@@ -38,9 +38,10 @@ typedef struct icpp_acf {
     uint64_t n;                         /* values added */
     double   x0;                        /* the first value: the origin */
     double   sum, sumsq;                /* of the values - x0 */
-    double   lagsum[ICPP_ACF_LAGS];     /* [k-1]: sum of y_t * y_{t+k} */
+    double   lagrev[ICPP_ACF_LAGS];     /* [ICPP_ACF_LAGS - k]: sum of y_t * y_{t+k} */
     double   head[ICPP_ACF_LAGS];       /* the first ICPP_ACF_LAGS values - x0 */
-    double   tail[ICPP_ACF_LAGS];       /* the last ICPP_ACF_LAGS values - x0, a ring */
+    double   tail[2 * ICPP_ACF_LAGS];   /* the last ICPP_ACF_LAGS values - x0, a ring, each at
+                                           [i] and [i + ICPP_ACF_LAGS] (icpp_acf_add) */
     uint64_t repeats;                   /* values within ICPP_ACF_REPEAT of the one before */
 } icpp_acf;
 
