@@ -189,15 +189,73 @@ char *icpp_rbuf_str(icpp_rbuf *r, size_t maxlen)
 }
 
 #ifdef ICPP_CRC_ZLIB
-/* libicpp: zlib's CRC-32, 2.8x the speed of the slicing-by-8 below on these
- * machines (2.07 against 0.73 GB/s): icpp-resolve checksums every block of a
- * recording on each pass. */
+/* libicpp: icpp-resolve checksums every block of a recording on each pass.
+ * zlib's CRC-32 is 2.8x the speed of the slicing-by-8 below on these
+ * machines (2.07 against 0.73 GB/s) and was still 4-5% of icpp-resolve's
+ * time; where the CPU has PCLMULQDQ, whole 16-byte units are folded with
+ * carry-less multiplies (Gopal, Ozturk et al., "Fast CRC computation for
+ * generic polynomials using PCLMULQDQ", Intel 2009: four lanes folded by 64
+ * bytes, then one, then Barrett reduction), and zlib does the rest. */
 #include <zlib.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* The CRC (pre- and post-inverted by the caller) of n bytes, n >= 64 and a
+ * multiple of 16.  Constants: x^k mod P for the fold distances (bit-reflected,
+ * as the polynomial 0xEDB88320 is), and P and floor(x^64 / P) for Barrett. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc_fold(uint32_t crc, const uint8_t *b, size_t n)
+{
+    const __m128i k_by4 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);     /* 512 bits */
+    const __m128i k_by1 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);     /* 128 bits */
+    const __m128i k_64 = _mm_set_epi64x(0, 0x0163cd6124);
+    const __m128i barrett = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x[4];
+    for (int i = 0; i < 4; i++)
+        x[i] = _mm_loadu_si128((const __m128i *)(const void *)(b + 16 * i));
+    x[0] = _mm_xor_si128(x[0], _mm_cvtsi32_si128((int)crc));
+    b += 64;
+    n -= 64;
+    for (; n >= 64; b += 64, n -= 64)
+        for (int i = 0; i < 4; i++) {
+            __m128i lo = _mm_clmulepi64_si128(x[i], k_by4, 0x00), hi = _mm_clmulepi64_si128(x[i], k_by4, 0x11);
+            x[i] = _mm_xor_si128(_mm_xor_si128(lo, hi), _mm_loadu_si128((const __m128i *)(const void *)(b + 16 * i)));
+        }
+    __m128i a = x[0];
+    for (int i = 1; i < 4; i++)
+        a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k_by1, 0x00), _mm_clmulepi64_si128(a, k_by1, 0x11)),
+                          x[i]);
+    for (; n >= 16; b += 16, n -= 16)
+        a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k_by1, 0x00), _mm_clmulepi64_si128(a, k_by1, 0x11)),
+                          _mm_loadu_si128((const __m128i *)(const void *)b));
+    /* 128 -> 64 bits, then 64 -> 32 by Barrett reduction */
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(a, k_by1, 0x10));
+    a = _mm_xor_si128(_mm_srli_si128(a, 4), _mm_clmulepi64_si128(_mm_and_si128(a, low32), k_64, 0x00));
+    __m128i t = _mm_and_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), barrett, 0x10), low32);
+    a = _mm_xor_si128(a, _mm_clmulepi64_si128(t, barrett, 0x00));
+    return (uint32_t)_mm_extract_epi32(a, 1);
+}
+
+uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n)
+{
+    static int fold = -1;
+    if (fold < 0)
+        fold = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    if (fold && n >= 64) {
+        size_t m = n & ~(size_t)15;
+        crc = ~crc_fold(~crc, p, m);
+        p = (const uint8_t *)p + m;
+        n -= m;
+    }
+    return n ? (uint32_t)crc32_z(crc, p, n) : crc;
+}
+#else
 uint32_t icpp_crc32(uint32_t crc, const void *p, size_t n)
 {
     return (uint32_t)crc32_z(crc, p, n);
 }
+#endif
 #else
 /* The training agent links nothing (icpp-train/meson.build): */
 /* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), table-driven
