@@ -630,7 +630,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             fprintf(out, "learn samples on a path no other learn sample took: %.1f%%%s\n",
                     100.0 * icpp_learn_trail_missing(ms->trail),
                     icpp_learn_trail_sparse(ms->trail)
-                        ? " (a sparse recording: one learn sample is not enough to be precise; docs/resolve.md)" : "");
+                        ? " (a sparse recording: one learn sample is not enough to be precise; sample faster or "
+                          "longer; docs/resolve.md, \"Recording size\")" : "");
         if (t.voted[V_PRECISE] || t.voted[V_INCORRECT])
             fprintf(out, "learn votes singled out one of several known paths for %" PRIu64 " samples: %" PRIu64
                          " precise, %" PRIu64 " incorrect\n", t.voted[V_PRECISE] + t.voted[V_INCORRECT],

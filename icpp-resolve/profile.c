@@ -636,6 +636,11 @@ void prof_header(const profile *p, FILE *out, const char *lead)
     if (p->learn && p->learn->samples)
         fprintf(out, "%slearned: %" PRIu64 " of %" PRIu64 " learn samples (%" PRIu64 " contexts new to the map)\n", lead,
                 p->learn->learned, p->learn->samples, p->learn->new_contexts);
+    if (p->ms && p->ms->evidence_on && icpp_learn_trail_sparse(p->ms->trail))
+        fprintf(out, "%s  %.0f%% of them took a path no other one took: too few for this program's paths, so more "
+                     "samples are uncertain or inferred; sample faster (-c, -F) or longer (docs/resolve.md, "
+                     "\"Recording size\")\n",
+                lead, 100.0 * icpp_learn_trail_missing(p->ms->trail));
     if (p->ms)
         mapset_report(p->ms, out, lead);
     if (p->ss)

@@ -53,6 +53,11 @@ for mode in ("random", "periodic"):
     c.check(d["with_truth"] >= 1000, f"{mode}: only {d['with_truth']} samples with a true stack")
     c.check(ev["on"] == 1, f"{mode}: the recording's evidence is off: {ev}")
     c.check(share(d, "incorrect") <= 0.01, f"{mode}: {share(d, 'incorrect'):.2%} incorrect: {d['incorrect_samples'][:2]}")
+    # the profile's header says a sparse recording is one, and what to do
+    r = run([tool("icpp-resolve"), "-m", mapfile, "-n", "1", samples])
+    hint = "took a path no other one took" in r.stdout and "sample faster" in r.stdout
+    c.check(r.returncode == 0 and hint == (ev["sparse"] == 1),
+            f"{mode}: the header's sparse-recording hint is {'there' if hint else 'missing'}, sparse {ev['sparse']}")
     if mode == "random":
         c.check(ev["sparse"] == 1 and ev["missing_mass"] >= 0.5, f"random: not sparse: {ev}")
         c.check(share(off, "incorrect") >= 0.2,
