@@ -818,8 +818,14 @@ __attribute__((constructor(101))) static void agent_start(void)
         if (sigaction(fatal_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
             sigaction(fatal_signals[i], &sa, NULL);
     active = 1;
+    /* The agent's own calls (malloc, qsort, ... once libc is patched) are
+     * not the program's: as for dlopen below.  They used to be recorded as
+     * root paths whose heights follow the agent's heap and the number of
+     * ranges -- which grows with a rewritten program's wrap stubs. */
+    icpp_agent_enter_critical();
     walk w = {0, 1};
     dl_iterate_phdr(phdr_cb, &w);
+    icpp_agent_leave_critical();
 }
 
 /* Libraries loaded later: patch them while other threads may run. */
