@@ -366,7 +366,16 @@ static void evaluate(ev *e, const uint32_t *cpad, uint64_t *uw, uint64_t *uc, in
  * every node N whose shift moved relative to a frame the agent compares it
  * with -- the returned frames on its path below its caller, and the
  * children of those and of its caller (frames its entry may pop) -- the
- * order of their heights under `shift` must be the one under `base`. */
+ * order of their heights under `shift` must be the one under `base`.
+ * Except a child Q of N's caller C when N is called from C's own frame (C
+ * its parent) and Q is not C's function: the agent takes a call from C's
+ * code or from a stub of C (a cold part of C) as C's, and drops every frame
+ * above C's at N's entry whatever its height (the caller check,
+ * docs/train.md "The record"), so Q's height against N's does not matter.
+ * (A Q of C's function would stop that check: recursion keeps the rule.)
+ * Without this exception no call after a sibling at the same height could
+ * be wrapped (sqlite3 without frame pointers: 48 of the 50 wrappable
+ * classes that would have separated paths were refused for it). */
 static int order_kept(const ev *e, const uint32_t *first, const uint32_t *next, const int64_t *base,
                       const int64_t *shift)
 {
@@ -384,10 +393,13 @@ static int order_kept(const ev *e, const uint32_t *first, const uint32_t *next, 
                             (an->heights[x].height + shift[a] < n->heights[y].height + shift[i]))
                             return 0;
             }
+            int own_call = a && a == stop && a == n->parent;
             for (uint32_t q = a ? first[a] : 0; q; q = next[q]) {
                 if (q == on || shift[q] - base[q] == dn)
                     continue;
                 const icpp_pm_node *qn = icpp_pathmap_node(e->pm, q);
+                if (own_call && qn->func != an->func)
+                    continue;
                 for (uint32_t x = 0; x < qn->nheights; x++)
                     for (uint32_t y = 0; y < n->nheights; y++)
                         if ((qn->heights[x].height + base[q] >= n->heights[y].height + base[i]) !=
@@ -477,6 +489,13 @@ static int u32_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Paddings a class may take: 0 (not wrapped) to WRAP_MAX bytes in steps of
+ * 16, as the resizing search's.  The heights just above a crowded one are
+ * often taken by the same leaf's other callers (sqlite3's allocator below a
+ * dozen frameless helpers of one parser frame, 16 bytes apart), where a
+ * small padding moves a path into another collision. */
+#define WRAP_MAX 256
+
 int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
                    int64_t max_height, double time_limit, uint32_t *cpad, icpp_err *err)
 {
@@ -529,8 +548,8 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
             if (p)
                 amb[p] = 1;     /* its ancestors' sites matter too */
             int32_t k = s->node_cls[i];
-            if (k >= 0 && s->cls_ok[k] && !cpad[k])
-                cand[k] = 1;
+            if (k >= 0 && s->cls_ok[k])
+                cand[k] = 1;    /* a wrapped class may take another padding */
         }
         /* The CIDs of the current choice. */
         icpp_hmap_free(&t.h);
@@ -561,10 +580,13 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
                     if (!mark[ch])
                         mark[ch] = 1, vis[nvis++] = ch;
             qsort(vis, nvis, sizeof *vis, u32_cmp);     /* callers before the nodes they call */
-            for (uint32_t p = 16; p <= 64; p += 16) {
+            for (uint32_t p = 0; p <= WRAP_MAX; p += 16) {
+                if (p == cpad[k])
+                    continue;
+                int64_t dp = (int64_t)p - (int64_t)cpad[k];
                 for (size_t v = 0; v < nvis; v++) {
                     uint32_t i = vis[v], cn = caller[i];
-                    delta[i] = (mark[cn] ? delta[cn] : 0) + (s->node_cls[i] == (int32_t)k ? p : 0);
+                    delta[i] = (mark[cn] ? delta[cn] : 0) + (s->node_cls[i] == (int32_t)k ? dp : 0);
                 }
                 int64_t hmax = hm;
                 if (move_all(pm, &t, base, delta, vis, nvis, 1, &hmax) < 0)
