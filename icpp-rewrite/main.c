@@ -71,7 +71,8 @@ static const char *usage_text =
     "                           icpp-train and check every path's heights against\n"
     "                           the prediction and OUT's map (docs/rewrite.md).\n"
     "  -v, --verbose, --explain list the verdict on every function of PROG, and on\n"
-    "                           every call site of the map's paths (wrapped or why not).\n"
+    "                           every call site of the map's paths (wrapped or why not),\n"
+    "                           and every CID still shared, not only the 12 heaviest.\n"
     "  -q, --quiet              only errors (and --verify's verdict); no progress\n"
     "                           line (on a terminal, the search's rounds and best\n"
     "                           score so far are shown every second).\n"
@@ -168,6 +169,7 @@ typedef struct rw_report {
     uint64_t                seed;
     double                  t[6];                   /* CPU seconds at: start, read, analysis, search, new map, written */
     int                     wrap;                   /* call sites could be wrapped (no --no-wrap) */
+    int                     all_groups;             /* list every shared CID, not the 12 heaviest (--explain) */
 } rw_report;
 
 /* Why no call site on an inseparable group's paths separated them: for
@@ -275,7 +277,7 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
     for (int k = 0; k < RW_AMB_NCLASSES; k++)
         printf("  %6zu contexts, %12" PRIu64 " calls: %s\n", ar.contexts[k], ar.weight[k], cls_name[k]);
     size_t shown = 0;
-    for (size_t g = 0; g < ar.ngroups && shown < 12; g++, shown++) {
+    for (size_t g = 0; g < ar.ngroups && (r->all_groups || shown < 12); g++, shown++) {
         const rw_amb_group *G = &ar.groups[g];
         printf("  [%s] %s at height %" PRId64 ", %u paths, %" PRIu64 " calls:\n",
                G->cls == RW_AMB_SAME_CALLERS ? "inseparable" : G->cls == RW_AMB_UNPATCHABLE ? "unpatchable" : "open",
@@ -562,7 +564,8 @@ int main(int argc, char **argv)
     if (!quiet) {
         rw_report r = {m,     prog, out,   map_path, out_map, hex_old, hex_new, &before, &after,  h0,
                        growth, &so2, &sr,  &plan,    fs,      pads,    npads,   n_sub,   n_enter, wraps,
-                       nwraps, nwrap, &sites, seed, {t_start, t_read, t_analysis, t_search, t_map, t_write}, wrap};
+                       nwraps, nwrap, &sites, seed, {t_start, t_read, t_analysis, t_search, t_map, t_write}, wrap,
+                       explain};
         if (report(pm, &r, &err) < 0)
             die(1, "%s", err.msg);
     }

@@ -307,6 +307,7 @@ typedef struct ev {
     int64_t  *shift;
     cx       *v;
     size_t    nv;
+    uint8_t  *rec;          /* per node: its subtree (itself too) holds a node of its parent's function */
 } ev;
 
 /* Score of class paddings cpad: weight and number of contexts alone in
@@ -366,7 +367,18 @@ static void evaluate(ev *e, const uint32_t *cpad, uint64_t *uw, uint64_t *uc, in
  * every node N whose shift moved relative to a frame the agent compares it
  * with -- the returned frames on its path below its caller, and the
  * children of those and of its caller (frames its entry may pop) -- the
- * order of their heights under `shift` must be the one under `base`. */
+ * order of their heights under `shift` must be the one under `base`.
+ * Except a child Q of N's caller C when N is called from C's own frame (C
+ * its parent) and no frame of C's function lies in Q's subtree: the agent
+ * takes a call from C's code or from a stub of C (a cold part of C) as
+ * C's, and drops every frame above C's topmost frame at N's entry whatever
+ * its height (the caller check, docs/train.md "The record"), so Q's height
+ * against N's does not matter.  (A returned frame of C's function above N
+ * -- recursion, sqlite3's walkers -- would be taken for C: there the rule
+ * holds.)
+ * Without this exception no call after a sibling at the same height could
+ * be wrapped (sqlite3 without frame pointers: 48 of the 50 wrappable
+ * classes that would have separated paths were refused for it). */
 static int order_kept(const ev *e, const uint32_t *first, const uint32_t *next, const int64_t *base,
                       const int64_t *shift)
 {
@@ -384,8 +396,9 @@ static int order_kept(const ev *e, const uint32_t *first, const uint32_t *next, 
                             (an->heights[x].height + shift[a] < n->heights[y].height + shift[i]))
                             return 0;
             }
+            int own_call = a && a == stop && a == n->parent;
             for (uint32_t q = a ? first[a] : 0; q; q = next[q]) {
-                if (q == on || shift[q] - base[q] == dn)
+                if (q == on || shift[q] - base[q] == dn || (own_call && !e->rec[q]))
                     continue;
                 const icpp_pm_node *qn = icpp_pathmap_node(e->pm, q);
                 for (uint32_t x = 0; x < qn->nheights; x++)
@@ -399,6 +412,49 @@ static int order_kept(const ev *e, const uint32_t *first, const uint32_t *next, 
         }
     }
     return 1;
+}
+
+/* e->rec (see ev) in one walk of the tree: on entering node d, the nearest
+ * ancestor A of d's function (its depth kept per function) makes A's child
+ * on the path recursive; a farther one is marked by the nearest node of its
+ * function below it, which lies in the same subtree. */
+static int mark_recursion(ev *e, const uint32_t *first, const uint32_t *next)
+{
+    const icpp_pathmap *pm = e->pm;
+    size_t nn = icpp_pathmap_nnodes(pm), nf = icpp_pathmap_nfuncs(pm);
+    uint32_t *path = malloc((nn + 1) * sizeof *path), *it = malloc((nn + 1) * sizeof *it);
+    int64_t *near = malloc((nf + 1) * sizeof *near), *prev = malloc((nn + 1) * sizeof *prev);
+    if (!path || !it || !near || !prev) {
+        free(path), free(it), free(near), free(prev);
+        return -1;
+    }
+    memset(e->rec, 0, nn);
+    for (size_t f = 0; f <= nf; f++)
+        near[f] = -1;
+    size_t k = 0;           /* path[0..k]: the nodes from the virtual root; it[j]: path[j]'s next child */
+    path[0] = 0;
+    it[0] = first[0];
+    while (1) {
+        uint32_t d = it[k];
+        if (!d) {           /* path[k] done: leave it */
+            if (!k)
+                break;
+            uint32_t u = path[k];
+            near[icpp_pathmap_node(pm, u)->func] = prev[u];
+            k--;
+            continue;
+        }
+        it[k] = next[d];
+        uint32_t f = icpp_pathmap_node(pm, d)->func;
+        path[++k] = d;
+        it[k] = first[d];
+        if (near[f] >= 0)
+            e->rec[path[near[f] + 1]] = 1;
+        prev[d] = near[f];
+        near[f] = (int64_t)k;
+    }
+    free(path), free(it), free(near), free(prev);
+    return 0;
 }
 
 static double cpu_now(void)
@@ -477,6 +533,13 @@ static int u32_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Paddings a class may take: 0 (not wrapped) to WRAP_MAX bytes in steps of
+ * 16, as the resizing search's.  The heights just above a crowded one are
+ * often taken by the same leaf's other callers (sqlite3's allocator below a
+ * dozen frameless helpers of one parser frame, 16 bytes apart), where a
+ * small padding moves a path into another collision. */
+#define WRAP_MAX 256
+
 int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
                    int64_t max_height, double time_limit, uint32_t *cpad, icpp_err *err)
 {
@@ -487,7 +550,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
     for (size_t i = 1; i < nn; i++)
         nctx += icpp_pathmap_node(pm, (uint32_t)i)->nheights;
     ev e = {pm, caller, fpad, s, malloc(nn * sizeof *e.nwrap), malloc(nn * sizeof *e.shift),
-            malloc((nctx + 1) * sizeof *e.v), nctx};
+            malloc((nctx + 1) * sizeof *e.v), nctx, malloc(nn + 1)};
     uint8_t *amb = calloc(nn, 1), *cand = calloc(s->ncls + 1, 1);
     uint32_t *first = calloc(nn, sizeof *first), *next = calloc(nn, sizeof *next);
     int64_t *base = malloc(nn * sizeof *base), *delta = calloc(nn, sizeof *delta), *trial = malloc(nn * sizeof *trial);
@@ -499,8 +562,8 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
     cidtab t = {0};
     icpp_hmap_init(&t.h);
     int rc = -1;
-    if (!e.nwrap || !e.shift || !e.v || !amb || !cand || !first || !next || !base || !delta || !trial || !cfirst ||
-        !cnext || !kfirst || !knext || !vis || !mark)
+    if (!e.nwrap || !e.shift || !e.v || !e.rec || !amb || !cand || !first || !next || !base || !delta || !trial ||
+        !cfirst || !cnext || !kfirst || !knext || !vis || !mark)
         goto oom;
     for (size_t i = nn; i-- > 1;) {     /* children lists: by parent, by caller, by class */
         uint32_t p = icpp_pathmap_node(pm, (uint32_t)i)->parent;
@@ -513,6 +576,8 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
             kfirst[s->node_cls[i]] = (uint32_t)i;
         }
     }
+    if (mark_recursion(&e, first, next) < 0)
+        goto oom;
     double t0 = cpu_now();
     uint64_t w, c;
     int64_t hm;
@@ -529,8 +594,8 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
             if (p)
                 amb[p] = 1;     /* its ancestors' sites matter too */
             int32_t k = s->node_cls[i];
-            if (k >= 0 && s->cls_ok[k] && !cpad[k])
-                cand[k] = 1;
+            if (k >= 0 && s->cls_ok[k])
+                cand[k] = 1;    /* a wrapped class may take another padding */
         }
         /* The CIDs of the current choice. */
         icpp_hmap_free(&t.h);
@@ -561,10 +626,13 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
                     if (!mark[ch])
                         mark[ch] = 1, vis[nvis++] = ch;
             qsort(vis, nvis, sizeof *vis, u32_cmp);     /* callers before the nodes they call */
-            for (uint32_t p = 16; p <= 64; p += 16) {
+            for (uint32_t p = 0; p <= WRAP_MAX; p += 16) {
+                if (p == cpad[k])
+                    continue;
+                int64_t dp = (int64_t)p - (int64_t)cpad[k];
                 for (size_t v = 0; v < nvis; v++) {
                     uint32_t i = vis[v], cn = caller[i];
-                    delta[i] = (mark[cn] ? delta[cn] : 0) + (s->node_cls[i] == (int32_t)k ? p : 0);
+                    delta[i] = (mark[cn] ? delta[cn] : 0) + (s->node_cls[i] == (int32_t)k ? dp : 0);
                 }
                 int64_t hmax = hm;
                 if (move_all(pm, &t, base, delta, vis, nvis, 1, &hmax) < 0)
@@ -600,7 +668,7 @@ oom:
 out:
     icpp_hmap_free(&t.h);
     free(t.cnt), free(t.ws);
-    free(e.nwrap), free(e.shift), free(e.v), free(amb), free(cand), free(first), free(next), free(base), free(delta),
+    free(e.nwrap), free(e.shift), free(e.v), free(e.rec), free(amb), free(cand), free(first), free(next), free(base), free(delta),
         free(trial), free(cfirst), free(cnext), free(kfirst), free(knext), free(vis), free(mark);
     return rc;
 }

@@ -60,7 +60,8 @@ void rw_sites_free(rw_sites *s);
 
 /* Choose class paddings (cpad[class], bytes, 0: not wrapped) that separate
  * what the frame paddings fpad[] (per map function) left ambiguous: greedy,
- * each round the class and padding (16..64) that most improve the weight of
+ * each round the class and padding (0..256, a wrapped class may take
+ * another) that most improve the weight of
  * unique contexts (then their number; the lighter class on a tie: cold
  * sites before hot ones), within max_height and time_limit CPU seconds. */
 int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,

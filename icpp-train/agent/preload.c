@@ -267,9 +267,20 @@ static int frange_cmp(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-static void add_ranges(const icpp_agent_func *af, size_t k)
+/* The hooked functions af[0..k) (sorted by address) and the cold parts
+ * of the module, e[0..ne) with owner != addr (bias added), join the
+ * ranges.  A cold part -- gcc's foo.cold, the stub of a call site
+ * icpp-rewrite wrapped -- runs in its owner's frame, so a call from it is
+ * the owner's call: the recorder's caller check (recorder.c) then drops the
+ * returned frames above the owner's whatever their heights (a wrapped call
+ * enters below a sibling that returned, at the height where a plain call
+ * would have popped it). */
+static void add_ranges(const icpp_agent_func *af, size_t k, const icpp_ftab_entry *e, size_t ne, uint64_t bias)
 {
-    icpp_agent_frange *v = malloc((nranges + k + 1) * sizeof *v);
+    size_t nc = 0;
+    for (size_t i = 0; i < ne; i++)
+        nc += e[i].owner != e[i].addr && !e[i].signal && !e[i].plt && e[i].size;
+    icpp_agent_frange *v = malloc((nranges + k + nc + 1) * sizeof *v);
     if (!v)
         return;
     memcpy(v, ranges, nranges * sizeof *v);
@@ -277,6 +288,20 @@ static void add_ranges(const icpp_agent_func *af, size_t k)
     for (size_t i = 0; i < k; i++)
         if (af[i].how != ICPP_AGENT_HOW_NONE)
             v[n++] = (icpp_agent_frange){af[i].addr, af[i].addr + (af[i].size ? af[i].size : 1), af[i].index, 0};
+    for (size_t i = 0; i < ne; i++) {
+        if (e[i].owner == e[i].addr || e[i].signal || e[i].plt || !e[i].size)
+            continue;
+        size_t lo = 0, hi = k;      /* the owner among the hooked functions */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (af[mid].addr < bias + e[i].owner)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < k && af[lo].addr == bias + e[i].owner && af[lo].how != ICPP_AGENT_HOW_NONE)
+            v[n++] = (icpp_agent_frange){bias + e[i].addr, bias + e[i].addr + e[i].size, af[lo].index, 0};
+    }
     qsort(v, n, sizeof *v, frange_cmp);
     /* Unsized functions run up to the next one; clip overlaps. */
     for (size_t i = 0; i + 1 < n; i++)
@@ -387,8 +412,6 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
         rec_end(&r);
     }
     nfuncs += k;
-    free(e);
-    munmap(img, (size_t)st.st_size);
     icpp_agent_patch_stats ps;
     memset(&ps, 0, sizeof ps);
     unsigned flags = (no_int3 ? ICPP_AGENT_PATCH_NO_INT3 : 0) | (live ? ICPP_AGENT_PATCH_LIVE : 0);
@@ -403,7 +426,9 @@ static void patch_object(const char *path, const struct dl_phdr_info *info, int 
                     (unsigned long long)(af[i].addr - info->dlpi_addr), (unsigned long long)af[i].size,
                     icpp_agent_how_name(af[i].how), icpp_agent_reason_name(af[i].reason));
     syms_totals();
-    add_ranges(af, k);
+    add_ranges(af, k, e, n, info->dlpi_addr);
+    free(e);
+    munmap(img, (size_t)st.st_size);
     free(af);
 }
 
@@ -793,8 +818,14 @@ __attribute__((constructor(101))) static void agent_start(void)
         if (sigaction(fatal_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
             sigaction(fatal_signals[i], &sa, NULL);
     active = 1;
+    /* The agent's own calls (malloc, qsort, ... once libc is patched) are
+     * not the program's: as for dlopen below.  They used to be recorded as
+     * root paths whose heights follow the agent's heap and the number of
+     * ranges -- which grows with a rewritten program's wrap stubs. */
+    icpp_agent_enter_critical();
     walk w = {0, 1};
     dl_iterate_phdr(phdr_cb, &w);
+    icpp_agent_leave_critical();
 }
 
 /* Libraries loaded later: patch them while other threads may run. */

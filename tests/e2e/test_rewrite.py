@@ -310,7 +310,7 @@ if not only:
         if flags == ["-O0"]:
             os.makedirs(os.path.join(d, "again"))
             out2 = os.path.join(d, "again", os.path.basename(out))
-            r2 = rewrite(exe, m0, out2)
+            r2 = rewrite(exe, m0, out2, "--max-stack-growth", "1.25", *extra)
             c.check("time limit reached" in r.stdout or sha(out) == sha(out2),
                     f"{label}: the same seed gave another binary")
             c.check(paths_of(out + ".icppmap") == paths_of(out2 + ".icppmap") or "time limit reached" in r.stdout,
@@ -348,10 +348,12 @@ if not only:
             v = site.get(("wrap_sites", callee), "")
             c.check(v and v.startswith("refused") != ok and (ok or "stack-passed arguments" in v),
                     f"frames: the call from wrap_sites into {callee}: {v!r}")
-        # and wrapped, the program runs as before: the padding reaches lf through the tail calls
+        # and wrapped (those two alone: --no-wrap), the program runs as before: the padding
+        # reaches lf through the tail calls
         addrs = [ln.split("\t")[0] for ln in r.stdout.splitlines()
                  if ln.split("\t")[1:3] in (["wrap_sites", "tail_ok"], ["wrap_sites", "tail_chain"])]
-        rw = rewrite(exe, m0, exe + ".wrapped", "--enter", "--verify", *sum((["--wrap", a] for a in addrs), []))
+        rw = rewrite(exe, m0, exe + ".wrapped", "--enter", "--verify", "--no-wrap",
+                     *sum((["--wrap", a] for a in addrs), []))
         fw = report(rw.stdout)
         c.check(len(addrs) == 2 and rw.returncode == 0 and fw.get("verify_ok") and fw.get("nwrapped") == 2,
                 f"frames: wrapping the calls into tail_ok and tail_chain ({addrs}): {rw.stdout[-1500:]} {rw.stderr}")
@@ -376,7 +378,8 @@ if not only:
         c.check(r.returncode == 0 and f.get("verify_ok"), f"frames: --verify failed: {r.stdout[-1500:]}")
         padded = {m for _a, _p, m in f["resized"]}
         c.check("sub" in padded and "enter" in padded, f"frames: want both sub and enter paddings, got {f['resized']}")
-        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], "frames", cfi=True)
+        changed_only_where_allowed(exe, out, [a for a, _p, _m in f["resized"]], "frames", cfi=True,
+                                   wrapped=f["wrapped"])
 
 # ---- 5. without frame pointers: resized, exceptions caught, gdb's backtraces unchanged ----
 
@@ -621,6 +624,51 @@ for e in corpus.load_list():
     bt0, bt1 = gdb_bt(e.binary, leaf, ["1"]), gdb_bt(out, leaf, ["1"])
     c.check(len(bt0) >= 10 and same_bt(bt0, bt1) and sum("icpp_wrap" in n for _pc, n in bt1) == 7,
             f"{label}: gdb backtraces at {leaf} differ:\n{bt0}\n{bt1}")
+
+# ---- 5c. call-site wrapping after a sibling call at the same height ---------------------
+
+# wrapsiblings.c: main;a;b;work and main;b;a;work, and every call that could separate them follows
+# a call of tick() from the same frame, at the height of the call.  A wrapped call enters below
+# tick's returned frame; the training agent takes the stub for its caller's code and drops
+# tick's frame all the same (docs/rewrite.md, "The training of OUT"), so the search may wrap
+# such a call: the pair is separated, a fresh training of OUT records exactly OUT's map (no
+# main;tick;a;... path), and every sample in work resolves precisely against its true stack.
+for cfg, flags in (("O2-nofp", []), ("O2-fp", ["-fno-omit-frame-pointer"])):
+    if only and "wrapsiblings" not in only:
+        break
+    label = f"wrapsiblings.{cfg}"
+    d = os.path.join(tmp, label)
+    os.makedirs(d, exist_ok=True)
+    exe = os.path.join(d, "wrapsiblings")
+    cc = run(["cc", "-O2", "-g"] + flags + [os.path.join(SOURCE, "tests", "e2e", "wrapsiblings.c"), "-o", exe])
+    if not c.check(cc.returncode == 0, f"{label}: cc failed: {cc.stderr[:500]}"):
+        continue
+    m0 = exe + ".icppmap"
+    train(exe, m0, ["1"])
+    pair = ("main;a;b;work", "main;b;a;work")
+    before = {n.split(";", 3)[-1]: set(h) for n, h in paths_of(m0).values() if n.endswith(pair)}
+    if not c.check(len(before) == 2 and len(set.union(*before.values())) == 1,
+                   f"{label}: the pair does not share work's height in the training (nothing to test): {before}"):
+        continue
+    out = exe + ".arr"
+    r = rewrite(exe, m0, out, "--verify", args=["1"])
+    f = report(r.stdout)
+    c.check(r.returncode == 0 and f.get("verify_ok") and f["nwrapped"] >= 1 and "[inseparable]" not in r.stdout,
+            f"{label}: the pair was not separated by a wrapped call, or --verify failed: {r.stdout[-1500:]}")
+    after = {n.split(";", 3)[-1]: set(h) for n, h in paths_of(out + ".icppmap").values() if n.endswith(pair)}
+    c.check(len(after) == 2 and not after[pair[0]] & after[pair[1]], f"{label}: the pair still collides: {after}")
+    # the ground truth of the agent: a fresh training of OUT has OUT's map's paths at its heights
+    m1 = os.path.join(d, "out-trained.icppmap")
+    train(out, m1, ["1"])
+    pred = {n: h for n, h in paths_of(out + ".icppmap").values() if ";main;" in n and ";printf" not in n}
+    got = {n: h for n, h in paths_of(m1).values() if ";main;" in n and ";printf" not in n}
+    c.check(pred == got, f"{label}: OUT's training differs from OUT's map: "
+            f"{ {n: (pred.get(n), got.get(n)) for n in set(pred) | set(got) if pred.get(n) != got.get(n)} }")
+    q0, q1 = check_precision(exe, m0, label + "-prog"), check_precision(out, out + ".icppmap", label)
+    if q0 and q1:
+        c.check(q0[1] > 0, f"{label}: PROG was not ambiguous (nothing to test): {q0}")
+        c.check(q1[0] > 0 and q1[1] == 0, f"{label}: after rewriting, samples ambiguous or incorrect: {q1}")
+        print(f"{label}: precise samples {q0[0]}/{q0[0] + q0[1]} -> {q1[0]}/{q1[0] + q1[1]}")
 
 # ---- 6. bad input -----------------------------------------------------------------------
 

@@ -171,6 +171,15 @@ def whole_process(label, binary, args, min_checked=20, min_unwinder=0):
     nodes = paths_of(mapfile)
     libc = [n for n in nodes if any(i.startswith("libc.so") for i in n[3])]
     c.check(len(libc) > 20, f"{label} (all modules): only {len(libc)} paths through libc")
+    # Every tree is the program's: from _start or a thread's start into its code.  The agent's
+    # own calls while it patches libraries (malloc, qsort, snprintf, ...) are not recorded --
+    # they were, as trees of their own.
+    exe = os.path.basename(binary)
+    reach = collections.defaultdict(bool)
+    for _cnt, _hs, names, ids in nodes:
+        reach[names[0]] |= any(i.rsplit("@", 1)[0] == exe for i in ids)
+    c.check(all(reach.values()), f"{label} (all modules): trees that never reach the program: "
+            f"{sorted(r for r, ok in reach.items() if not ok)}")
     bid = map_modules(mapfile)
     byid = collections.defaultdict(set)
     for cnt, hs, names, ids in nodes:

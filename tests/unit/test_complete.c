@@ -245,6 +245,11 @@ int main(int argc, char **argv)
     printf("unique completions through an anchor whose CID lost a path in pruning: %lu\n", (unsigned long)T_anchor_lost);
     CHECK(T_unique_bad == 0, "%lu of %lu unique completions are not the true path", (unsigned long)T_unique_bad,
           (unsigned long)(T_unique_ok + T_unique_bad));
-    CHECK(T_anchor_lost * 20 <= T_unique_ok, "%lu unique completions through a lost anchor", (unsigned long)T_anchor_lost);
+    /* At most a tenth: 11 of ~180 under meson (MALLOC_PERTURB_ adds malloc's
+     * memset paths), 1-3 without.  It was a twentieth while the maps held the
+     * agent's own start-up calls (qsort's merge sort recursion: ~60 paths a
+     * map, half the unique completions); the lost anchors are the programs'
+     * own (the exit handlers above), as many as before. */
+    CHECK(T_anchor_lost * 10 <= T_unique_ok, "%lu unique completions through a lost anchor", (unsigned long)T_anchor_lost);
     return check_done("complete");
 }
