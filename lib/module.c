@@ -58,6 +58,7 @@ struct icpp_module {
     icpp_hmap        dwnames;   /* linkage name (its address in .debug_str) -> demangled copy */
     size_t           refs;      /* icpp_module_open calls not closed yet (open_mods) */
     struct stat      st;        /* the file as opened */
+    char            *dbgenv;    /* what the debug-file lookup read from the environment (debug_env) */
 };
 
 /* Modules open in this process, shared.  A tool opens one file from several
@@ -65,12 +66,26 @@ struct icpp_module {
  * profile -- and a module's tables cost tens of ms to build for libc (its
  * functions with their cold parts, its DWARF).  One file is one module while
  * open: the same path, and the same device, inode, size and change time (a
- * file replaced or rewritten since is another).  The tools are single
+ * file replaced or rewritten since is another), opened under the same
+ * debug-file settings (debug_env).  The tools are single
  * threaded. */
 static struct {
     icpp_module **v;
     size_t        n, cap;
 } open_mods;
+
+/* The environment the debug-file lookup reads (lib/debuginfo.c): a module
+ * opened under other settings may have another debug file, so it is
+ * another module.  NULL when out of memory (then it is shared with none). */
+static char *debug_env(void)
+{
+    const char *d = getenv("ICPP_DEBUG_DIRS"), *u = getenv("DEBUGINFOD_URLS");
+    size_t n = (d ? strlen(d) : 0) + (u ? strlen(u) : 0) + 4;
+    char *e = malloc(n);
+    if (e)
+        snprintf(e, n, "%c%s\n%c%s", d ? '=' : '-', d ? d : "", u ? '=' : '-', u ? u : "");
+    return e;
+}
 
 static int same_file(const struct stat *a, const struct stat *b)
 {
@@ -329,10 +344,12 @@ icpp_module *icpp_module_open(const char *path, icpp_err *err)
     m->fd = icpp_fs_open_input(path, NULL, err);
     if (m->fd < 0)
         goto fail;
-    int known = fstat(m->fd, &m->st) == 0;
+    m->dbgenv = debug_env();
+    int known = m->dbgenv && fstat(m->fd, &m->st) == 0;
     if (known) {
         for (size_t i = 0; i < open_mods.n; i++)
-            if (!strcmp(open_mods.v[i]->path, path) && same_file(&open_mods.v[i]->st, &m->st)) {
+            if (!strcmp(open_mods.v[i]->path, path) && same_file(&open_mods.v[i]->st, &m->st) &&
+                !strcmp(open_mods.v[i]->dbgenv, m->dbgenv)) {
                 icpp_module_close(m);
                 open_mods.v[i]->refs++;
                 return open_mods.v[i];
@@ -396,6 +413,7 @@ void icpp_module_close(icpp_module *m)
         elf_end(m->elf);
     if (m->fd >= 0)
         close(m->fd);
+    free(m->dbgenv);
     free(m->path);
     free(m);
 }
