@@ -378,6 +378,18 @@ class Bench:
                         rows.append(row)
             self.save()
 
+    def record_validate(self, name, inp, opts, rec, what):
+        """Record input set inp of program name (fp build) with `icpp-sample --validate -e cpu-clock`
+        and opts into rec: the command, or None (the failure noted)."""
+        rm(rec)
+        scmd = [self.sample, "--validate", "-e", "cpu-clock"] + opts + ["-o", rec, "--"] + self.prog_cmd(name, "fp", inp)
+        log("recording %s %s %s" % (name, inp["id"], what))
+        r = run(scmd, inp["file"] if inp["stdin"] else None, self.env, self.a.timeout)
+        if r["rc"] != 0 or not os.path.exists(rec):
+            self.error("icpp-sample %s %s" % (what, name), scmd, r)
+            return None
+        return scmd
+
     LEARN_RATES = [2, 3, 4, 8, 16, 64]     # 2 is icpp-sample's default for cpu-clock (first)
 
     def fig_learnrate(self):
@@ -393,17 +405,11 @@ class Bench:
             if "map" not in ents.get(a["id"], {}):
                 continue
             rows = out.setdefault(name, [])
-            cmd = self.prog_cmd(name, "fp", b)
-            stdin = b["file"] if b["stdin"] else None
             for n in self.LEARN_RATES:
                 rec = os.path.join(self.work, "rec", "%s-fp-%s-learn%d.samples" % (name, b["id"], n))
-                rm(rec)
-                scmd = [self.sample, "--validate", "--learn=%d" % n, "-e", "cpu-clock", "-c", str(self.a.period),
-                        "-o", rec, "--"] + cmd
-                log("recording %s %s --learn=%d" % (name, b["id"], n))
-                r = run(scmd, stdin, self.env, self.a.timeout)
-                if r["rc"] != 0 or not os.path.exists(rec):
-                    self.error("icpp-sample --learn=%d %s" % (n, name), scmd, r)
+                scmd = self.record_validate(name, b, ["--learn=%d" % n, "-c", str(self.a.period)], rec,
+                                            "--learn=%d" % n)
+                if not scmd:
                     continue
                 rows.append({"train": a["id"], "measure": b["id"], "every": n,
                              "record_cmd": shq(scmd), "checks": self.check_modes(ents[a["id"]]["map"], rec)})
@@ -430,17 +436,11 @@ class Bench:
                     not ents[b["id"]].get("plain_s"):
                 continue
             rows = out.setdefault(name, [])
-            cmd = self.prog_cmd(name, "fp", b)
-            stdin = b["file"] if b["stdin"] else None
             for target in self.RECSIZE_SAMPLES:
                 period = max(self.MIN_PERIOD_NS, int(ents[b["id"]]["plain_s"] * 1e9 / target))
                 rec = os.path.join(self.work, "rec", "%s-fp-%s-size%d.samples" % (name, b["id"], target))
-                rm(rec)
-                scmd = [self.sample, "--validate", "-e", "cpu-clock", "-c", str(period), "-o", rec, "--"] + cmd
-                log("recording %s %s at -c %d" % (name, b["id"], period))
-                r = run(scmd, stdin, self.env, self.a.timeout)
-                if r["rc"] != 0 or not os.path.exists(rec):
-                    self.error("icpp-sample (recording size) %s" % name, scmd, r)
+                scmd = self.record_validate(name, b, ["-c", str(period)], rec, "at -c %d" % period)
+                if not scmd:
                     continue
                 rows.append({"train": a["id"], "measure": b["id"], "target": target, "period": period,
                              "record_cmd": shq(scmd), "online": self.check(ents[a["id"]]["map"], rec),

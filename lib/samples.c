@@ -653,11 +653,9 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             memset(rec, 0, sizeof *rec);
         }
         rec->type = type;
-        if (r->s1 || r->s2) {
-            free(r->s1);
-            free(r->s2);
-            r->s1 = r->s2 = NULL;
-        }
+        free(r->s1);
+        free(r->s2);
+        r->s1 = r->s2 = NULL;
         switch (type) {
         case ICPP_SREC_INFO:
             r->s1 = icpp_rbuf_str(q, MAX_STR);
