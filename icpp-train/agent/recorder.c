@@ -15,7 +15,8 @@
  *   1. pop shadow frames that have returned: entry SP <= s (covers
  *      longjmp, exceptions, tail calls), or whose return-address slot no
  *      longer holds the address seen at their entry (they returned into
- *      unpatched code, which later called deeper);
+ *      unpatched code, which later called deeper) -- unless the frame
+ *      is the caller's, found by the return address;
  *   2. find or create the child of the top frame's node keyed by the
  *      function index (last-hit cache, then a per-thread hash table);
  *   3. count it, its height (base - s) and its call site (*s);
@@ -591,21 +592,31 @@ static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
     }
     uint64_t ra = *(const uint64_t *)s;
     uint64_t isp = interrupted_sp(ra, s);       /* 0 unless a signal handler */
+    /* ra - 1: a call to a noreturn function can be its caller's last
+     * instruction, so ra is the next function's first byte. */
+    int64_t caller = hooked_at(ra - 1);
+    /* The result depends on nothing but (node, ra, height, func) -- the
+     * hit cache's key -- unless this is a signal handler or a caller
+     * check moves the parent. */
+    int cacheable = isp == 0;
     icpp_agent_frame *f = t->top;
     while (f != t->frames) {
-        if (f->sp > s && f->sp >= isp &&
-            (f->sp - s >= RA_CHECK_SPAN || *(const uint64_t *)f->sp == f->ra))
-            break;
+        if (f->sp > s && f->sp >= isp) {
+            if (f->sp - s >= RA_CHECK_SPAN || *(const uint64_t *)f->sp == f->ra)
+                break;
+            /* The caller's frame is live even when its return slot changed:
+             * libgcc's unwinder copies the handler frame's registers into
+             * its own save slots, the return address too, and then calls
+             * _Unwind_DebugHook -- without this the hook's path skipped
+             * _Unwind_RaiseException (tramp.S pops such a frame: a miss). */
+            if (caller >= 0 && f->node->func == (uint32_t)caller) {
+                cacheable = 0;
+                break;
+            }
+        }
         f--;
     }
-    /* The result depends on nothing but (node, ra, height, func) -- the
-     * hit cache's key -- unless this is a signal handler or the caller
-     * check below moves the parent. */
-    int cacheable = isp == 0;
     if (f != t->frames) {
-        /* ra - 1: a call to a noreturn function can be its caller's last
-         * instruction, so ra is the next function's first byte. */
-        int64_t caller = hooked_at(ra - 1);
         if (caller >= 0 && (uint32_t)caller != f->node->func) {
             cacheable = 0;
             /* Drop the returned frames above the caller's, if it is on the stack. */
