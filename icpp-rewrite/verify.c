@@ -237,14 +237,38 @@ static int same_heights(const icpp_pm_node *a, const icpp_pm_node *b)
     return 1;
 }
 
+/* "h1,h2,..." of node n's heights, ascending (at most what fits in buf). */
+static void heights_text(const icpp_pm_node *n, char *buf, size_t cap)
+{
+    int64_t prev = INT64_MIN;
+    size_t at = 0;
+    buf[0] = 0;
+    for (uint32_t done = 0; n && done < n->nheights; done++) {
+        int64_t next = INT64_MAX;
+        for (uint32_t k = 0; k < n->nheights; k++)
+            if (n->heights[k].height > prev && n->heights[k].height < next)
+                next = n->heights[k].height;
+        if (next == INT64_MAX)
+            break;
+        int w = snprintf(buf + at, cap - at, "%s%" PRId64, at ? "," : "", next);
+        if (w < 0 || (size_t)w >= cap - at) {
+            snprintf(buf + at, cap - at, ",...");
+            break;
+        }
+        at += (size_t)w;
+        prev = next;
+    }
+    if (!at)
+        snprintf(buf, cap, "none");
+}
+
 static void report_path(const char *what, const icpp_pathmap *pm, uint32_t node, const icpp_pm_node *want)
 {
-    char pn[2048];
+    char pn[2048], got[256], exp[256];
     rw_path_name(pm, node, pn, sizeof pn);
-    const icpp_pm_node *n = icpp_pathmap_node(pm, node);
-    printf("verify: FAIL: %s: %s trained at height %" PRId64 ", predicted %" PRId64 "\n", what, pn,
-           n->nheights ? n->heights[0].height : (int64_t)0,
-           want && want->nheights ? want->heights[0].height : (int64_t)0);
+    heights_text(icpp_pathmap_node(pm, node), got, sizeof got);
+    heights_text(want, exp, sizeof exp);
+    printf("verify: FAIL: %s: %s trained at heights %s, predicted %s\n", what, pn, got, exp);
 }
 
 int rw_verify(const rw_verify_opts *o)
