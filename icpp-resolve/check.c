@@ -5,6 +5,7 @@
 #include "complete.h"
 #include "fold.h"
 #include "hmap.h"
+#include "arr.h"
 #include "mapset.h"
 #include "pathsig.h"
 #include "output.h"
@@ -37,12 +38,38 @@ enum {
  * padding goes (lib/pathsig.h), the most binding reason over the candidates. */
 enum {
     R_SEPARABLE = 0,    /* every other candidate has other functions: a padding could separate them */
+    R_REFUSED,          /* (a rewritten binary's map) one differs only in functions icpp-rewrite refused to pad
+                           or of other modules: no padding of this binary's resizable functions can */
+    R_LIBRARY,          /* ... only in functions of other modules: no padding of the program's functions can */
     R_SAME_FUNCS,       /* one has the truth's functions in another order: no function padding can */
     R_SAME_EDGES,       /* one has the truth's call edges in another order: no call-edge padding either */
     R_TRUNCATED,        /* the true stack was cut by the stack copy: not classified */
     R_MAX
 };
-static const char *rname[R_MAX] = {"separable", "same-functions", "same-call-edges", "truncated-truth"};
+static const char *rname[R_MAX] = {"separable",      "refused-functions", "library-functions",
+                                   "same-functions", "same-call-edges",   "truncated-truth"};
+
+/* A map's unpaddable functions (lib/arr.h icpp_arr_unpaddable: 1 refused,
+ * 2 another module's), for R_REFUSED and R_LIBRARY; n == 0: not a
+ * rewritten binary's map, those reasons are not told apart. */
+typedef struct unpad {
+    uint8_t *mask;
+    size_t   n;
+} unpad;
+
+/* Refresh u for pm (completion may add functions while the check runs). */
+static void unpad_update(unpad *u, const icpp_pathmap *pm)
+{
+    size_t nf = icpp_pathmap_nfuncs(pm);
+    if (nf == u->n || !icpp_pathmap_meta(pm, "arr-unpaddable"))
+        return;
+    icpp_err err;
+    uint8_t *m = realloc(u->mask, nf ? nf : 1);
+    if (!m)
+        return;     /* keeps the old mask: functions past it count as paddable */
+    u->mask = m;
+    u->n = icpp_arr_unpaddable(pm, m, &err) == 1 ? nf : 0;
+}
 
 static const char *vname[V_MAX] = {"precise", "ambiguous-containing-truth", "incorrect", "missing", "unresolved",
                                    "uncertain-containing-truth", "uncertain-not-containing-truth",
@@ -196,12 +223,17 @@ static int fold_verdict(icpp_folder *fo, const icpp_resolution *r, const int64_t
  * and others: over the candidates that are not the truth (fo: whose folded
  * path is not the truth's, whose folded hash is qh), the most binding
  * icpp_pathsig_sep. */
-static int amb_reason(const icpp_pathmap *pm, icpp_folder *fo, const icpp_resolution *r, const int64_t *q, int nq,
-                      uint64_t qh, int complete)
+static int amb_reason(const icpp_pathmap *pm, icpp_folder *fo, const unpad *up, const icpp_resolution *r,
+                      const int64_t *q, int nq, uint64_t qh, int complete)
 {
     if (!complete)
         return R_TRUNCATED;
     icpp_pathsig ts = icpp_pathsig_of(q, (size_t)nq);
+    uint64_t tmain = 0, tpad = 0;
+    if (up->n) {
+        tmain = icpp_pathsig_funcs_below(q, (size_t)nq, up->mask, up->n, 0, 2);
+        tpad = icpp_pathsig_funcs_below(q, (size_t)nq, up->mask, up->n, 0, 1);
+    }
     int why = R_SEPARABLE;
     for (uint32_t i = 0; i < r->ncand; i++) {
         if (fo && icpp_folder_hash(fo, r->cand[i].node) == qh)
@@ -222,6 +254,10 @@ static int amb_reason(const icpp_pathmap *pm, icpp_folder *fo, const icpp_resolu
         int k = icpp_pathsig_sep(&ts, &cs) == ICPP_SEP_SAME_EDGES  ? R_SAME_EDGES
               : icpp_pathsig_sep(&ts, &cs) == ICPP_SEP_SAME_FUNCS ? R_SAME_FUNCS
                                                                   : R_SEPARABLE;
+        if (k == R_SEPARABLE && up->n)
+            k = icpp_pathsig_funcs_below(c, d, up->mask, up->n, 0, 2) == tmain  ? R_LIBRARY
+              : icpp_pathsig_funcs_below(c, d, up->mask, up->n, 0, 1) == tpad ? R_REFUSED
+                                                                              : R_SEPARABLE;
         if (k > why)
             why = k;
     }
@@ -264,14 +300,21 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     }
     icpp_unwinder *u = icpp_unwinder_new(rp);
     icpp_folder *folders = calloc(ms->nmaps + 1, sizeof *folders);
-    if (!folders) {
+    unpad *unpads = calloc(ms->nmaps + 1, sizeof *unpads);
+    int any_unpad = 0;
+    if (!folders || !unpads) {
+        free(folders);
+        free(unpads);
         fprintf(stderr, "icpp-resolve: out of memory\n");
         free(vbin);
         icpp_replay_close(rp);
         return 1;
     }
-    for (size_t i = 0; i < ms->nmaps; i++)
+    for (size_t i = 0; i < ms->nmaps; i++) {
         icpp_folder_init(&folders[i], ms->maps[i].pm);
+        unpad_update(&unpads[i], ms->maps[i].pm);
+        any_unpad |= unpads[i].n != 0;
+    }
     tally t;
     memset(&t, 0, sizeof t);
     icpp_hmap paths;            /* hash of the true path -> index into dps */
@@ -363,13 +406,15 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         int fv = fold_verdict(&folders[k], &r, tp, nt, complete, v);
         t.folded[fv]++;
         if (v == V_AMBIG_OK || fv == V_AMBIG_OK) {
+            if (unpads[k].n)
+                unpad_update(&unpads[k], pm);
             static int64_t q[MAXF];     /* the truth as the map's functions (matches' projection) */
             int nq = 0;
             for (int i = 0; i < nt; i++)
                 if (tp[i] >= 0)
                     q[nq++] = tp[i];
             if (v == V_AMBIG_OK)
-                t.why[0][amb_reason(pm, NULL, &r, q, nq, 0, complete)]++;
+                t.why[0][amb_reason(pm, NULL, &unpads[k], &r, q, nq, 0, complete)]++;
             if (fv == V_AMBIG_OK) {
                 uint64_t qh = 0;
                 if (complete) {
@@ -377,7 +422,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                     memcpy(qf, q, (size_t)nq * sizeof *qf);
                     qh = icpp_fold_hash(qf, icpp_fold_path(qf, (size_t)nq));
                 }
-                t.why[1][amb_reason(pm, &folders[k], &r, q, nq, qh, complete)]++;
+                t.why[1][amb_reason(pm, &folders[k], &unpads[k], &r, q, nq, qh, complete)]++;
             }
         }
         t.plt[v] += in_plt;
@@ -474,8 +519,11 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             fprintf(out, "%s\"%s\": %" PRIu64, v ? ", " : "", vname[v], t.folded[v]);
         for (int w = 0; w < 2; w++) {
             fprintf(out, "},\n \"ambiguous_by_reason%s\": {", w ? "_recursion_folded" : "");
-            for (int k = 0; k < R_MAX; k++)
-                fprintf(out, "%s\"%s\": %" PRIu64, k ? ", " : "", rname[k], t.why[w][k]);
+            for (int k = 0, first = 1; k < R_MAX; k++)
+                if (any_unpad || (k != R_REFUSED && k != R_LIBRARY)) {
+                    fprintf(out, "%s\"%s\": %" PRIu64, first ? "" : ", ", rname[k], t.why[w][k]);
+                    first = 0;
+                }
         }
         fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
                 t.site_precise, t.site_contains);
@@ -577,6 +625,9 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             fprintf(out, "%sambiguous by reason: same call edges in another order %.2f%%, same functions in another "
                          "order %.2f%%, separable %.2f%%", w ? "recursion folded, " : "", pc(t.why[w][R_SAME_EDGES], judged),
                     pc(t.why[w][R_SAME_FUNCS], judged), pc(t.why[w][R_SEPARABLE], judged));
+            if (any_unpad)
+                fprintf(out, ", only functions of other modules differ %.2f%%, only functions icpp-rewrite refused to "
+                             "pad differ %.2f%%", pc(t.why[w][R_LIBRARY], judged), pc(t.why[w][R_REFUSED], judged));
             if (t.why[w][R_TRUNCATED])
                 fprintf(out, ", truncated truth %.2f%%", pc(t.why[w][R_TRUNCATED], judged));
             fputs(" of samples\n", out);
@@ -637,9 +688,12 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                          " precise, %" PRIu64 " incorrect\n", t.voted[V_PRECISE] + t.voted[V_INCORRECT],
                     t.voted[V_PRECISE], t.voted[V_INCORRECT]);
     }
-    for (size_t i = 0; i < ms->nmaps; i++)
+    for (size_t i = 0; i < ms->nmaps; i++) {
         icpp_folder_free(&folders[i]);
+        free(unpads[i].mask);
+    }
     free(folders);
+    free(unpads);
     free(dps);
     free(vbin);
     icpp_hmap_free(&paths);

@@ -546,7 +546,7 @@ int main(int argc, char **argv)
     char *out_abs = abs_path(out);
     icpp_pathmap *npm = icpp_arr_apply(pm, plan.caller, pads, npads, wraps, nwraps, out_abs ? out_abs : out, &nbid,
                                        &err);
-    if (!npm)
+    if (!npm || icpp_arr_set_unpaddable(npm, pm, plan.maxpad, &err) < 0)
         die(1, "%s", err.msg);
     if (icpp_pathmap_stats(npm, &after, &err) < 0)
         die(1, "%s", err.msg);

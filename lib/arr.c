@@ -4,6 +4,7 @@
 #include "codec.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,4 +333,80 @@ fail:
     free(shift);
     free(modmap);
     return NULL;
+}
+
+int icpp_arr_set_unpaddable(icpp_pathmap *out, const icpp_pathmap *pm, const uint32_t *maxpad, icpp_err *err)
+{
+    uint32_t main = icpp_pathmap_main(pm);
+    size_t nf = icpp_pathmap_nfuncs(pm), len = 0, cap = 64;
+    char *buf = malloc(cap);
+    if (!buf)
+        goto oom;
+    buf[0] = 0;
+    for (size_t f = 0; f < nf; f++) {
+        const icpp_pm_func *fn = icpp_pathmap_func(pm, (uint32_t)f);
+        if (fn->module != main || maxpad[f] >= 16)   /* paddings are multiples of 16 */
+            continue;
+        if (cap - len < 24) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                goto oom;
+            buf = nb;
+            cap *= 2;
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "%s%" PRIx64, len ? "," : "", fn->addr);
+    }
+    if (icpp_pathmap_set_meta(out, "arr-unpaddable", buf) < 0)
+        goto oom;
+    free(buf);
+    return 0;
+oom:
+    free(buf);
+    icpp_err_set(err, ENOMEM, "out of memory listing the unpaddable functions");
+    return -1;
+}
+
+static int addr_idx_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const uint64_t *)a)[0], y = ((const uint64_t *)b)[0];
+    return x < y ? -1 : x > y;
+}
+
+int icpp_arr_unpaddable(const icpp_pathmap *pm, uint8_t *mask, icpp_err *err)
+{
+    const char *v = icpp_pathmap_meta(pm, "arr-unpaddable");
+    if (!v)
+        return 0;
+    uint32_t main = icpp_pathmap_main(pm);
+    size_t nf = icpp_pathmap_nfuncs(pm), nm = 0;
+    uint64_t(*byaddr)[2] = malloc((nf ? nf : 1) * sizeof *byaddr);     /* main module: (address, index) */
+    if (!byaddr) {
+        icpp_err_set(err, ENOMEM, "out of memory reading the map's arr-unpaddable list");
+        return -1;
+    }
+    for (size_t f = 0; f < nf; f++) {
+        const icpp_pm_func *fn = icpp_pathmap_func(pm, (uint32_t)f);
+        mask[f] = fn->module != main ? 2 : 0;
+        if (fn->module == main) {
+            byaddr[nm][0] = fn->addr;
+            byaddr[nm++][1] = f;
+        }
+    }
+    qsort(byaddr, nm, sizeof *byaddr, addr_idx_cmp);
+    while (*v) {
+        char *end;
+        errno = 0;
+        uint64_t key[2] = {strtoull(v, &end, 16), 0};
+        if (end == v || errno || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            free(byaddr);
+            icpp_err_set(err, ICPP_EFORMAT, "the map's arr-unpaddable list is malformed");
+            return -1;
+        }
+        const uint64_t *hit = bsearch(key, byaddr, nm, sizeof *byaddr, addr_idx_cmp);
+        if (hit)
+            mask[hit[1]] = 1;   /* an address the map has no function for is skipped */
+        v = *end ? end + 1 : end;
+    }
+    free(byaddr);
+    return 1;
 }

@@ -103,4 +103,17 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
                              const icpp_arr_wrap *wraps, size_t nwraps, const char *new_path,
                              const icpp_build_id *new_bid, icpp_err *err);
 
+/* "arr-unpaddable" in a padded binary's map: the main module's functions of
+ * the map that icpp-rewrite could not pad (refused: docs/rewrite.md), as
+ * comma-separated link-time addresses in hex.  With it, icpp-resolve --check
+ * tells which ambiguity only unpaddable functions could separate.
+ * icpp_arr_set_unpaddable writes it for the functions f of pm's main module
+ * with maxpad[f] < 16 (per map function index, as icpp-rewrite's plan).
+ * icpp_arr_unpaddable reads it back: mask[f] (icpp_pathmap_nfuncs entries)
+ * is 1 for a listed function, 2 for a function of another module, 0 for
+ * the rest; returns 1, or 0 when pm has no such key (mask untouched), or
+ * -1 on a malformed list (ICPP_EFORMAT). */
+int icpp_arr_set_unpaddable(icpp_pathmap *out, const icpp_pathmap *pm, const uint32_t *maxpad, icpp_err *err);
+int icpp_arr_unpaddable(const icpp_pathmap *pm, uint8_t *mask, icpp_err *err);
+
 #endif

@@ -26,6 +26,16 @@ icpp_pathsig icpp_pathsig_of(const int64_t *p, size_t n)
     return s;
 }
 
+uint64_t icpp_pathsig_funcs_below(const int64_t *p, size_t n, const uint8_t *mask, size_t nmask, uint8_t beyond,
+                                  uint8_t limit)
+{
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((p[i] >= 0 && (uint64_t)p[i] < nmask ? mask[p[i]] : beyond) < limit)
+            h += mix(0, (uint64_t)p[i]);
+    return h;
+}
+
 icpp_sep icpp_pathsig_sep(const icpp_pathsig *a, const icpp_pathsig *b)
 {
     if (a->edges == b->edges)

@@ -20,6 +20,14 @@ typedef struct icpp_pathsig {
 /* Signature of the path p[0..n) (function ids, root first). */
 icpp_pathsig icpp_pathsig_of(const int64_t *p, size_t n);
 
+/* The multiset hash of the functions of p[0..n) with mask[f] < limit (f <
+ * nmask; a function at or beyond nmask counts as mask[f] = beyond): the
+ * signature's `funcs` over only the functions that some padding can move
+ * (icpp_arr_unpaddable's mask: limit 1 keeps the paddable ones, limit 2
+ * the main module's). */
+uint64_t icpp_pathsig_funcs_below(const int64_t *p, size_t n, const uint8_t *mask, size_t nmask, uint8_t beyond,
+                                  uint8_t limit);
+
 /* Why two different paths that share a context id stay together, as far as
  * padding goes, the most binding reason first. */
 typedef enum icpp_sep {

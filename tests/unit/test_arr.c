@@ -184,6 +184,44 @@ int main(void)
     }
     wo = icpp_arr_apply(pm, caller, NULL, 0, part, 1, "/bin/prog.arr", &w1, &err);
     CHECK(!wo && err.code == ICPP_EFORMAT, "a partly wrapped path is refused");
+    /* arr-unpaddable: the main module's functions with maxpad < 16 (main 0x1000, g 0x2000 can be padded) */
+    {
+        size_t nfn = icpp_pathmap_nfuncs(pm);
+        uint32_t *mp = calloc(nfn, sizeof *mp);
+        uint8_t *mask = malloc(nfn);
+        icpp_pathmap *cp = icpp_pathmap_new();
+        for (size_t f = 0; mp && f < nfn; f++) {
+            uint64_t a = icpp_pathmap_func(pm, (uint32_t)f)->addr;
+            mp[f] = a == 0x1000 ? 64 : a == 0x2000 ? 16 : a == 0x3000 ? 8 : 0;
+        }
+        CHECK(mp && mask && cp && icpp_arr_unpaddable(cp, mask, &err) == 0, "no list: not a rewritten map");
+        CHECK(icpp_arr_set_unpaddable(cp, pm, mp, &err) == 0 && icpp_pathmap_meta(cp, "arr-unpaddable") &&
+                  !strcmp(icpp_pathmap_meta(cp, "arr-unpaddable"), "3000,4000,5000,6000"),
+              "arr-unpaddable lists p (maxpad 8), n, r, x; not q (another module): %s",
+              icpp_pathmap_meta(cp, "arr-unpaddable"));
+        icpp_pathmap_set_meta(pm, "arr-unpaddable", icpp_pathmap_meta(cp, "arr-unpaddable"));
+        CHECK(icpp_arr_unpaddable(pm, mask, &err) == 1, "the list reads back: %s", err.msg);
+        int ok = 1;
+        for (size_t f = 0; f < nfn; f++) {
+            const icpp_pm_func *fn = icpp_pathmap_func(pm, (uint32_t)f);
+            int want = fn->module != icpp_pathmap_main(pm) ? 2 : mp[f] < 16;
+            ok &= mask[f] == want;
+        }
+        CHECK(ok, "mask: 1 listed, 2 other modules, 0 the rest");
+        static const char *bad[] = {"3000,", ",3000", "3000;4000", "zz", "3000,,4000", "1ffffffffffffffff"};
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+            icpp_pathmap_set_meta(pm, "arr-unpaddable", bad[i]);
+            CHECK(icpp_arr_unpaddable(pm, mask, &err) == -1 && err.code == ICPP_EFORMAT, "malformed %s refused",
+                  bad[i]);
+        }
+        icpp_pathmap_set_meta(pm, "arr-unpaddable", "");
+        CHECK(icpp_arr_unpaddable(pm, mask, &err) == 1, "an empty list: every function of the program paddable");
+        icpp_pathmap_set_meta(pm, "arr-unpaddable", "ffff");
+        CHECK(icpp_arr_unpaddable(pm, mask, &err) == 1 && mask[0] == 0, "an address with no function: skipped");
+        icpp_pathmap_free(cp);
+        free(mask);
+        free(mp);
+    }
     free(nw);
     free(caller);
     free(far);

@@ -122,5 +122,21 @@ int main(void)
     int64_t xy[] = {BLOCK, UNARY, EQ, COND, UNARY, EQ, COND, INFIX, NEXT},
             yx[] = {BLOCK, UNARY, EQ, COND, INFIX, UNARY, EQ, COND, NEXT};
     CHECK(sep(xy, 9, yx, 9) == ICPP_SEP_SAME_FUNCS, "X;Y vs Y;X");
+    /* icpp_pathsig_funcs_below: only the functions with mask < limit count */
+    {
+        static const uint8_t mask[6] = {0, 0, 1, 1, 2, 2};     /* 2, 3 refused; 4, 5 another module's */
+        int64_t a[] = {0, 2, 1}, b[] = {0, 3, 1}, c[] = {0, 4, 1}, d[] = {0, 5, 1}, e[] = {1, 0, 1}, g[] = {0, 9, 1};
+        CHECK(icpp_pathsig_funcs_below(a, 3, mask, 6, 0, 1) == icpp_pathsig_funcs_below(b, 3, mask, 6, 0, 1),
+              "refused functions differ: equal below 1");
+        CHECK(icpp_pathsig_funcs_below(a, 3, mask, 6, 0, 2) != icpp_pathsig_funcs_below(b, 3, mask, 6, 0, 2),
+              "... not below 2 (they are the program's)");
+        CHECK(icpp_pathsig_funcs_below(c, 3, mask, 6, 0, 2) == icpp_pathsig_funcs_below(d, 3, mask, 6, 0, 2),
+              "library functions differ: equal below 2");
+        CHECK(icpp_pathsig_funcs_below(a, 3, mask, 6, 0, 1) != icpp_pathsig_funcs_below(e, 3, mask, 6, 0, 1),
+              "other paddable functions: different");
+        CHECK(icpp_pathsig_funcs_below(g, 3, mask, 6, 2, 2) == icpp_pathsig_funcs_below(c, 3, mask, 6, 0, 2) &&
+                  icpp_pathsig_funcs_below(g, 3, mask, 6, 0, 2) != icpp_pathsig_funcs_below(c, 3, mask, 6, 0, 2),
+              "a function past the mask counts as `beyond`");
+    }
     return check_done("pathsig");
 }
