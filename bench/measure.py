@@ -896,12 +896,15 @@ class Bench:
                 fin.close()
             shutil.rmtree(d, ignore_errors=True)
 
+    # section 6's entries per build (report.py reads the same keys)
+    REWRITE_KEYS = {"fp": "programs", "nofp": "programs_nofp", "distro": "programs_distro"}
+
     def fig_rewrite(self):
         """Each build (fp, nofp) of each program rewritten with its own map of the A input
         set; OUT must give every input set the original's output and exit status; then OUT
         runs every input set under --validate and --check judges it.  Then OUT's run time
         beside PROG's over randomized setups, and icpp-rewrite's time on a large map."""
-        ent = {"present": os.path.exists(self.rewrite), "programs": {}, "programs_nofp": {}}
+        ent = {"present": os.path.exists(self.rewrite), "programs": {}, "programs_nofp": {}, "programs_distro": {}}
         self.res["rewrite"] = ent
         if not ent["present"]:
             self.save()
@@ -916,8 +919,10 @@ class Bench:
         rewrites that succeeded."""
         outs = {}
         maps = self.res.get("maps", {})
-        for build in self.builds():
+        for build in ("fp", "nofp", "distro"):
             for name in self.order:
+                if build not in self.builds(name):
+                    continue
                 prog = self.programs[name]
                 a = prog["inputs"][0]
                 m = maps.get(name, {}).get(build, {}).get(a["id"], {})
@@ -937,7 +942,7 @@ class Bench:
                 wall = time.perf_counter() - t0
                 text = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
                 e = {"cmd": shq([self.rewrite, "-m", "MAP", "-o", "OUT", "PROG"]), "map_input": a["id"]}
-                ent["programs" if build == "fp" else "programs_nofp"][name] = e
+                ent[self.REWRITE_KEYS[build]][name] = e
                 if p.returncode != 0 or not os.path.exists(out):
                     self.error("icpp-rewrite " + name, cmd, {"rc": p.returncode, "err": text})
                     e["error"] = tail(text, 3)

@@ -31,6 +31,10 @@ LEARN_VARIANTS = [("icpp-sample-nolearn", "--no-learn"), ("icpp-sample", "--lear
                   ("icpp-sample-learn3", "--learn=3"), ("icpp-sample-learn4", "--learn=4"),
                   ("icpp-sample-learn8", "--learn=8"), ("icpp-sample-learn16", "--learn=16"),
                   ("icpp-sample-learn64", "--learn=64")]
+# --check's ambiguous_by_reason keys, in section 6's column order (docs/resolve.md)
+REASONS = ("same-call-edges", "same-functions", "library-functions", "refused-functions", "separable")
+# section 6's entries per build, in table order (measure.py REWRITE_KEYS)
+REWRITE_KEYS = (("fp", "programs"), ("nofp", "programs_nofp"), ("distro", "programs_distro"))
 CHECK_MODES = [("trained", "map only"), ("learned", "+ learned"), ("completed", "+ completed")]
 
 # Kept from earlier versions of this file: CFI measurements not repeated by bench/run.
@@ -943,11 +947,12 @@ class Report:
         self.w()
         rw = self.r.get("rewrite", {})
         if rw.get("present"):
-            progs = dict(rw.get("programs", {}), **rw.get("programs_nofp", {}))
+            progs = {n: e for _, key in REWRITE_KEYS for n, e in rw.get(key, {}).items()}
             cmd = next((e["cmd"] for e in progs.values() if "cmd" in e), "icpp-rewrite -m MAP -o OUT PROG")
             self.w("`%s` with MAP the build's own map of the A input set (section 4), defaults otherwise," %
                    self.rel(cmd))
-            self.w("for the frame-pointer (fp) and the no-frame-pointer (nofp) build; uniqueness before/after and")
+            self.w("for the frame-pointer (fp) and the no-frame-pointer (nofp) build, and a distro program's binary as")
+            self.w("shipped (stripped, no frame pointers); uniqueness before/after and")
             self.w("the stack growth (largest height after / before) are what icpp-rewrite reports. \"same output\"")
             self.w("counts the input sets on which OUT gave PROG's standard output (sha256) and exit status.")
             self.w("Then OUT runs every input set under `icpp-sample --validate` and `icpp-resolve -m OUT.icppmap")
@@ -960,7 +965,7 @@ class Report:
                    "| offline precise, folded (samples) | online precise (samples / paths) |")
             self.w("|---|---|---|---|---|---|---|---|---|---|---|")
             off_all, on_all = [], []
-            for build, key in (("fp", "programs"), ("nofp", "programs_nofp")):
+            for build, key in REWRITE_KEYS:
                 for n in self.order:
                     e = rw.get(key, {}).get(n)
                     if not e:
@@ -1022,7 +1027,7 @@ class Report:
         self.w("from the kernel's accounting of the child), which other work on a shared machine disturbs less.")
         self.w()
         rows = []
-        for build, key in (("fp", "programs"), ("nofp", "programs_nofp")):
+        for build, key in REWRITE_KEYS:
             for n in self.order:
                 e = rw.get(key, {}).get(n)
                 if not e or "error" in e:
@@ -1112,7 +1117,7 @@ class Report:
         them (--check's ambiguous_by_reason, docs/resolve.md), unfolded and recursion-folded."""
         rw = self.r.get("rewrite") or {}
         rows = []
-        for build, key in (("fp", "programs"), ("nofp", "programs_nofp")):
+        for build, key in REWRITE_KEYS:
             for n in self.order:
                 e = rw.get(key, {}).get(n) or {}
                 for row in e.get("precision", []):
@@ -1122,21 +1127,24 @@ class Report:
                     cells = [n, build]
                     for k in ("ambiguous_by_reason", "ambiguous_by_reason_recursion_folded"):
                         r = c.get(k) or {}
-                        share = [100.0 * r.get(x, 0) / c["with_truth"]
-                                 for x in ("same-call-edges", "same-functions", "separable")]
-                        cells += [pct(x) for x in share] + [pct(100.0 - share[0] - share[1])]
+                        share = [100.0 * r.get(x, 0) / c["with_truth"] for x in REASONS]
+                        cells += [pct(x) if x or REASONS[i] in r else "n/a" for i, x in enumerate(share)]
+                        cells += [pct(100.0 - share[0] - share[1])]
                     rows.append(cells)
         if not rows:
             return
         self.w("Offline samples still ambiguous after rewriting, by reason (`--check`'s `ambiguous_by_reason`,")
         self.w("docs/resolve.md), in % of the judged samples: a candidate other than the truth has the truth's")
         self.w("call edges in another order (no padding of functions or call edges separates them), its functions")
-        self.w("in another order (no padding of functions does), or other functions (separable); \"ceiling\" is")
+        self.w("in another order (no padding of functions does), other functions but the same ones of the program")
+        self.w("(\"library\": only a shared library's differ), other functions but only ones icpp-rewrite refused")
+        self.w("to pad or a library's (\"refused\"; call-site wrapping was tried for them), or other functions")
+        self.w("icpp-rewrite could pad (\"separable\": its budget, time limit or conflicts left them); \"ceiling\" is")
         self.w("the precision no resizing can exceed on that recording (100% minus the first two).")
         self.w()
-        self.w("| program | build | same edges | same functions | separable | ceiling | folded: same edges "
-               "| same functions | separable | ceiling |")
-        self.w("|---|---|---|---|---|---|---|---|---|---|")
+        self.w("| program | build | same edges | same functions | library | refused | separable | ceiling "
+               "| folded: same edges | same functions | library | refused | separable | ceiling |")
+        self.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for cells in rows:
             self.w("| %s |" % " | ".join(cells))
         self.w()
