@@ -53,8 +53,8 @@ static const char *usage_text =
     "      --max-stack-growth X the largest height of any path may grow to X times\n"
     "                           the map's largest height (default 1.5).\n"
     "      --seed N             seed of the randomized search (default 1).\n"
-    "      --time-limit S       stop searching after S seconds of CPU time\n"
-    "                           (default 6).\n"
+    "      --time-limit S       stop searching after S seconds of CPU time,\n"
+    "                           resizing and wrapping together (default 6).\n"
     "      --no-wrap            do not wrap call sites (by default, ambiguity no\n"
     "                           resizing can separate -- the same callers in\n"
     "                           another order -- is separated by sending chosen\n"
@@ -92,13 +92,6 @@ static void die(int status, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     exit(status);
-}
-
-static double now(void)     /* CPU seconds of this process */
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static double pct(uint64_t a, uint64_t b)
@@ -448,7 +441,7 @@ int main(int argc, char **argv)
     snprintf(out_map, sizeof out_map, "%s.icppmap", out);
 
     /* Inputs, checked before any work. */
-    double t_start = now(), t_read, t_analysis, t_search, t_map, t_write;
+    double t_start = icpp_cli_cpu_seconds(), t_read, t_analysis, t_search, t_map, t_write;
     icpp_err err;
     icpp_module *m = icpp_module_open(prog, &err);
     if (!m)
@@ -472,7 +465,7 @@ int main(int argc, char **argv)
     check_outputs(prog, out, out_map);
 
     /* Analysis. */
-    t_read = now();
+    t_read = icpp_cli_cpu_seconds();
     icpp_cfi *cfi = icpp_cfi_build(m, &err);
     if (!cfi)
         die(1, "%s", err.msg);
@@ -492,14 +485,16 @@ int main(int argc, char **argv)
         die(1, "%s", err.msg);
 
     /* Search. */
-    t_analysis = now();
+    t_analysis = icpp_cli_cpu_seconds();
     icpp_pm_stats before, after;
     if (icpp_pathmap_stats(pm, &before, &err) < 0)
         die(1, "%s", err.msg);
     int64_t h0 = map_max_height(pm);
     icpp_cli_progress progress; /* the search's progress on a terminal (lib/cli.h) */
     icpp_cli_progress_init(&progress, "icpp-rewrite", quiet);
-    rw_search_opts so2 = {seed, tlimit, (int64_t)floor((double)h0 * growth), 0, &progress};
+    /* --time-limit bounds both searches: resizing gets 3/4 of it, wrapping the
+     * rest (at least 1/4), so rewriting stays within its bound (docs/rewrite.md). */
+    rw_search_opts so2 = {seed, tlimit * 0.75, (int64_t)floor((double)h0 * growth), 0, &progress};
     rw_search_result sr;
     int srr = rw_search_run(pm, plan.caller, plan.maxpad, &so2, &sr, &err);
     icpp_cli_progress_end(&progress);
@@ -513,8 +508,8 @@ int main(int argc, char **argv)
     uint32_t *cpad = calloc(sites.ncls + 1, sizeof *cpad), *nwrap = calloc(icpp_pathmap_nnodes(pm), sizeof *nwrap);
     if (!cpad || !nwrap)
         die(1, "out of memory");
-    /* A third of the resizing search's time: rewriting stays within its bound (docs/rewrite.md). */
-    if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, tlimit / 3, cpad, &err) < 0)
+    double wlimit = tlimit - sr.seconds > tlimit / 4 ? tlimit - sr.seconds : tlimit / 4;
+    if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, wlimit, cpad, &err) < 0)
         die(1, "%s", err.msg);
     for (size_t i = 0; i < nforce; i++)
         if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)
@@ -528,7 +523,7 @@ int main(int argc, char **argv)
     icpp_arr_node_wraps(pm, wraps, nwraps, nwrap);
 
     /* Patch. */
-    t_search = now();
+    t_search = icpp_cli_cpu_seconds();
     icpp_arr_pad *pads;
     size_t npads, n_sub, n_enter;
     if (rw_plan_pads(pm, sr.pad, verdict, fs, &pads, &npads, &n_sub, &n_enter, &err) < 0)
@@ -550,7 +545,7 @@ int main(int argc, char **argv)
         die(1, "%s", err.msg);
     if (icpp_pathmap_stats(npm, &after, &err) < 0)
         die(1, "%s", err.msg);
-    t_map = now();
+    t_map = icpp_cli_cpu_seconds();
     if (rw_image_write(&img, out, &err) < 0)
         die(1, "%s", err.msg);
     if (icpp_pathmap_write(npm, out_map, &err) < 0) {
@@ -559,7 +554,7 @@ int main(int argc, char **argv)
             unlink(out);    /* never leave a binary without its map (a device stays) */
         die(1, "%s (%s removed)", err.msg, out);
     }
-    t_write = now();
+    t_write = icpp_cli_cpu_seconds();
 
     if (!quiet) {
         rw_report r = {m,     prog, out,   map_path, out_map, hex_old, hex_new, &before, &after,  h0,

@@ -2,6 +2,7 @@
 #include "search.h"
 
 #include "arr.h"
+#include "cli.h"
 #include "hmap.h"
 
 #include <errno.h>
@@ -91,13 +92,6 @@ static uint64_t rnd(S *s)
 
 /* CPU time of this process: the time limit does not depend on how busy
  * the machine is. */
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- the CID table (linear probing, backward-shift deletion) ---- */
 
 static size_t home(const S *s, uint32_t leaf, int64_t h)
@@ -543,7 +537,7 @@ int rw_search_run(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t
                   rw_search_result *r, icpp_err *err)
 {
     memset(r, 0, sizeof *r);
-    double t0 = now();
+    double t0 = icpp_cli_cpu_seconds();
     S s = {0};
     s.rng = o->seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
     if (!s.rng)
@@ -579,7 +573,7 @@ int rw_search_run(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t
         int improved = 0;
         size_t nactive = 0;
         for (uint32_t q = 0; q < s.ncand && !r->hit_time_limit; q++) {
-            if (now() - t0 > o->time_limit) {
+            if (icpp_cli_cpu_seconds() - t0 > o->time_limit) {
                 r->hit_time_limit = 1;
                 break;
             }
@@ -633,7 +627,7 @@ int rw_search_run(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t
     for (uint32_t k = 0; k < s.ncand; k++)
         r->pad[s.cand_func[k]] = s.pad[k];
     r->max_height = exact_hmax(&s);
-    r->seconds = now() - t0;
+    r->seconds = icpp_cli_cpu_seconds() - t0;
     free(best);
     free(order);
     free(active);

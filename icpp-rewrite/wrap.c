@@ -2,6 +2,7 @@
 #include "wrap.h"
 
 #include "ehwrite.h"
+#include "cli.h"
 #include "hmap.h"
 #include "vec.h"
 
@@ -457,13 +458,6 @@ static int mark_recursion(ev *e, const uint32_t *first, const uint32_t *next)
     return 0;
 }
 
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The contexts of each CID under the current choice, for scoring a change
  * by the contexts it moves only: per CID how many contexts and their
  * weight; u and c are the weight and number of contexts alone in theirs. */
@@ -578,7 +572,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
     }
     if (mark_recursion(&e, first, next) < 0)
         goto oom;
-    double t0 = cpu_now();
+    double t0 = icpp_cli_cpu_seconds();
     uint64_t w, c;
     int64_t hm;
     for (;;) {
@@ -613,7 +607,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
         int64_t best = -1;
         uint32_t bestp = 0;
         uint64_t nbw = bw, nbc = bc;
-        for (uint32_t k = 0; k < s->ncls && cpu_now() - t0 < time_limit; k++) {
+        for (uint32_t k = 0; k < s->ncls && icpp_cli_cpu_seconds() - t0 < time_limit; k++) {
             if (!cand[k])
                 continue;
             /* The nodes it moves: its own and those called below them. */

@@ -39,6 +39,13 @@ int icpp_cli_progress_due(icpp_cli_progress *p)
     return 1;
 }
 
+double icpp_cli_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 double icpp_cli_progress_elapsed(const icpp_cli_progress *p)
 {
     return mono() - p->t0;

@@ -7,6 +7,9 @@
 /* "TOOL VERSION\n" on out (the project version, config.h), for --version. */
 void icpp_cli_version(FILE *out, const char *tool);
 
+/* CPU seconds of this process (user + system): what time limits count. */
+double icpp_cli_cpu_seconds(void);
+
 /* A progress line for long work (a training run, the rewrite search, a
  * large recording resolved): one line on stderr, rewritten in place at most
  * once a second, cleared when the work ends.  It is shown only when stderr
