@@ -49,6 +49,68 @@ enum {
 static const char *rname[R_MAX] = {"separable",      "refused-functions", "library-functions",
                                    "same-functions", "same-call-edges",   "truncated-truth"};
 
+/* Why a sample's context was not in the map (missing, and the inferred
+ * verdicts: completion ran because it was not): the true path is none of
+ * the map's, or it is but was trained at other heights only (a rewritten
+ * binary's prediction that did not hold, an alignment, a frame of another
+ * size), or the sample is in a PLT stub none of whose callers gave a
+ * context (lib/plt.h), or the truth was cut (not classified). */
+enum { M_PATH = 0, M_HEIGHT, M_PLT, M_TRUNCATED, M_MAX };
+static const char *mname[M_MAX] = {"untrained-path", "untrained-height", "plt-stub", "truncated-truth"};
+
+/* The map's trained paths (count > 0: not the contexts completion or
+ * learning add while the check runs) by a hash of their functions, built
+ * when a missing sample first asks. */
+typedef struct pathidx {
+    icpp_hmap h;
+    uint64_t *nh;       /* per node: its path's hash */
+    size_t    n;        /* nodes indexed (0: not built) */
+} pathidx;
+
+static uint64_t path_step(uint64_t h, uint64_t func)
+{
+    return icpp_hash2(h ^ 0x9e3779b97f4a7c15ull, func + 1);
+}
+
+/* Is q[0..nq) (map function ids, root first) one of pm's trained paths? -1: out of memory. */
+static int path_known(pathidx *ix, const icpp_pathmap *pm, const int64_t *q, int nq)
+{
+    size_t nn = icpp_pathmap_nnodes(pm);
+    if (!ix->n) {
+        uint64_t *nh = realloc(ix->nh, nn * sizeof *nh);
+        if (!nh)
+            return -1;
+        ix->nh = nh;
+        icpp_hmap_free(&ix->h);
+        icpp_hmap_init(&ix->h);
+        nh[0] = 0;
+        for (size_t i = 1; i < nn; i++) {   /* a parent precedes its children */
+            const icpp_pm_node *n = icpp_pathmap_node(pm, (uint32_t)i);
+            nh[i] = path_step(nh[n->parent], n->func);
+            if (n->count && icpp_hmap_put(&ix->h, nh[i], n->depth, i) < 0) {
+                ix->n = 0;
+                return -1;
+            }
+        }
+        ix->n = nn;
+    }
+    uint64_t h = 0;
+    for (int i = 0; i < nq; i++)
+        h = path_step(h, (uint64_t)q[i]);
+    uint64_t *v = icpp_hmap_get(&ix->h, h, (uint64_t)nq);
+    if (!v)
+        return 0;
+    /* confirm (hash collisions): compare the functions */
+    uint32_t p[MAXF];
+    uint32_t d = icpp_pathmap_path(pm, (uint32_t)*v, p, MAXF);
+    if ((int)d != nq)
+        return 0;
+    for (int i = 0; i < nq; i++)
+        if ((int64_t)p[i] != q[i])
+            return 0;
+    return 1;
+}
+
 /* A map's unpaddable functions (lib/arr.h icpp_arr_unpaddable: 1 refused,
  * 2 another module's), for R_REFUSED and R_LIBRARY; n == 0: not a
  * rewritten binary's map, those reasons are not told apart. */
@@ -89,6 +151,7 @@ typedef struct tally {
     uint64_t no_truth_by[ICPP_UW_MAX];
     uint64_t folded[V_MAX];     /* the same samples judged on recursion-folded paths (fold_verdict) */
     uint64_t why[2][R_MAX];     /* ambiguous samples by reason (amb_reason); [1]: on folded paths */
+    uint64_t miss[M_MAX];       /* missing and inferred samples by cause (path_known) */
     uint64_t plt[V_MAX + 1];    /* samples whose pc is in a PLT stub, by verdict ([V_MAX]: no truth) */
     uint64_t cold[V_MAX + 1];   /* samples with a frame in a cold part (docs/definitions.md) */
 } tally;
@@ -301,10 +364,12 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     icpp_unwinder *u = icpp_unwinder_new(rp);
     icpp_folder *folders = calloc(ms->nmaps + 1, sizeof *folders);
     unpad *unpads = calloc(ms->nmaps + 1, sizeof *unpads);
+    pathidx *pidx = calloc(ms->nmaps + 1, sizeof *pidx);
     int any_unpad = 0;
-    if (!folders || !unpads) {
+    if (!folders || !unpads || !pidx) {
         free(folders);
         free(unpads);
+        free(pidx);
         fprintf(stderr, "icpp-resolve: out of memory\n");
         free(vbin);
         icpp_replay_close(rp);
@@ -312,6 +377,7 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     }
     for (size_t i = 0; i < ms->nmaps; i++) {
         icpp_folder_init(&folders[i], ms->maps[i].pm);
+        icpp_hmap_init(&pidx[i].h);
         unpad_update(&unpads[i], ms->maps[i].pm);
         any_unpad |= unpads[i].n != 0;
     }
@@ -425,6 +491,16 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                 t.why[1][amb_reason(pm, &folders[k], &unpads[k], &r, q, nq, qh, complete)]++;
             }
         }
+        if (v == V_MISSING || v == V_INF_OK || v == V_INF_BAD || v == V_INF_AMB_OK || v == V_INF_AMB_BAD) {
+            static int64_t q[MAXF];
+            int nq = 0;
+            for (int i = 0; i < nt; i++)
+                if (tp[i] >= 0)
+                    q[nq++] = tp[i];
+            int known = complete && !in_plt ? path_known(&pidx[k], pm, q, nq) : 0;
+            if (known >= 0)
+                t.miss[in_plt ? M_PLT : !complete ? M_TRUNCATED : known ? M_HEIGHT : M_PATH]++;
+        }
         t.plt[v] += in_plt;
         t.cold[v] += in_cold;
         if (b >= 0 && (size_t)b < nvbin)
@@ -525,6 +601,9 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                     first = 0;
                 }
         }
+        fprintf(out, "},\n \"missing_by_cause\": {");
+        for (int k = 0; k < M_MAX; k++)
+            fprintf(out, "%s\"%s\": %" PRIu64, k ? ", " : "", mname[k], t.miss[k]);
         fprintf(out, "},\n \"call_sites\": {\"precise\": %" PRIu64 ", \"containing_truth\": %" PRIu64 "},\n",
                 t.site_precise, t.site_contains);
         fprintf(out, " \"aligned_matches\": %" PRIu64 ",\n", t.aligned);
@@ -632,6 +711,12 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
                 fprintf(out, ", truncated truth %.2f%%", pc(t.why[w][R_TRUNCATED], judged));
             fputs(" of samples\n", out);
         }
+        uint64_t nmiss = t.miss[M_PATH] + t.miss[M_HEIGHT] + t.miss[M_PLT] + t.miss[M_TRUNCATED];
+        if (nmiss)
+            fprintf(out, "missing or inferred by cause: path never trained %.2f%%, path trained at other heights "
+                         "%.2f%%, in a PLT stub %.2f%%, truncated truth %.2f%% of samples\n",
+                    pc(t.miss[M_PATH], judged), pc(t.miss[M_HEIGHT], judged), pc(t.miss[M_PLT], judged),
+                    pc(t.miss[M_TRUNCATED], judged));
         fprintf(out, "call-site level: precise %.2f%%, containing the truth %.2f%% of samples\n",
                 pc(t.site_precise, judged), pc(t.site_contains, judged));
         for (size_t i = 0; ms->nbins > 1 && i < ms->nbins && i < nvbin; i++) {
@@ -691,7 +776,10 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     for (size_t i = 0; i < ms->nmaps; i++) {
         icpp_folder_free(&folders[i]);
         free(unpads[i].mask);
+        icpp_hmap_free(&pidx[i].h);
+        free(pidx[i].nh);
     }
+    free(pidx);
     free(folders);
     free(unpads);
     free(dps);

@@ -22,13 +22,20 @@ for name in ("newpaths", "newpaths_fp"):
              "--", binary, "bcd", "3"])
     if not c.check(os.path.exists(mapfile) and os.path.exists(samples), f"{name}: training or sampling failed: {r.stderr}"):
         continue
-    res = {}
+    res, cause = {}, {}
     for opt in ("--no-complete", "--complete"):
         r = run([tool("icpp-resolve"), "-m", mapfile, "--check", "--format", "json", opt, samples])
         if c.check(r.returncode == 0, f"{name} {opt}: --check failed: {r.stderr}"):
             res[opt] = json.loads(r.stdout)["by_samples"]
+            cause[opt] = json.loads(r.stdout)["missing_by_cause"]
     if len(res) < 2:
         continue
+    # missing_by_cause: every missing or inferred sample has one; modes b, c, d take paths training never
+    # saw (mode a's main;alpha;work is trained at its height: its samples are never missing)
+    for opt in res:
+        nmiss = sum(v for k, v in res[opt].items() if k == "missing" or k.startswith("inferred"))
+        c.check(sum(cause[opt].values()) == nmiss and cause[opt]["untrained-path"] >= 0.95 * nmiss,
+                f"{name} {opt}: missing by cause {cause[opt]} vs {res[opt]}")
     off, on = res["--no-complete"], res["--complete"]
     print(f"{name}: off {off}\n{name}: on  {on}")
     c.check(off["missing"] >= 100, f"{name}: the new input should give missing samples: {off}")
