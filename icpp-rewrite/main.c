@@ -155,6 +155,8 @@ typedef struct rw_report {
     const rw_frames        *fs;
     const icpp_arr_pad     *pads;
     size_t                  npads, n_sub, n_enter;
+    const icpp_arr_pad     *wpads;                  /* functions enlarged by wrapping their calls (by address) */
+    size_t                  nwpads;
     const icpp_arr_wrap    *wraps;                  /* the wrapped call sites, by return address */
     size_t                  nwraps;
     const uint32_t         *nwrap;                  /* per node: its wrap padding (icpp_arr_node_wraps) */
@@ -208,6 +210,12 @@ static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_
     }
 }
 
+static int pad_addr_cmp(const void *a, const void *b)
+{
+    const icpp_arr_pad *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
 /* The report on stdout: what changed, what was refused and why, what stays ambiguous. */
 static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
 {
@@ -224,12 +232,23 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
         printf("returned:     %ld paths were entered below frames that had returned (calls with stack "
                "arguments); heights follow the frame they were called from\n",
                r->plan->moved);
-    printf("resized:      %zu functions (%zu sub immediates, %zu enter)%s\n", r->npads, r->n_sub, r->n_enter,
-           r->npads ? ":" : "");
+    printf("resized:      %zu functions (%zu sub immediates, %zu enter, %zu by wrapping their calls)%s\n",
+           r->npads + r->nwpads, r->n_sub, r->n_enter, r->nwpads, r->npads + r->nwpads ? ":" : "");
     for (size_t i = 0; i < r->npads; i++) {
         const rw_frame *fr = rw_frames_find(r->fs, r->pads[i].addr);
         printf("  %#10" PRIx64 "  +%-5u %-5s frame %5u -> %-5u  %s\n", r->pads[i].addr, r->pads[i].pad,
                fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + r->pads[i].pad, esc(fr->name));
+    }
+    for (size_t i = 0; i < r->nwpads; i++) {
+        const rw_frame *fr = rw_frames_find(r->fs, r->wpads[i].addr);
+        size_t ns = 0;
+        for (size_t j = 0; j < r->nwraps; j++) {
+            rw_site key = {.ret = r->wraps[j].ret};
+            const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
+            ns += st && st->owner == r->wpads[i].addr;
+        }
+        printf("  %#10" PRIx64 "  +%-5u wrap  %zu call%s (%s)  %s\n", r->wpads[i].addr, r->wpads[i].pad, ns,
+               ns == 1 ? "" : "s", fr && fr->why ? fr->why : "?", fr ? esc(fr->name) : "?");
     }
     printf("wrapped:      %zu call sites%s\n", r->nwraps, r->nwraps ? ":" : "");
     for (size_t i = 0; i < r->nwraps; i++) {
@@ -490,6 +509,13 @@ int main(int argc, char **argv)
     if (icpp_pathmap_stats(pm, &before, &err) < 0)
         die(1, "%s", err.msg);
     int64_t h0 = map_max_height(pm);
+    /* Call sites: wrapped where resizing leaves ambiguity, and all of a
+     * function's at once where its frame cannot grow (rw_plan_wrap_frames). */
+    rw_sites sites;
+    if (rw_sites_find(&sites, pm, m, &img, fs, plan.ranges, plan.nranges, &err) < 0)
+        die(1, "%s: %s", prog, err.msg);
+    if (wrap && rw_plan_wrap_frames(&plan, pm, &sites, verdict, fs, &err) < 0)
+        die(1, "%s", err.msg);
     icpp_cli_progress progress; /* the search's progress on a terminal (lib/cli.h) */
     icpp_cli_progress_init(&progress, "icpp-rewrite", quiet);
     /* --time-limit bounds both searches: resizing gets 3/4 of it, wrapping the
@@ -502,15 +528,38 @@ int main(int argc, char **argv)
         die(1, "%s", err.msg);
 
     /* Call sites to wrap where resizing left ambiguity. */
-    rw_sites sites;
-    if (rw_sites_find(&sites, pm, m, &img, fs, plan.ranges, plan.nranges, &err) < 0)
-        die(1, "%s: %s", prog, err.msg);
     uint32_t *cpad = calloc(sites.ncls + 1, sizeof *cpad), *nwrap = calloc(icpp_pathmap_nnodes(pm), sizeof *nwrap);
     if (!cpad || !nwrap)
         die(1, "out of memory");
     double wlimit = tlimit - sr.seconds > tlimit / 4 ? tlimit - sr.seconds : tlimit / 4;
     if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, wlimit, cpad, &err) < 0)
         die(1, "%s", err.msg);
+    /* A function enlarged by wrapping: its padding moves into its sites'
+     * stubs (on top of any the wrap search chose), out of the frame paddings. */
+    icpp_arr_pad *wpads = calloc(icpp_pathmap_nfuncs(pm) + 1, sizeof *wpads);   /* those functions, for the report */
+    size_t n_bywrap = 0;
+    if (!wpads)
+        die(1, "out of memory");
+    if (plan.bywrap) {
+        uint32_t *base = calloc(sites.ncls + 1, sizeof *base);
+        if (!base)
+            die(1, "out of memory");
+        for (uint32_t f = 0; f < icpp_pathmap_nfuncs(pm); f++)
+            if (plan.bywrap[f] && sr.pad[f]) {
+                wpads[n_bywrap++] = (icpp_arr_pad){icpp_pathmap_func(pm, f)->addr, sr.pad[f]};
+                sr.pad[f] = 0;
+            }
+        qsort(wpads, n_bywrap, sizeof *wpads, pad_addr_cmp);
+        for (size_t i = 0; i < sites.n; i++) {
+            icpp_arr_pad key = {sites.v[i].owner, 0};
+            const icpp_arr_pad *w = bsearch(&key, wpads, n_bywrap, sizeof key, pad_addr_cmp);
+            if (w)
+                base[sites.v[i].cls] = w->pad;
+        }
+        for (uint32_t k = 0; k < sites.ncls; k++)
+            cpad[k] += base[k];
+        free(base);
+    }
     for (size_t i = 0; i < nforce; i++)
         if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)
             die(1, "%s", err.msg);
@@ -557,10 +606,13 @@ int main(int argc, char **argv)
     t_write = icpp_cli_cpu_seconds();
 
     if (!quiet) {
-        rw_report r = {m,     prog, out,   map_path, out_map, hex_old, hex_new, &before, &after,  h0,
-                       growth, &so2, &sr,  &plan,    fs,      pads,    npads,   n_sub,   n_enter, wraps,
-                       nwraps, nwrap, &sites, seed, {t_start, t_read, t_analysis, t_search, t_map, t_write}, wrap,
-                       explain};
+        rw_report r = {.m = m, .prog = prog, .out = out, .map_path = map_path, .out_map = out_map,
+                       .hex_old = hex_old, .hex_new = hex_new, .before = &before, .after = &after, .h0 = h0,
+                       .growth = growth, .so = &so2, .sr = &sr, .plan = &plan, .fs = fs, .pads = pads,
+                       .npads = npads, .n_sub = n_sub, .n_enter = n_enter, .wpads = wpads, .nwpads = n_bywrap,
+                       .wraps = wraps, .nwraps = nwraps, .nwrap = nwrap, .sites = &sites, .seed = seed,
+                       .t = {t_start, t_read, t_analysis, t_search, t_map, t_write}, .wrap = wrap,
+                       .all_groups = explain};
         if (report(pm, &r, &err) < 0)
             die(1, "%s", err.msg);
     }
@@ -575,6 +627,7 @@ int main(int argc, char **argv)
     free(pads);
     free(wraps);
     free(cpad);
+    free(wpads);
     free(nwrap);
     rw_sites_free(&sites);
     rw_plan_free(&plan);

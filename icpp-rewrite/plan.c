@@ -1,5 +1,6 @@
 /* plan.c -- icpp-rewrite's plan: which of the map's functions may be enlarged, by how much, and why not. */
 #include "plan.h"
+#include "wrap.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -28,6 +29,85 @@ static int reason_cmp(const void *a, const void *b)
     return x->n > y->n ? -1 : x->n < y->n;
 }
 
+/* Each of the program's functions: its largest padding, and for the
+ * callers on the map's paths, why not (the reasons, most callers first). */
+static void judge(rw_plan *p, const icpp_pathmap *pm, rw_verdict_fn verdict, const void *ctx)
+{
+    size_t nf = icpp_pathmap_nfuncs(pm);
+    uint32_t main_mod = icpp_pathmap_main(pm);
+    p->ncallers = p->ncallers_ok = p->nreasons = 0;
+    for (uint32_t f = 0; f < nf; f++) {
+        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
+        if (pf->module != main_mod)
+            continue;
+        const rw_frame *fr = verdict(ctx, pf->addr);
+        const char *why = !fr ? "not a function start of the program (or a .cold part)"
+                          : fr->why ? fr->why
+                          : p->conflict[f] ? "the training saw it both live and returned below the same path "
+                                             "(calls with stack arguments after it returned)"
+                                           : NULL;
+        if (!why)
+            p->maxpad[f] = fr->maxpad;
+        else if (p->bywrap && p->bywrap[f])
+            p->maxpad[f] = RW_PLAN_WRAP_MAXPAD;
+        if (!p->is_caller[f])
+            continue;
+        p->ncallers++;
+        if (!why || (p->bywrap && p->bywrap[f]))
+            p->ncallers_ok++;
+        else
+            count_reason(p, why, pf->name);
+    }
+    qsort(p->reasons, p->nreasons, sizeof *p->reasons, reason_cmp);
+}
+
+long rw_plan_wrap_frames(rw_plan *p, const icpp_pathmap *pm, const rw_sites *s, rw_verdict_fn verdict,
+                         const void *ctx, icpp_err *err)
+{
+    size_t nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
+    uint32_t main_mod = icpp_pathmap_main(pm);
+    uint8_t *bad = calloc(nf + 1, 1);
+    uint64_t *owner = malloc((s->ncls + 1) * sizeof *owner);    /* per class: its sites' function, or ~0 */
+    free(p->bywrap);
+    p->bywrap = calloc(nf + 1, 1);
+    if (!bad || !owner || !p->bywrap) {
+        free(bad);
+        free(owner);
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    }
+    for (uint32_t k = 0; k < s->ncls; k++)
+        owner[k] = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        uint64_t *o = &owner[s->v[i].cls];
+        *o = (*o == 0 || *o == s->v[i].owner) && s->v[i].owner ? s->v[i].owner : ~0ull;
+    }
+    /* Every path called from f's frame must go through a wrappable class of f's own sites. */
+    for (uint32_t i = 1; i < nn; i++) {
+        uint32_t c = p->caller[i];
+        if (!c)
+            continue;
+        uint32_t f = icpp_pathmap_node(pm, c)->func;
+        int32_t k = s->node_cls ? s->node_cls[i] : -1;
+        if (k < 0 || !s->cls_ok[k] || owner[k] != icpp_pathmap_func(pm, f)->addr)
+            bad[f] = 1;
+    }
+    long n = 0;
+    for (uint32_t f = 0; f < nf; f++) {
+        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
+        if (pf->module != main_mod || !p->is_caller[f] || bad[f] || p->conflict[f])
+            continue;
+        const rw_frame *fr = verdict(ctx, pf->addr);
+        if (fr && fr->why) {
+            p->bywrap[f] = 1;
+            n++;
+        }
+    }
+    free(bad);
+    free(owner);
+    judge(p, pm, verdict, ctx);
+    return n;
+}
+
 void rw_plan_free(rw_plan *p)
 {
     free(p->ranges);
@@ -35,6 +115,8 @@ void rw_plan_free(rw_plan *p)
     free(p->far);
     free(p->maxpad);
     free(p->conflict);
+    free(p->is_caller);
+    free(p->bywrap);
     memset(p, 0, sizeof *p);
 }
 
@@ -43,7 +125,6 @@ int rw_plan_build(rw_plan *p, const icpp_pathmap *pm, const icpp_func *funcs, si
 {
     memset(p, 0, sizeof *p);
     size_t nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
-    uint32_t main_mod = icpp_pathmap_main(pm);
     uint8_t *is_caller = calloc(nf + 1, 1);
     p->maxpad = calloc(nf + 1, sizeof *p->maxpad);
     p->conflict = calloc(nf + 1, 1);
@@ -70,31 +151,12 @@ int rw_plan_build(rw_plan *p, const icpp_pathmap *pm, const icpp_func *funcs, si
     for (uint32_t i = 1; i < nn; i++)
         if (p->caller[i])
             is_caller[icpp_pathmap_node(pm, p->caller[i])->func] = 1;
-    for (uint32_t f = 0; f < nf; f++) {
-        const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
-        if (pf->module != main_mod)
-            continue;
-        const rw_frame *fr = verdict(ctx, pf->addr);
-        const char *why = !fr ? "not a function start of the program (or a .cold part)"
-                          : fr->why ? fr->why
-                          : p->conflict[f] ? "the training saw it both live and returned below the same path "
-                                             "(calls with stack arguments after it returned)"
-                                           : NULL;
-        if (!why)
-            p->maxpad[f] = fr->maxpad;
-        if (!is_caller[f])
-            continue;
-        p->ncallers++;
-        if (!why)
-            p->ncallers_ok++;
-        else
-            count_reason(p, why, pf->name);
-    }
-    qsort(p->reasons, p->nreasons, sizeof *p->reasons, reason_cmp);
-    free(is_caller);
+    p->is_caller = is_caller;
+    judge(p, pm, verdict, ctx);
     return 0;
 oom:
-    free(is_caller);
+    if (!p->is_caller)
+        free(is_caller);
     rw_plan_free(p);
     return icpp_err_set(err, ENOMEM, "out of memory");
 }

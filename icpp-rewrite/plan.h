@@ -33,6 +33,8 @@ typedef struct rw_plan {
     long            moved;          /* nodes whose caller is not their parent */
     uint32_t       *maxpad;         /* per function: largest padding it may get (0: refused, or not the program's) */
     uint8_t        *conflict;       /* per function: live on some entries below a path and returned on others */
+    uint8_t        *is_caller;      /* per function: calls others on the map's paths */
+    uint8_t        *bywrap;         /* per function: enlarged by wrapping its calls (rw_plan_wrap_frames), or NULL */
     size_t          ncallers;       /* the program's functions that call others on the map's paths */
     size_t          ncallers_ok;    /* of them, the ones that can be enlarged */
     rw_reason       reasons[RW_PLAN_MAX_REASONS];  /* why the others were refused, most callers first */
@@ -47,6 +49,19 @@ typedef struct rw_plan {
 int  rw_plan_build(rw_plan *p, const icpp_pathmap *pm, const icpp_func *funcs, size_t nfuncs, rw_verdict_fn verdict,
                    const void *ctx, icpp_err *err);
 void rw_plan_free(rw_plan *p);
+
+/* Functions whose frame cannot be enlarged (no sub to grow, no room in
+ * its encodings, ...) but all of whose calls on the map's paths can be
+ * wrapped (docs/rewrite.md, "Resizing by wrapping"): every path called from
+ * f's frame goes through wrappable call sites whose classes hold sites of
+ * f alone, and f's frame is not in conflict.  Padding f by P then equals
+ * wrapping each of those sites by P.  Marks them in p->bywrap, gives them
+ * maxpad RW_PLAN_WRAP_MAXPAD and re-counts the reasons; returns how many,
+ * or -ENOMEM.  s: rw_sites_find over the same map and p->ranges. */
+#define RW_PLAN_WRAP_MAXPAD 256
+struct rw_sites;
+long rw_plan_wrap_frames(rw_plan *p, const icpp_pathmap *pm, const struct rw_sites *s, rw_verdict_fn verdict,
+                         const void *ctx, icpp_err *err);
 
 /* The paddings a search chose (pad[f] per map function, 0: none) as a list
  * in function order; *nsub and *nenter count the functions enlarged by each

@@ -1,11 +1,11 @@
 /* reasonpaths.c -- call paths into work() that only functions icpp-rewrite cannot pad tell apart.
  *
- * main;p_one;work and main;p_two;work: p_one and p_two have no frame to
- * enlarge at -O2 -fomit-frame-pointer (no sub $N,%rsp; gcc keeps n in a
- * register work leaves alone, or pushes one): icpp-rewrite refuses them
- * ("no frame to enlarge"), so without call-site
- * wrapping only --check's "refused-functions" can explain the pair; with
- * wrapping, main's two call sites are wrapped apart.
+ * main;p_one;work and main;p_two;work: p_one and p_two are push-only frames
+ * at -O2 -fomit-frame-pointer (work is noipa, so n lives in %rbx across the
+ * call: push %rbx, no sub $N,%rsp): their frames cannot be enlarged ("no
+ * frame to enlarge"), so without call-site wrapping only --check's
+ * "refused-functions" explains the pair; with wrapping, icpp-rewrite
+ * enlarges one of them by wrapping its call of work (or wraps main's calls).
  * main;lib_one;work and main;lib_two;work: the same shape in a shared library
  * (reasonlib.c) calling work back: functions of another module
  * ("library-functions"), and main's calls go through the PLT (not wrapped).
@@ -19,7 +19,7 @@ long lib_two(long n, long (*f)(long));
 static volatile long N = 2000000;
 static volatile long sink;
 
-__attribute__((noinline)) long work(long n)
+__attribute__((noipa)) long work(long n)
 {
     long s = 0;
     for (long i = 0; i < n; i++)

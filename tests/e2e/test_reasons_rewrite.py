@@ -4,8 +4,9 @@
 two pairs at one height each: main;p_one;work / main;p_two;work, whose differing functions icpp-rewrite
 refuses to pad, and main;lib_one;work / main;lib_two;work, whose differing functions are a library's.
 Rewritten without wrapping, every sample in work is ambiguous: half "refused-functions", half
-"library-functions", none "separable". With wrapping, main's calls of p_one and p_two are wrapped apart
-(their samples become precise) and the library pair stays. The original binary's map has no such list:
+"library-functions", none "separable". With wrapping, p_one or p_two is enlarged by wrapping its call of
+work (or main's calls of them are wrapped apart): their samples become precise, the library pair stays;
+--verify confirms the heights. The original binary's map has no such list:
 its --check keeps the old keys, and the same samples are "separable"."""
 import json
 import os
@@ -53,10 +54,19 @@ for wrap in (False, True):
             [binary])
     if not c.check(r.returncode == 0, f"{label}: icpp-rewrite: {r.stderr}"):
         continue
-    # both of main's helpers are refused for want of a frame
-    for f in ("p_one", "p_two"):
-        c.check(re.search(r"no frame to enlarge.*\b%s\b" % f, r.stdout) or
-                re.search(r"\b%s\b.*no frame to enlarge" % f, r.stdout), f"{label}: {f} not refused:\n{r.stdout}")
+    # both of main's helpers have no frame to enlarge: refused without wrapping; with it, one of them at
+    # least is enlarged by wrapping its call of work (docs/rewrite.md, "Resizing by wrapping")
+    bywrap = [f for f in ("p_one", "p_two") if re.search(r"^ +0x[0-9a-f]+ +\+\d+ +wrap +1 call \(no frame to enlarge.*"
+                                                         r"\b%s$" % f, r.stdout, re.M)]
+    m = re.search(r"^resized: .*, (\d+) by wrapping their calls\)", r.stdout, re.M)
+    if wrap:
+        c.check(bywrap and m and int(m.group(1)) >= len(bywrap), f"{label}: no function enlarged by wrapping:\n"
+                f"{r.stdout}")
+    else:
+        for f in ("p_one", "p_two"):
+            c.check(re.search(r"no frame to enlarge.*\b%s\b" % f, r.stdout) or
+                    re.search(r"\b%s\b.*no frame to enlarge" % f, r.stdout), f"{label}: {f} not refused:\n{r.stdout}")
+        c.check(not bywrap and m and m.group(1) == "0", f"{label}: enlarged by wrapping with --no-wrap:\n{r.stdout}")
     d, text = check(out, out + ".icppmap", label)
     if not d:
         continue
@@ -77,6 +87,11 @@ for wrap in (False, True):
             abs(float(m.group(2)) - 100.0 * why["refused-functions"] / n) < 0.01,
             f"{label}: text {m and m.groups()} vs json {why}")
     print(f"{label}: {n} samples; {b}; by reason {why}")
+
+# --verify: the heights OUT's own training gives are the predicted ones, with a function enlarged by wrapping
+r = run([tool("icpp-rewrite"), "-q", "--verify", "-m", mapfile, "-o", os.path.join(tmp, "reasonpaths.verified"),
+         binary, "2"])
+c.check(r.returncode == 0 and "verify: FAILED" not in r.stdout, f"--verify: rc {r.returncode}\n{r.stdout}{r.stderr}")
 if c.failed == 0:
     shutil.rmtree(tmp, ignore_errors=True)
 c.done()
