@@ -161,7 +161,9 @@ if m:
     w = sorted((tpaths[p]["self"][0] for p in LEAVES if p in tpaths), reverse=True)
     p, q = w[0] / n, w[1] / n
     need = Z * Z * (math.sqrt(p * (1 - p)) + math.sqrt(q * (1 - q))) ** 2 / (p - q) ** 2 if p > q else math.inf
-    c.check(math.isinf(need) or abs(int(m.group(1)) - math.ceil(need - n)) <= 1,
+    # near a tie (p - q ~ 1/n) need is ~1e9 and ill-conditioned: C's and Python's rounding of the same
+    # formula differ by a few parts in 1e7 (seen: 911890876 vs 911890511), so the tolerance is relative there
+    c.check(math.isinf(need) or abs(int(m.group(1)) - math.ceil(need - n)) <= max(1.0, 1e-5 * need),
             f"rank 1: +{m.group(1)} samples, eq. 3.2 gives {need - n:.0f}")
 # the CI column: the share inside its interval
 for ln in rows:
