@@ -467,7 +467,7 @@ class Bench:
                                    "by_samples", "by_paths", "call_sites", "no_truth", "learning",
                                    "by_learned_contexts", "inferred", "uncertain", "by_samples_recursion_folded",
                                    "ambiguous_by_reason", "ambiguous_by_reason_recursion_folded",
-                                   "plt_samples", "cold_part_samples")}
+                                   "plt_samples", "cold_part_samples", "missing_by_cause")}
         ex = []
         for s in j.get("incorrect_samples") or []:
             pair = (s.get("truth"), s.get("candidates"))

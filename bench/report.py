@@ -1149,6 +1149,40 @@ class Report:
         for cells in rows:
             self.w("| %s |" % " | ".join(cells))
         self.w()
+        self.rewrite_losses(rw)
+
+    def rewrite_losses(self, rw):
+        """Section 6's offline samples that are not precise, every verdict: ambiguous (the reasons above),
+        missing or inferred by cause (--check's missing_by_cause), uncertain, unresolved, incorrect."""
+        rows = []
+        for build, key in REWRITE_KEYS:
+            for n in self.order:
+                e = rw.get(key, {}).get(n) or {}
+                for row in e.get("precision", []):
+                    c = row.get("check", {})
+                    b, m, t = c.get("by_samples") or {}, c.get("missing_by_cause"), c.get("with_truth")
+                    if row["kind"] != "offline" or not t or m is None:
+                        continue
+                    pc_ = lambda x: pct(100.0 * x / t, 2)  # noqa: E731
+                    unc = b.get("uncertain-containing-truth", 0) + b.get("uncertain-not-containing-truth", 0)
+                    rows.append([n, build, str(t), pc_(b.get("precise", 0)), pc_(b.get("ambiguous-containing-truth", 0)),
+                                 pc_(m.get("untrained-path", 0)), pc_(m.get("untrained-height", 0)),
+                                 pc_(m.get("plt-stub", 0)), pc_(unc), pc_(b.get("unresolved", 0)),
+                                 pc_(b.get("incorrect", 0))])
+        if not rows:
+            return
+        self.w("Where every offline sample went (% of the judged samples, `--check`): precise; ambiguous (the")
+        self.w("table above); missing or inferred because the true path was never trained, was trained at other")
+        self.w("heights only, or the sample is in a PLT stub none of whose callers gave a context")
+        self.w("(`missing_by_cause`, docs/resolve.md); uncertain (the recording's learn samples showed a path")
+        self.w("training did not have through the sample's context); unresolved (no CFI); incorrect.")
+        self.w()
+        self.w("| program | build | judged | precise | ambiguous | missing: untrained path | other height | PLT stub "
+               "| uncertain | unresolved | incorrect |")
+        self.w("|---|---|---|---|---|---|---|---|---|---|---|")
+        for cells in rows:
+            self.w("| %s |" % " | ".join(cells))
+        self.w()
 
     def trend(self):
         tr = self.r.get("trend")

@@ -7,6 +7,8 @@
 #include <Zydis/Zydis.h>
 #include <errno.h>
 #include <gelf.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,6 +61,8 @@ struct icpp_callgraph {
     icpp_hmap      slots;           /* (GOT slot, 0) -> index into names: imported symbol */
     const char   **names;
     size_t         nnames, capnames;
+    char         **owned;           /* names made here (IRELATIVE slots), freed with g */
+    size_t         nowned;
     icpp_hmap      exports;         /* (name hash, probe) -> name; (name pointer, ~0) -> addr */
     icpp_hmap      export_names;    /* (addr, k) -> k-th exported name of addr */
     icpp_cg_stats  stats;
@@ -258,6 +262,25 @@ static int scan_elf(icpp_callgraph *g)
                 unsigned type = (unsigned)GELF_R_TYPE(r.r_info), si = (unsigned)GELF_R_SYM(r.r_info);
                 if (type == R_X86_64_RELATIVE) {
                     mark_taken(g, (uint64_t)r.r_addend);
+                    continue;
+                }
+                if (type == R_X86_64_IRELATIVE && !icpp_hmap_get(&g->slots, r.r_offset, 0)) {
+                    /* a library's calls of its own IFUNCs (libc's memcpy, strlen, ...) go through
+                     * stubs with no symbol: named as objdump names them, by the resolver's address */
+                    char **no = realloc(g->owned, (g->nowned + 1) * sizeof *no);
+                    char *nm = malloc(32);
+                    uint64_t ix;
+                    if (!no || !nm) {
+                        if (no)
+                            g->owned = no;
+                        free(nm);
+                        continue;
+                    }
+                    g->owned = no;
+                    snprintf(nm, 32, "*ABS*+0x%" PRIx64, (uint64_t)r.r_addend);
+                    g->owned[g->nowned++] = nm;
+                    if (add_name(g, nm, &ix) == 0)
+                        icpp_hmap_put(&g->slots, r.r_offset, 0, ix);
                     continue;
                 }
                 GElf_Sym sym;
@@ -665,6 +688,9 @@ void icpp_callgraph_free(icpp_callgraph *g)
     free(g->by_name);
     free(g->ind);
     free(g->names);
+    for (size_t i = 0; i < g->nowned; i++)
+        free(g->owned[i]);
+    free(g->owned);
     free(g->v);
     free(g->s);
     free(g->seen);
