@@ -1113,25 +1113,37 @@ class Report:
                 "yes" if le["same_output"] else "**no**"))
         self.w()
 
-    def rewrite_reasons(self):
-        """Section 6's offline samples that stay ambiguous after rewriting, by why no padding separates
-        them (--check's ambiguous_by_reason, docs/resolve.md), unfolded and recursion-folded."""
-        rw = self.r.get("rewrite") or {}
-        rows = []
+    def rewrite_offline(self, rw, need):
+        """(program, build, --check result) of section 6's offline recordings whose result has key `need`."""
         for build, key in REWRITE_KEYS:
             for n in self.order:
                 e = rw.get(key, {}).get(n) or {}
                 for row in e.get("precision", []):
                     c = row.get("check", {})
-                    if row["kind"] != "offline" or not c.get("with_truth") or "ambiguous_by_reason" not in c:
-                        continue
-                    cells = [n, build]
-                    for k in ("ambiguous_by_reason", "ambiguous_by_reason_recursion_folded"):
-                        r = c.get(k) or {}
-                        share = [100.0 * r.get(x, 0) / c["with_truth"] for x in REASONS]
-                        cells += [pct(x) if x or REASONS[i] in r else "n/a" for i, x in enumerate(share)]
-                        cells += [pct(100.0 - share[0] - share[1])]
-                    rows.append(cells)
+                    if row["kind"] == "offline" and c.get("with_truth") and c.get(need) is not None:
+                        yield n, build, c
+
+    def table(self, head, rows):
+        """A markdown table: header cells, then rows of cells."""
+        self.w("| %s |" % " | ".join(head))
+        self.w("|%s" % ("---|" * len(head)))
+        for cells in rows:
+            self.w("| %s |" % " | ".join(cells))
+        self.w()
+
+    def rewrite_reasons(self):
+        """Section 6's offline samples that stay ambiguous after rewriting, by why no padding separates
+        them (--check's ambiguous_by_reason, docs/resolve.md), unfolded and recursion-folded."""
+        rw = self.r.get("rewrite") or {}
+        rows = []
+        for n, build, c in self.rewrite_offline(rw, "ambiguous_by_reason"):
+            cells = [n, build]
+            for k in ("ambiguous_by_reason", "ambiguous_by_reason_recursion_folded"):
+                r = c.get(k) or {}
+                share = [100.0 * r.get(x, 0) / c["with_truth"] for x in REASONS]
+                cells += [pct(x) if x or REASONS[i] in r else "n/a" for i, x in enumerate(share)]
+                cells += [pct(100.0 - share[0] - share[1])]
+            rows.append(cells)
         if not rows:
             return
         self.w("Offline samples still ambiguous after rewriting, by reason (`--check`'s `ambiguous_by_reason`,")
@@ -1143,32 +1155,21 @@ class Report:
         self.w("icpp-rewrite could pad (\"separable\": its budget, time limit or conflicts left them); \"ceiling\" is")
         self.w("the precision no resizing can exceed on that recording (100% minus the first two).")
         self.w()
-        self.w("| program | build | same edges | same functions | library | refused | separable | ceiling "
-               "| folded: same edges | same functions | library | refused | separable | ceiling |")
-        self.w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for cells in rows:
-            self.w("| %s |" % " | ".join(cells))
-        self.w()
+        self.table(["program", "build", "same edges", "same functions", "library", "refused", "separable", "ceiling",
+                    "folded: same edges", "same functions", "library", "refused", "separable", "ceiling"], rows)
         self.rewrite_losses(rw)
 
     def rewrite_losses(self, rw):
         """Section 6's offline samples that are not precise, every verdict: ambiguous (the reasons above),
         missing or inferred by cause (--check's missing_by_cause), uncertain, unresolved, incorrect."""
         rows = []
-        for build, key in REWRITE_KEYS:
-            for n in self.order:
-                e = rw.get(key, {}).get(n) or {}
-                for row in e.get("precision", []):
-                    c = row.get("check", {})
-                    b, m, t = c.get("by_samples") or {}, c.get("missing_by_cause"), c.get("with_truth")
-                    if row["kind"] != "offline" or not t or m is None:
-                        continue
-                    pc_ = lambda x: pct(100.0 * x / t, 2)  # noqa: E731
-                    unc = b.get("uncertain-containing-truth", 0) + b.get("uncertain-not-containing-truth", 0)
-                    rows.append([n, build, str(t), pc_(b.get("precise", 0)), pc_(b.get("ambiguous-containing-truth", 0)),
-                                 pc_(m.get("untrained-path", 0)), pc_(m.get("untrained-height", 0)),
-                                 pc_(m.get("plt-stub", 0)), pc_(unc), pc_(b.get("unresolved", 0)),
-                                 pc_(b.get("incorrect", 0))])
+        for n, build, c in self.rewrite_offline(rw, "missing_by_cause"):
+            b, m, t = c.get("by_samples") or {}, c["missing_by_cause"], c["with_truth"]
+            pc_ = lambda x: pct(100.0 * x / t, 2)  # noqa: E731
+            unc = b.get("uncertain-containing-truth", 0) + b.get("uncertain-not-containing-truth", 0)
+            rows.append([n, build, str(t), pc_(b.get("precise", 0)), pc_(b.get("ambiguous-containing-truth", 0)),
+                         pc_(m.get("untrained-path", 0)), pc_(m.get("untrained-height", 0)), pc_(m.get("plt-stub", 0)),
+                         pc_(unc), pc_(b.get("unresolved", 0)), pc_(b.get("incorrect", 0))])
         if not rows:
             return
         self.w("Where every offline sample went (% of the judged samples, `--check`): precise; ambiguous (the")
@@ -1177,12 +1178,8 @@ class Report:
         self.w("(`missing_by_cause`, docs/resolve.md); uncertain (the recording's learn samples showed a path")
         self.w("training did not have through the sample's context); unresolved (no CFI); incorrect.")
         self.w()
-        self.w("| program | build | judged | precise | ambiguous | missing: untrained path | other height | PLT stub "
-               "| uncertain | unresolved | incorrect |")
-        self.w("|---|---|---|---|---|---|---|---|---|---|---|")
-        for cells in rows:
-            self.w("| %s |" % " | ".join(cells))
-        self.w()
+        self.table(["program", "build", "judged", "precise", "ambiguous", "missing: untrained path", "other height",
+                    "PLT stub", "uncertain", "unresolved", "incorrect"], rows)
 
     def trend(self):
         tr = self.r.get("trend")
