@@ -204,6 +204,17 @@ static int truth_path(icpp_cidx *x, const icpp_completer *c, const icpp_replay *
     return k;
 }
 
+/* The functions of the true path t[0..nt) the map knows, in order, into
+ * q (MAXF entries): what a map path is compared with.  Returns how many. */
+static int known_funcs(const int64_t *t, int nt, int64_t *q)
+{
+    int len = 0;
+    for (int i = 0; i < nt; i++)
+        if (t[i] >= 0)
+            q[len++] = t[i];
+    return len;
+}
+
 /* Is candidate node's path the truth?  Paths hold only functions the map
  * knows (trained modules): the truth is compared with its untrained frames
  * (ld.so's, say) elided, as training never saw them.  Complete truth: the
@@ -216,10 +227,7 @@ static int matches(const icpp_pathmap *pm, uint32_t node, const int64_t *t, int 
     if (d > MAXF)
         return 0;
     int64_t q[MAXF];
-    int len = 0;
-    for (int i = 0; i < nt; i++)
-        if (t[i] >= 0)
-            q[len++] = t[i];
+    int len = known_funcs(t, nt, q);
     if (complete ? (uint32_t)len != d : (uint32_t)len > d)
         return 0;
     for (int i = 0; i < len; i++)
@@ -275,10 +283,7 @@ static int fold_verdict(icpp_folder *fo, const icpp_resolution *r, const int64_t
         return V_INCORRECT;
     /* incorrect unfolded: the truth may still fold to the candidates' path */
     int64_t q[MAXF];
-    int len = 0;
-    for (int i = 0; i < nt; i++)
-        if (t[i] >= 0)
-            q[len++] = t[i];
+    int len = known_funcs(t, nt, q);
     return icpp_fold_hash(q, icpp_fold_path(q, (size_t)len)) == h0 ? V_PRECISE : V_INCORRECT;
 }
 
@@ -471,33 +476,25 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         t.fn[v]++;
         int fv = fold_verdict(&folders[k], &r, tp, nt, complete, v);
         t.folded[fv]++;
+        static int64_t tk[MAXF]; /* the truth as the map's functions (matches' projection) */
+        int ntk = known_funcs(tp, nt, tk);
         if (v == V_AMBIG_OK || fv == V_AMBIG_OK) {
             if (unpads[k].n)
                 unpad_update(&unpads[k], pm);
-            static int64_t q[MAXF];     /* the truth as the map's functions (matches' projection) */
-            int nq = 0;
-            for (int i = 0; i < nt; i++)
-                if (tp[i] >= 0)
-                    q[nq++] = tp[i];
             if (v == V_AMBIG_OK)
-                t.why[0][amb_reason(pm, NULL, &unpads[k], &r, q, nq, 0, complete)]++;
+                t.why[0][amb_reason(pm, NULL, &unpads[k], &r, tk, ntk, 0, complete)]++;
             if (fv == V_AMBIG_OK) {
                 uint64_t qh = 0;
                 if (complete) {
                     static int64_t qf[MAXF];
-                    memcpy(qf, q, (size_t)nq * sizeof *qf);
-                    qh = icpp_fold_hash(qf, icpp_fold_path(qf, (size_t)nq));
+                    memcpy(qf, tk, (size_t)ntk * sizeof *qf);
+                    qh = icpp_fold_hash(qf, icpp_fold_path(qf, (size_t)ntk));
                 }
-                t.why[1][amb_reason(pm, &folders[k], &unpads[k], &r, q, nq, qh, complete)]++;
+                t.why[1][amb_reason(pm, &folders[k], &unpads[k], &r, tk, ntk, qh, complete)]++;
             }
         }
         if (v == V_MISSING || v == V_INF_OK || v == V_INF_BAD || v == V_INF_AMB_OK || v == V_INF_AMB_BAD) {
-            static int64_t q[MAXF];
-            int nq = 0;
-            for (int i = 0; i < nt; i++)
-                if (tp[i] >= 0)
-                    q[nq++] = tp[i];
-            int known = complete && !in_plt ? path_known(&pidx[k], pm, q, nq) : 0;
+            int known = complete && !in_plt ? path_known(&pidx[k], pm, tk, ntk) : 0;
             if (known >= 0)
                 t.miss[in_plt ? M_PLT : !complete ? M_TRUNCATED : known ? M_HEIGHT : M_PATH]++;
         }

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* A name from PROG or the map, escaped for the terminal (lib/escape.h); four
@@ -208,12 +207,6 @@ static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_
             break;
         }
     }
-}
-
-static int pad_addr_cmp(const void *a, const void *b)
-{
-    const icpp_arr_pad *x = a, *y = b;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
 /* The report on stdout: what changed, what was refused and why, what stays ambiguous. */
@@ -534,32 +527,10 @@ int main(int argc, char **argv)
     double wlimit = tlimit - sr.seconds > tlimit / 4 ? tlimit - sr.seconds : tlimit / 4;
     if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, wlimit, cpad, &err) < 0)
         die(1, "%s", err.msg);
-    /* A function enlarged by wrapping: its padding moves into its sites'
-     * stubs (on top of any the wrap search chose), out of the frame paddings. */
-    icpp_arr_pad *wpads = calloc(icpp_pathmap_nfuncs(pm) + 1, sizeof *wpads);   /* those functions, for the report */
-    size_t n_bywrap = 0;
-    if (!wpads)
-        die(1, "out of memory");
-    if (plan.bywrap) {
-        uint32_t *base = calloc(sites.ncls + 1, sizeof *base);
-        if (!base)
-            die(1, "out of memory");
-        for (uint32_t f = 0; f < icpp_pathmap_nfuncs(pm); f++)
-            if (plan.bywrap[f] && sr.pad[f]) {
-                wpads[n_bywrap++] = (icpp_arr_pad){icpp_pathmap_func(pm, f)->addr, sr.pad[f]};
-                sr.pad[f] = 0;
-            }
-        qsort(wpads, n_bywrap, sizeof *wpads, pad_addr_cmp);
-        for (size_t i = 0; i < sites.n; i++) {
-            icpp_arr_pad key = {sites.v[i].owner, 0};
-            const icpp_arr_pad *w = bsearch(&key, wpads, n_bywrap, sizeof key, pad_addr_cmp);
-            if (w)
-                base[sites.v[i].cls] = w->pad;
-        }
-        for (uint32_t k = 0; k < sites.ncls; k++)
-            cpad[k] += base[k];
-        free(base);
-    }
+    icpp_arr_pad *wpads;    /* functions enlarged by wrapping their calls (rw_plan_wrap_pads), for the report */
+    size_t n_bywrap;
+    if (rw_plan_wrap_pads(&plan, pm, &sites, sr.pad, cpad, &wpads, &n_bywrap, &err) < 0)
+        die(1, "%s", err.msg);
     for (size_t i = 0; i < nforce; i++)
         if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)
             die(1, "%s", err.msg);

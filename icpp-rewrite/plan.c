@@ -108,6 +108,47 @@ long rw_plan_wrap_frames(rw_plan *p, const icpp_pathmap *pm, const rw_sites *s, 
     return n;
 }
 
+static int pad_addr_cmp(const void *a, const void *b)
+{
+    const icpp_arr_pad *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+int rw_plan_wrap_pads(const rw_plan *p, const icpp_pathmap *pm, const rw_sites *s, uint32_t *pad, uint32_t *cpad,
+                      icpp_arr_pad **out, size_t *n, icpp_err *err)
+{
+    size_t nf = icpp_pathmap_nfuncs(pm);
+    *n = 0;
+    *out = calloc(nf + 1, sizeof **out);
+    if (!*out)
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    for (uint32_t f = 0; p->bywrap && f < nf; f++)
+        if (p->bywrap[f] && pad[f]) {
+            (*out)[(*n)++] = (icpp_arr_pad){icpp_pathmap_func(pm, f)->addr, pad[f]};
+            pad[f] = 0;
+        }
+    if (!*n)
+        return 0;
+    qsort(*out, *n, sizeof **out, pad_addr_cmp);
+    /* a class holds sites of one such function only (rw_plan_wrap_frames): its padding, once a class */
+    uint32_t *base = calloc(s->ncls + 1, sizeof *base);
+    if (!base) {
+        free(*out);
+        *out = NULL;
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        icpp_arr_pad key = {s->v[i].owner, 0};
+        const icpp_arr_pad *w = bsearch(&key, *out, *n, sizeof key, pad_addr_cmp);
+        if (w)
+            base[s->v[i].cls] = w->pad;
+    }
+    for (uint32_t k = 0; k < s->ncls; k++)
+        cpad[k] += base[k];
+    free(base);
+    return 0;
+}
+
 void rw_plan_free(rw_plan *p)
 {
     free(p->ranges);

@@ -63,6 +63,14 @@ struct rw_sites;
 long rw_plan_wrap_frames(rw_plan *p, const icpp_pathmap *pm, const struct rw_sites *s, rw_verdict_fn verdict,
                          const void *ctx, icpp_err *err);
 
+/* After the searches: each function enlarged by wrapping (p->bywrap and
+ * pad[f] > 0) has its padding moved out of pad[] into the class paddings
+ * cpad[] of its call sites in s (added to what the wrap search chose for
+ * them).  *out (malloc'd, *n entries, sorted by address) lists those
+ * functions with their paddings.  0, or -ENOMEM. */
+int rw_plan_wrap_pads(const rw_plan *p, const icpp_pathmap *pm, const struct rw_sites *s, uint32_t *pad,
+                      uint32_t *cpad, icpp_arr_pad **out, size_t *n, icpp_err *err);
+
 /* The paddings a search chose (pad[f] per map function, 0: none) as a list
  * in function order; *nsub and *nenter count the functions enlarged by each
  * mode.  Returns 0 with *pads malloc'd (free it), -ENOMEM, or -EINVAL for a

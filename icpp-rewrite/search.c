@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* The model (docs/rewrite.md): a context is a (path, original height) pair
  * of the map; its CID after padding is (leaf function, height + shift),
@@ -90,8 +89,6 @@ static uint64_t rnd(S *s)
     return x * 0x2545f4914f6cdd1dull;
 }
 
-/* CPU time of this process: the time limit does not depend on how busy
- * the machine is. */
 /* ---- the CID table (linear probing, backward-shift deletion) ---- */
 
 static size_t home(const S *s, uint32_t leaf, int64_t h)

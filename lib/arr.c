@@ -2,6 +2,7 @@
 #include "arr.h"
 
 #include "codec.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -338,22 +339,16 @@ fail:
 int icpp_arr_set_unpaddable(icpp_pathmap *out, const icpp_pathmap *pm, const uint32_t *maxpad, icpp_err *err)
 {
     uint32_t main = icpp_pathmap_main(pm);
-    size_t nf = icpp_pathmap_nfuncs(pm), len = 0, cap = 64;
-    char *buf = malloc(cap);
-    if (!buf)
+    size_t nf = icpp_pathmap_nfuncs(pm), len = 0, cap = 0;
+    char *buf = NULL;
+    if (icpp_vec_reserve((void **)&buf, &cap, 1, 1, 64) < 0)
         goto oom;
-    buf[0] = 0;
     for (size_t f = 0; f < nf; f++) {
         const icpp_pm_func *fn = icpp_pathmap_func(pm, (uint32_t)f);
         if (fn->module != main || maxpad[f] >= 16)   /* paddings are multiples of 16 */
             continue;
-        if (cap - len < 24) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                goto oom;
-            buf = nb;
-            cap *= 2;
-        }
+        if (icpp_vec_reserve((void **)&buf, &cap, len + 24, 1, 64) < 0)  /* ",", 16 hex digits, NUL */
+            goto oom;
         len += (size_t)snprintf(buf + len, cap - len, "%s%" PRIx64, len ? "," : "", fn->addr);
     }
     if (icpp_pathmap_set_meta(out, "arr-unpaddable", buf) < 0)

@@ -2,6 +2,7 @@
 #include "callgraph.h"
 
 #include "hmap.h"
+#include "vec.h"
 
 #include <assert.h>
 #include <Zydis/Zydis.h>
@@ -62,7 +63,7 @@ struct icpp_callgraph {
     const char   **names;
     size_t         nnames, capnames;
     char         **owned;           /* names made here (IRELATIVE slots), freed with g */
-    size_t         nowned;
+    size_t         nowned, capowned;
     icpp_hmap      exports;         /* (name hash, probe) -> name; (name pointer, ~0) -> addr */
     icpp_hmap      export_names;    /* (addr, k) -> k-th exported name of addr */
     icpp_cg_stats  stats;
@@ -267,16 +268,13 @@ static int scan_elf(icpp_callgraph *g)
                 if (type == R_X86_64_IRELATIVE && !icpp_hmap_get(&g->slots, r.r_offset, 0)) {
                     /* a library's calls of its own IFUNCs (libc's memcpy, strlen, ...) go through
                      * stubs with no symbol: named as objdump names them, by the resolver's address */
-                    char **no = realloc(g->owned, (g->nowned + 1) * sizeof *no);
                     char *nm = malloc(32);
                     uint64_t ix;
-                    if (!no || !nm) {
-                        if (no)
-                            g->owned = no;
+                    if (!nm || icpp_vec_reserve((void **)&g->owned, &g->capowned, g->nowned + 1, sizeof *g->owned,
+                                                64) < 0) {
                         free(nm);
                         continue;
                     }
-                    g->owned = no;
                     snprintf(nm, 32, "*ABS*+0x%" PRIx64, (uint64_t)r.r_addend);
                     g->owned[g->nowned++] = nm;
                     if (add_name(g, nm, &ix) == 0)

@@ -7,7 +7,8 @@
 /* "TOOL VERSION\n" on out (the project version, config.h), for --version. */
 void icpp_cli_version(FILE *out, const char *tool);
 
-/* CPU seconds of this process (user + system): what time limits count. */
+/* CPU seconds of this process (user + system): what time limits count, so
+ * that they do not depend on how busy the machine is. */
 double icpp_cli_cpu_seconds(void);
 
 /* A progress line for long work (a training run, the rewrite search, a
