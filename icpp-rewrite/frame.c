@@ -1321,23 +1321,36 @@ const rw_frame *rw_frames_find(const rw_frames *fs, uint64_t addr)
     return lo < fs->n && fs->v[lo].addr == addr ? &fs->v[lo] : NULL;
 }
 
-int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err)
+/* Where patches go: the code at a link-time address, and the CFA operand
+ * at a file offset (*skip set: not wanted there, e.g. .debug_frame for a
+ * clone); NULL is an error. */
+typedef struct patch_dst {
+    uint8_t *(*code)(void *ctx, uint64_t addr, size_t *avail);
+    uint8_t *(*cfa)(void *ctx, uint64_t off, size_t *avail, int *skip);
+    void    *ctx;
+} patch_dst;
+
+static int patch_to(const rw_frame *f, uint32_t pad, const patch_dst *d, icpp_err *err)
 {
     if (f->why || pad == 0 || pad > f->maxpad || pad % 16)
         return icpp_err_set(err, EINVAL, "%s: padding %u is not allowed (max %u)", f->name, pad, f->maxpad);
     for (uint32_t i = 0; i < f->npatches; i++) {
         const rw_patch *p = &f->patches[i];
+        size_t avail;
         if (p->kind == RW_P_CFA) {
             icpp_cfa_operand op = {0, p->len, p->sf, 0, p->data_align, p->orig};
-            if (p->addr > img->len)
+            int skip = 0;
+            uint8_t *at = d->cfa(d->ctx, p->addr, &avail, &skip);
+            if (skip)
+                continue;
+            if (!at)
                 return icpp_err_set(err, ICPP_EFORMAT, "%s: CFA offset at file offset 0x%" PRIx64 " is not in the file",
                                     f->name, p->addr);
-            if (icpp_cfaprog_write(img->bytes + p->addr, img->len - p->addr, &op, (int64_t)p->orig + pad, err) < 0)
+            if (icpp_cfaprog_write(at, avail, &op, (int64_t)p->orig + pad, err) < 0)
                 return icpp_err_prefix(err, "%s", f->name);
             continue;
         }
-        size_t avail;
-        uint8_t *c = rw_image_code(img, p->addr, &avail);
+        uint8_t *c = d->code(d->ctx, p->addr, &avail);
         if (!c)
             return icpp_err_set(err, ICPP_EFORMAT, "%s: 0x%" PRIx64 " is not in the file", f->name, p->addr);
         /* Re-decode: the bytes must still be the instruction analysed. */
@@ -1390,4 +1403,63 @@ int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err
         }
     }
     return 0;
+}
+
+static uint8_t *img_code(void *ctx, uint64_t addr, size_t *avail)
+{
+    return rw_image_code(ctx, addr, avail);
+}
+
+static uint8_t *img_cfa(void *ctx, uint64_t off, size_t *avail, int *skip)
+{
+    rw_image *img = ctx;
+    (void)skip;
+    if (off > img->len)
+        return NULL;
+    *avail = img->len - off;
+    return img->bytes + off;
+}
+
+int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err)
+{
+    patch_dst d = {img_code, img_cfa, img};
+    return patch_to(f, pad, &d, err);
+}
+
+typedef struct copy_dst {
+    uint8_t *code, *ins;
+    uint64_t lo, len;
+    size_t   ins_off, nins;         /* file offset of ins[0] */
+    const rw_image *img;
+} copy_dst;
+
+static uint8_t *copy_code(void *ctx, uint64_t addr, size_t *avail)
+{
+    copy_dst *c = ctx;
+    if (addr < c->lo || addr >= c->lo + c->len)
+        return NULL;
+    *avail = (size_t)(c->lo + c->len - addr);
+    return c->code + (addr - c->lo);
+}
+
+static uint8_t *copy_cfa(void *ctx, uint64_t off, size_t *avail, int *skip)
+{
+    copy_dst *c = ctx;
+    const rw_cfisec *dbg = &c->img->debug_frame;
+    if (dbg->size && off >= dbg->off && off < dbg->off + dbg->size) {
+        *skip = 1;                  /* the clone's CFI is its .eh_frame FDE only */
+        return NULL;
+    }
+    if (off < c->ins_off || off >= c->ins_off + c->nins)
+        return NULL;
+    *avail = c->ins_off + c->nins - off;
+    return c->ins + (off - c->ins_off);
+}
+
+int rw_frame_patch_copy(const rw_frame *f, uint32_t pad, uint8_t *code, uint64_t lo, uint64_t len, uint8_t *cfa,
+                        size_t ins_off, size_t nins, const rw_image *img, icpp_err *err)
+{
+    copy_dst c = {code, cfa, lo, len, ins_off, nins, img};
+    patch_dst d = {copy_code, copy_cfa, &c};
+    return patch_to(f, pad, &d, err);
 }

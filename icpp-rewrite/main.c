@@ -2,6 +2,7 @@
 #include "arr.h"
 #include "cfi.h"
 #include "cli.h"
+#include "clone.h"
 #include "escape.h"
 #include "frame.h"
 #include "fsafe.h"
@@ -164,6 +165,10 @@ typedef struct rw_report {
     double                  t[6];                   /* CPU seconds at: start, read, analysis, search, new map, written */
     int                     wrap;                   /* call sites could be wrapped (no --no-wrap) */
     int                     all_groups;             /* list every shared CID, not the 12 heaviest (--explain) */
+    const rw_clone_set     *clones;                 /* the functions copied, and the calls that call the copies */
+    /* What is left ambiguous is judged on the map with clones (icpp_arr_clone_map): */
+    const icpp_pathmap     *cpm;
+    const uint32_t         *cpad_f, *cnwrap, *cmaxpad; /* per cpm function, per node, per cpm function */
 } rw_report;
 
 /* Why no call site on an inseparable group's paths separated them: for
@@ -253,6 +258,19 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
                of ? esc(of->name) : "?", cf ? esc(cf->name) : "?",
                r->wraps[i].new_ret - RW_WRAP_RET);
     }
+    printf("cloned:       %zu functions for %zu call sites%s\n", r->clones->n, r->clones->nrets,
+           r->clones->n ? ":" : "");
+    for (size_t i = 0; i < r->clones->n; i++) {
+        const icpp_arr_clone *c = &r->clones->c[i];
+        for (size_t k = 0; k < c->nrets; k++) {
+            rw_site key = {.ret = c->rets[k]};
+            const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
+            const icpp_func *cf = icpp_module_func_start(r->m, c->orig);
+            printf("  %#10" PRIx64 "  +%-5u call %s -> %s (copy %s at %#" PRIx64 ", %" PRIu64 " bytes)\n",
+                   c->rets[k] - 5, c->pad, st && st->owner_name ? esc(st->owner_name) : "?", cf ? esc(cf->name) : "?",
+                   esc(c->name), c->addr, c->size);
+        }
+    }
     if (r->plan->nreasons) {
         const rw_reason *rc = r->plan->reasons;
         printf("refused (callers on the map's paths), by reason:\n");
@@ -270,7 +288,8 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
            r->t[5] - r->t[0], r->t[1] - r->t[0], r->t[2] - r->t[1], r->t[3] - r->t[2], r->t[4] - r->t[3],
            r->t[5] - r->t[4]);
     rw_amb_report ar;
-    if (rw_ambiguity(pm, r->plan->caller, r->sr->pad, r->nwrap, r->plan->maxpad, &ar, err) < 0)
+    pm = r->cpm;
+    if (rw_ambiguity(pm, r->plan->caller, r->cpad_f, r->cnwrap, r->cmaxpad, &ar, err) < 0)
         return -1;
     static const char *cls_name[RW_AMB_NCLASSES] = {
         "same callers in another order or place: no resizing can separate, no wrappable call site did",
@@ -350,14 +369,16 @@ static void explain_frames(const rw_frames *fs)
 }
 
 /* --explain: the verdict on every call site of the map's paths. */
-static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_t *cpad)
+static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_t *cpad, const int32_t *cq)
 {
     printf("# call site\tcaller\tcallee\tverdict\n");
     for (size_t i = 0; i < s->n; i++) {
         const rw_site *st = &s->v[i];
         const icpp_func *of = icpp_module_func_start(m, st->owner), *cf = icpp_module_func_start(m, st->callee);
         printf("%#" PRIx64 "\t%s\t%s\t", st->ret - 5, of ? esc(of->name) : "?", cf ? esc(cf->name) : "?");
-        if (st->why)
+        if (cq[st->cls] >= 0)
+            printf("cloned: calls a copy of its callee, padded +%d\n", cq[st->cls]);
+        else if (st->why)
             printf("refused: %s\n", st->why);
         else if (!s->cls_ok[st->cls])
             printf("refused: another site on its paths cannot be wrapped, or they have sites in other modules\n");
@@ -376,7 +397,7 @@ static const rw_frame *verdict(const void *fs, uint64_t addr)
 int main(int argc, char **argv)
 {
     enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN, OPT_VERSION, OPT_NOWRAP,
-           OPT_WRAP };
+           OPT_WRAP, OPT_NOCLONE };
     static const struct option lo[] = {{"map", required_argument, 0, 'm'},
                                        {"output", required_argument, 0, 'o'},
                                        {"max-stack-growth", required_argument, 0, OPT_GROWTH},
@@ -385,6 +406,7 @@ int main(int argc, char **argv)
                                        {"verify", no_argument, 0, OPT_VERIFY},
                                        {"enter", no_argument, 0, OPT_ENTER},
                                        {"no-wrap", no_argument, 0, OPT_NOWRAP},
+                                       {"no-clone", no_argument, 0, OPT_NOCLONE},
                                        {"wrap", required_argument, 0, OPT_WRAP},
                                        {"explain", no_argument, 0, OPT_EXPLAIN},
                                        {"verbose", no_argument, 0, 'v'},
@@ -395,7 +417,7 @@ int main(int argc, char **argv)
     const char *map_path = NULL, *out = NULL;
     double growth = 1.5, tlimit = 6.0;
     uint64_t seed = 1;
-    int do_verify = 0, enter = 0, explain = 0, quiet = 0, wrap = 1, c;
+    int do_verify = 0, enter = 0, explain = 0, quiet = 0, wrap = 1, clone = 1, c;
     uint64_t force[64];
     size_t nforce = 0;
     char *e;
@@ -423,6 +445,7 @@ int main(int argc, char **argv)
         case OPT_VERIFY: do_verify = 1; break;
         case OPT_ENTER: enter = 1; break;
         case OPT_NOWRAP: wrap = 0; break;
+        case OPT_NOCLONE: clone = 0; break;
         case OPT_WRAP:
             if (nforce == sizeof force / sizeof *force)
                 die(2, "--wrap: at most %zu call sites", sizeof force / sizeof *force);
@@ -534,13 +557,32 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nforce; i++)
         if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)
             die(1, "%s", err.msg);
-    if (explain)
-        explain_sites(m, &sites, cpad);
     icpp_arr_wrap *wraps;
     size_t nwraps;
     if (rw_wrap_list(&sites, cpad, rw_wrap_code_addr(&img), &wraps, &nwraps, &err) < 0)
         die(1, "%s", err.msg);
     icpp_arr_node_wraps(pm, wraps, nwraps, nwrap);
+
+    /* Clones where resizing and wrapping left ambiguity (docs/rewrite.md,
+     * "Cloning"): from PROG's bytes, so before any patch. */
+    rw_cloner *cloner = rw_cloner_new(m, &img, &err);
+    int32_t *cmax = malloc((sites.ncls + 1) * sizeof *cmax), *cq = malloc((sites.ncls + 1) * sizeof *cq);
+    if (!cloner || !cmax || !cq)
+        die(1, "%s", cloner ? "out of memory" : err.msg);
+    for (uint32_t k = 0; k <= sites.ncls; k++)
+        cq[k] = -1;
+    double climit = tlimit - (icpp_cli_cpu_seconds() - t_analysis);
+    if (climit < tlimit / 8)
+        climit = tlimit / 8;
+    if (clone && (rw_clone_classes(pm, &sites, cpad, cloner, fs, plan.maxpad, plan.bywrap, cmax, &err) < 0 ||
+                  rw_clone_search(pm, plan.caller, sr.pad, &sites, cpad, cmax, so2.max_height, climit, RW_MAX_CLONES,
+                                  cq, &err) < 0))
+        die(1, "%s", err.msg);
+    rw_clone_set cs;
+    if (rw_clone_list(m, &sites, cq, nwraps, &img, &cs, &err) < 0)
+        die(1, "%s", err.msg);
+    if (explain)
+        explain_sites(m, &sites, cpad, cq);
 
     /* Patch. */
     t_search = icpp_cli_cpu_seconds();
@@ -551,16 +593,38 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < npads; i++)
         if (rw_frame_patch(rw_frames_find(fs, pads[i].addr), pads[i].pad, &img, &err) < 0)
             die(1, "%s", err.msg);
+    /* OUT's map: the clones' map, padded (each clone by its own padding). */
+    icpp_arr_pad *pads2 = malloc((npads + cs.n + 1) * sizeof *pads2);
+    icpp_arr_wrap *bidw = malloc((nwraps + cs.nrets + 1) * sizeof *bidw);
+    if (!pads2 || !bidw)
+        die(1, "out of memory");
+    memcpy(pads2, pads, npads * sizeof *pads);
+    memcpy(bidw, wraps, nwraps * sizeof *wraps);
+    size_t npads2 = npads, nbidw = nwraps;
+    for (size_t i = 0; i < cs.n; i++) {
+        if (cs.c[i].pad)
+            pads2[npads2++] = (icpp_arr_pad){cs.c[i].addr, cs.c[i].pad};
+        for (size_t k = 0; k < cs.c[i].nrets; k++)
+            bidw[nbidw++] = (icpp_arr_wrap){cs.c[i].rets[k], cs.c[i].addr, cs.c[i].pad + 1};
+    }
     icpp_build_id nbid;
-    icpp_arr_build_id(bid, pads, npads, wraps, nwraps, &nbid);
+    icpp_arr_build_id(bid, pads, npads, bidw, nbidw, &nbid);
     icpp_build_id_hex(&nbid, hex_new, sizeof hex_new);
     if (rw_image_set_build_id(&img, &nbid, &err) < 0)
         die(1, "%s: %s", prog, err.msg);
-    if (rw_wrap_apply(&img, &sites, wraps, nwraps, pads, npads, &err) < 0)
-        die(1, "%s: cannot wrap call sites: %s (--no-wrap leaves them)", prog, err.msg);
+    rw_clones_in ci = {cloner, fs, cs.c, cs.n};
+    if (rw_wrap_apply(&img, &sites, wraps, nwraps, pads, npads, &ci, &err) < 0)
+        die(1, "%s: cannot wrap call sites or clone functions: %s (--no-wrap, --no-clone leave them)", prog,
+            err.msg);
     char *out_abs = abs_path(out);
-    icpp_pathmap *npm = icpp_arr_apply(pm, plan.caller, pads, npads, wraps, nwraps, out_abs ? out_abs : out, &nbid,
-                                       &err);
+    size_t partly = 0;
+    icpp_pathmap *cpm = icpp_arr_clone_map(pm, plan.caller, cs.c, cs.n, &partly, &err);
+    if (!cpm)
+        die(1, "%s", err.msg);
+    if (partly)
+        die(1, "internal error: %zu paths go through a clone's call sites only in part", partly);
+    icpp_pathmap *npm = icpp_arr_apply(cpm, plan.caller, pads2, npads2, wraps, nwraps, out_abs ? out_abs : out,
+                                       &nbid, &err);
     if (!npm || icpp_arr_set_unpaddable(npm, pm, plan.maxpad, &err) < 0)
         die(1, "%s", err.msg);
     if (icpp_pathmap_stats(npm, &after, &err) < 0)
@@ -577,24 +641,40 @@ int main(int argc, char **argv)
     t_write = icpp_cli_cpu_seconds();
 
     if (!quiet) {
+        size_t ncf = icpp_pathmap_nfuncs(cpm), nmf = icpp_pathmap_nfuncs(pm);
+        uint32_t *cpad_f = malloc((ncf + 1) * sizeof *cpad_f), *cmaxpad = calloc(ncf + 1, sizeof *cmaxpad);
+        uint32_t *cnwrap = malloc((icpp_pathmap_nnodes(cpm) + 1) * sizeof *cnwrap);
+        if (!cpad_f || !cmaxpad || !cnwrap)
+            die(1, "out of memory");
+        icpp_arr_func_pads(cpm, pads2, npads2, cpad_f);
+        icpp_arr_node_wraps(cpm, wraps, nwraps, cnwrap);
+        memcpy(cmaxpad, plan.maxpad, nmf * sizeof *cmaxpad);
+        for (size_t i = nmf; i < ncf; i++)
+            cmaxpad[i] = cs.c[i - nmf].pad ? 16 : 0;
         rw_report r = {.m = m, .prog = prog, .out = out, .map_path = map_path, .out_map = out_map,
                        .hex_old = hex_old, .hex_new = hex_new, .before = &before, .after = &after, .h0 = h0,
                        .growth = growth, .so = &so2, .sr = &sr, .plan = &plan, .fs = fs, .pads = pads,
                        .npads = npads, .n_sub = n_sub, .n_enter = n_enter, .wpads = wpads, .nwpads = n_bywrap,
                        .wraps = wraps, .nwraps = nwraps, .nwrap = nwrap, .sites = &sites, .seed = seed,
                        .t = {t_start, t_read, t_analysis, t_search, t_map, t_write}, .wrap = wrap,
-                       .all_groups = explain};
+                       .all_groups = explain, .clones = &cs, .cpm = cpm, .cpad_f = cpad_f, .cnwrap = cnwrap,
+                       .cmaxpad = cmaxpad};
         if (report(pm, &r, &err) < 0)
             die(1, "%s", err.msg);
+        free(cpad_f), free(cmaxpad), free(cnwrap);
     }
     int status = 0;
     if (do_verify) {
-        rw_verify_opts vo = {prog,  out,   out_map, argv + optind + 1, argc - optind - 1, pads, npads, wraps,
-                             nwraps, plan.ranges, plan.nranges, quiet};
+        rw_verify_opts vo = {prog,   out,    out_map, argv + optind + 1, argc - optind - 1, pads2, npads2, wraps,
+                             nwraps, cs.c,   cs.n,   plan.ranges, plan.nranges,     quiet};
         int v = rw_verify(&vo);
         status = v < 0 ? 1 : v > 0 ? 3 : 0;
     }
     free(out_abs);
+    icpp_pathmap_free(cpm);
+    rw_clone_set_free(&cs);
+    rw_cloner_free(cloner);
+    free(cmax), free(cq), free(pads2), free(bidw);
     free(pads);
     free(wraps);
     free(cpad);

@@ -16,6 +16,8 @@ typedef struct rw_verify_opts {
     size_t              npads;
     const icpp_arr_wrap *wraps;     /* the call sites OUT wraps, by return address */
     size_t              nwraps;
+    const icpp_arr_clone *clones;   /* the functions OUT copies, and the calls that call the copies */
+    size_t              nclones;
     const icpp_arr_range *ranges;   /* PROG's code, for icpp_arr_callers */
     size_t              nranges;
     int                 quiet;

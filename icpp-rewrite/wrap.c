@@ -1,5 +1,6 @@
 /* wrap.c -- call-site wrapping: which call sites may go through a stub that lowers the stack, the stubs, their CFI, and the choice of sites. */
 #include "wrap.h"
+#include "clone.h"
 
 #include "ehwrite.h"
 #include "cli.h"
@@ -501,7 +502,7 @@ static int cid_move(cidtab *t, uint32_t f, int64_t h, int dir, uint64_t w)
 /* Move every context of the nodes vis[0..nvis) by delta[node] (dir 1), or
  * back (dir -1); *hmax gets the largest moved height. */
 static int move_all(const icpp_pathmap *pm, cidtab *t, const int64_t *base, const int64_t *delta,
-                    const uint32_t *vis, size_t nvis, int dir, int64_t *hmax)
+                    const uint32_t *vis, size_t nvis, int dir, int64_t *hmax, const uint32_t *func)
 {
     for (size_t v = 0; v < nvis; v++) {
         uint32_t i = vis[v];
@@ -511,7 +512,8 @@ static int move_all(const icpp_pathmap *pm, cidtab *t, const int64_t *base, cons
         for (uint32_t j = 0; j < nd->nheights; j++) {
             int64_t h0 = nd->heights[j].height + base[i], h1 = h0 + delta[i];
             uint64_t w = nd->heights[j].count;
-            if (cid_move(t, nd->func, dir > 0 ? h0 : h1, -1, w) < 0 || cid_move(t, nd->func, dir > 0 ? h1 : h0, 1, w) < 0)
+            uint32_t f = func ? func[i] : nd->func;
+            if (cid_move(t, f, dir > 0 ? h0 : h1, -1, w) < 0 || cid_move(t, f, dir > 0 ? h1 : h0, 1, w) < 0)
                 return -1;
             if (h1 > *hmax)
                 *hmax = h1;
@@ -628,10 +630,10 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
                     delta[i] = (mark[cn] ? delta[cn] : 0) + (s->node_cls[i] == (int32_t)k ? dp : 0);
                 }
                 int64_t hmax = hm;
-                if (move_all(pm, &t, base, delta, vis, nvis, 1, &hmax) < 0)
+                if (move_all(pm, &t, base, delta, vis, nvis, 1, &hmax, NULL) < 0)
                     goto oom;
                 uint64_t tw = t.u, tc = t.c;
-                if (move_all(pm, &t, base, delta, vis, nvis, -1, &hmax) < 0)
+                if (move_all(pm, &t, base, delta, vis, nvis, -1, &hmax, NULL) < 0)
                     goto oom;
                 if (hmax > max_height || !(tw > nbw || (tw == nbw && tc > nbc) ||
                                            (best >= 0 && tw == nbw && tc == nbc &&
@@ -663,6 +665,197 @@ out:
     free(t.cnt), free(t.ws);
     free(e.nwrap), free(e.shift), free(e.v), free(e.rec), free(amb), free(cand), free(first), free(next), free(base), free(delta),
         free(trial), free(cfirst), free(cnext), free(kfirst), free(knext), free(vis), free(mark);
+    return rc;
+}
+
+/* ---- the choice of clones ---- */
+
+/* Shifts with clones: shift[i] = shift[c] + (the padding of c's frame: its
+ * clone's if c was cloned, else its function's) + the wrap of i. */
+static void clone_shifts(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const uint32_t *nwrap,
+                         const int32_t *ncq, int64_t *shift)
+{
+    size_t nn = icpp_pathmap_nnodes(pm);
+    shift[0] = 0;
+    for (size_t i = 1; i < nn; i++) {
+        uint32_t c = caller[i];
+        int64_t p = !c ? 0 : ncq[c] >= 0 ? (int64_t)ncq[c] : (int64_t)fpad[icpp_pathmap_node(pm, c)->func];
+        shift[i] = (c ? shift[c] + p : 0) + nwrap[i];
+    }
+}
+
+int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
+                    const uint32_t *cpad, const int32_t *cmax, int64_t max_height, double time_limit,
+                    size_t max_clones, int32_t *cq, icpp_err *err)
+{
+    size_t nn = icpp_pathmap_nnodes(pm), nf = icpp_pathmap_nfuncs(pm), nctx = 0, nclones = 0;
+    for (uint32_t k = 0; k <= s->ncls; k++)
+        cq[k] = -1;
+    if (!s->ncls || !max_clones)
+        return 0;
+    for (size_t i = 1; i < nn; i++)
+        nctx += icpp_pathmap_node(pm, (uint32_t)i)->nheights;
+    ev e = {pm, caller, fpad, s, malloc(nn * sizeof *e.nwrap), malloc(nn * sizeof *e.shift),
+            malloc((nctx + 1) * sizeof *e.v), nctx, malloc(nn + 1)};
+    int32_t *ncq = malloc(nn * sizeof *ncq);            /* per node: its clone's padding, -1 if not cloned */
+    uint8_t *amb = calloc(nn, 1), *cand = calloc(s->ncls + 1, 1), *mark = calloc(nn, 1);
+    uint32_t *first = calloc(nn, sizeof *first), *next = calloc(nn, sizeof *next);
+    uint32_t *cfirst = calloc(nn, sizeof *cfirst), *cnext = calloc(nn, sizeof *cnext);
+    uint32_t *kfirst = calloc(s->ncls + 1, sizeof *kfirst), *knext = calloc(nn, sizeof *knext);
+    uint32_t *vis = malloc((nn + 1) * sizeof *vis), *func = malloc(nn * sizeof *func);
+    int64_t *base = malloc(nn * sizeof *base), *delta = calloc(nn, sizeof *delta), *trial = malloc(nn * sizeof *trial);
+    cidtab t = {0};
+    icpp_hmap_init(&t.h);
+    int rc = -1;
+    if (!e.nwrap || !e.shift || !e.v || !e.rec || !ncq || !amb || !cand || !mark || !first || !next || !cfirst ||
+        !cnext || !kfirst || !knext || !vis || !func || !base || !delta || !trial)
+        goto oom;
+    for (size_t i = nn; i-- > 1;) {
+        uint32_t p = icpp_pathmap_node(pm, (uint32_t)i)->parent;
+        next[i] = first[p];
+        first[p] = (uint32_t)i;
+        cnext[i] = cfirst[caller[i]];
+        cfirst[caller[i]] = (uint32_t)i;
+        if (s->node_cls[i] >= 0) {
+            knext[i] = kfirst[s->node_cls[i]];
+            kfirst[s->node_cls[i]] = (uint32_t)i;
+        }
+    }
+    if (mark_recursion(&e, first, next) < 0)
+        goto oom;
+    for (size_t i = 0; i < nn; i++) {
+        e.nwrap[i] = i && s->node_cls[i] >= 0 ? cpad[s->node_cls[i]] : 0;
+        ncq[i] = -1;
+        func[i] = i ? icpp_pathmap_node(pm, (uint32_t)i)->func : 0;
+    }
+    double t0 = icpp_cli_cpu_seconds();
+    while (nclones < max_clones) {
+        clone_shifts(pm, caller, fpad, e.nwrap, ncq, base);
+        /* The CIDs of the current choice, and the nodes in a shared one. */
+        icpp_hmap_free(&t.h);
+        icpp_hmap_init(&t.h);
+        t.n = 0;
+        t.u = t.c = 0;
+        int64_t hm = 0;
+        for (size_t i = 1; i < nn; i++) {
+            const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
+            for (uint32_t j = 0; j < nd->nheights; j++) {
+                int64_t h = nd->heights[j].height + base[i];
+                if (cid_move(&t, func[i], h, 1, nd->heights[j].count) < 0)
+                    goto oom;
+                hm = h > hm ? h : hm;
+            }
+        }
+        memset(amb, 0, nn);
+        memset(cand, 0, s->ncls + 1);
+        for (size_t i = nn; i-- > 1;) {
+            const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
+            for (uint32_t j = 0; j < nd->nheights && !amb[i]; j++) {
+                uint64_t *v = icpp_hmap_get(&t.h, func[i], (uint64_t)(nd->heights[j].height + base[i]));
+                amb[i] = v && t.cnt[*v - 1] > 1;
+            }
+            if (!amb[i])
+                continue;
+            if (nd->parent)
+                amb[nd->parent] = 1;
+            int32_t k = s->node_cls[i];
+            if (k >= 0 && cmax[k] >= 0 && cq[k] < 0)
+                cand[k] = 1;
+        }
+        uint64_t bw = t.u, bc = t.c, nbw = bw, nbc = bc;
+        int64_t best = -1;
+        int32_t bestq = 0;
+        for (uint32_t k = 0; k < s->ncls && icpp_cli_cpu_seconds() - t0 < time_limit; k++) {
+            if (!cand[k])
+                continue;
+            /* Its nodes must run in PROG's code (not called from a clone,
+             * nor from another node of the class: the copy calls the
+             * original). */
+            int ok = kfirst[k] != 0;
+            for (uint32_t i = kfirst[k]; i && ok; i = knext[i]) {
+                ok = ncq[caller[i]] < 0 && s->node_cls[caller[i]] != (int32_t)k;
+                for (uint32_t ch = cfirst[i]; ch && ok; ch = cnext[ch])
+                    ok = ncq[ch] < 0;   /* its callees' sites would be in the copy, not redirected */
+            }
+            if (!ok)
+                continue;
+            size_t nvis = 0;
+            for (uint32_t i = kfirst[k]; i; i = knext[i])
+                if (!mark[i])
+                    mark[i] = 1, vis[nvis++] = i;
+            size_t nown = nvis;
+            for (size_t v = 0; v < nvis; v++)
+                for (uint32_t ch = cfirst[vis[v]]; ch; ch = cnext[ch])
+                    if (!mark[ch])
+                        mark[ch] = 1, vis[nvis++] = ch;
+            qsort(vis + nown, nvis - nown, sizeof *vis, u32_cmp);   /* callers before the nodes they call */
+            uint32_t f = func[kfirst[k]];
+            uint32_t fid = (uint32_t)(nf + k);
+            for (int32_t q = 0; q <= cmax[k]; q += 16) {
+                int64_t dq = (int64_t)q - (int64_t)fpad[f];
+                for (size_t v = nown; v < nvis; v++) {   /* callers first: delta[cn] is final */
+                    uint32_t i = vis[v], cn = caller[i];
+                    delta[i] = !mark[cn] ? 0 : delta[cn] + (s->node_cls[cn] == (int32_t)k ? dq : 0);
+                }
+                /* the class's nodes change function, the rest move */
+                int64_t hmax = hm;
+                for (size_t v = 0; v < nown; v++) {
+                    const icpp_pm_node *nd = icpp_pathmap_node(pm, vis[v]);
+                    for (uint32_t j = 0; j < nd->nheights; j++) {
+                        int64_t h = nd->heights[j].height + base[vis[v]];
+                        if (cid_move(&t, func[vis[v]], h, -1, nd->heights[j].count) < 0 ||
+                            cid_move(&t, fid, h, 1, nd->heights[j].count) < 0)
+                            goto oom;
+                    }
+                }
+                if (move_all(pm, &t, base, delta, vis + nown, nvis - nown, 1, &hmax, func) < 0)
+                    goto oom;
+                uint64_t tw = t.u, tc = t.c;
+                if (move_all(pm, &t, base, delta, vis + nown, nvis - nown, -1, &hmax, func) < 0)
+                    goto oom;
+                for (size_t v = 0; v < nown; v++) {
+                    const icpp_pm_node *nd = icpp_pathmap_node(pm, vis[v]);
+                    for (uint32_t j = 0; j < nd->nheights; j++) {
+                        int64_t h = nd->heights[j].height + base[vis[v]];
+                        if (cid_move(&t, fid, h, -1, nd->heights[j].count) < 0 ||
+                            cid_move(&t, func[vis[v]], h, 1, nd->heights[j].count) < 0)
+                            goto oom;
+                    }
+                }
+                if (hmax > max_height || !(tw > nbw || (tw == nbw && tc > nbc)))
+                    continue;
+                memcpy(trial, base, nn * sizeof *trial);
+                for (size_t v = nown; v < nvis; v++)
+                    trial[vis[v]] += delta[vis[v]];
+                if (!order_kept(&e, first, next, base, trial))
+                    continue;
+                best = k;
+                bestq = q;
+                nbw = tw;
+                nbc = tc;
+            }
+            for (size_t v = 0; v < nvis; v++)
+                mark[vis[v]] = 0, delta[vis[v]] = 0;
+        }
+        if (best < 0)
+            break;
+        cq[best] = bestq;
+        nclones++;
+        for (uint32_t i = kfirst[best]; i; i = knext[i]) {
+            ncq[i] = bestq;
+            func[i] = (uint32_t)(nf + (size_t)best);
+        }
+    }
+    rc = 0;
+    goto out;
+oom:
+    icpp_err_set(err, ENOMEM, "out of memory choosing functions to clone");
+out:
+    icpp_hmap_free(&t.h);
+    free(t.cnt), free(t.ws);
+    free(e.nwrap), free(e.shift), free(e.v), free(e.rec), free(ncq), free(amb), free(cand), free(mark), free(first),
+        free(next), free(cfirst), free(cnext), free(kfirst), free(knext), free(vis), free(func), free(base), free(delta),
+        free(trial);
     return rc;
 }
 
@@ -759,10 +952,22 @@ uint64_t rw_wrap_code_addr(const rw_image *img)
     return v ? v + rw_image_phdr_room(img) : 0;
 }
 
-int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads,
-                  size_t npads, icpp_err *err)
+uint64_t rw_clone_layout(const rw_image *img, size_t nwraps, icpp_arr_clone *c, size_t n)
 {
-    if (!n)
+    uint64_t a = rw_wrap_code_addr(img) + RW_WRAP_STUB * nwraps;
+    for (size_t i = 0; i < n; i++) {
+        a = (a + 15) & ~15ull;
+        c[i].addr = a;
+        a += c[i].size;
+    }
+    return a;
+}
+
+int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads,
+                  size_t npads, const rw_clones_in *ci, icpp_err *err)
+{
+    size_t nc = ci ? ci->n : 0;
+    if (!n && !nc)
         return 0;
     uint64_t v = rw_image_new_vaddr(img), code_addr = rw_wrap_code_addr(img);
     if (!v)
@@ -770,11 +975,13 @@ int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size
     if (!img->eh_frame.size || img->eh_frame.compressed)
         return icpp_err_set(err, ICPP_EUNSUPPORTED, "it has no .eh_frame to give the stubs their CFI");
     size_t ncode = RW_WRAP_STUB * n;
+    if (nc)
+        ncode = (size_t)(ci->c[nc - 1].addr + ci->c[nc - 1].size - code_addr);
     uint64_t eh_addr = (code_addr + ncode + 7) & ~7ull;
     icpp_ehw eh;
     uint8_t *code = calloc(1, ncode), *hdr = NULL, *data = NULL;
-    rw_newsym *syms = calloc(n, sizeof *syms);
-    char *names = calloc(n, 512);
+    rw_newsym *syms = calloc(n + nc, sizeof *syms);
+    char *names = calloc(n + nc, 512);
     size_t hdrlen = 0;
     int rc = -1;
     if (!code || !syms || !names) {
@@ -786,7 +993,18 @@ int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size
         free(code), free(syms), free(names);
         return -1;
     }
-    if (rw_wrap_emit(s, w, n, pads, npads, code_addr, code, img, &eh, err) < 0 || icpp_ehw_finish(&eh, err) < 0)
+    if (rw_wrap_emit(s, w, n, pads, npads, code_addr, code, img, &eh, err) < 0)
+        goto out;
+    for (size_t i = 0; i < nc; i++) {
+        const icpp_arr_clone *c = &ci->c[i];
+        if (rw_clone_emit(ci->cloner, c->orig, rw_frames_find(ci->fs, c->orig), c->pad, c->addr,
+                          code + (c->addr - code_addr), &eh, err) < 0)
+            goto out;
+        for (size_t k = 0; k < c->nrets; k++)
+            if (rw_clone_redirect(img, c->rets[k], c->addr, err) < 0)
+                goto out;
+    }
+    if (icpp_ehw_finish(&eh, err) < 0)
         goto out;
     uint64_t hdr_addr = (eh_addr + eh.len + 3) & ~3ull;
     if (icpp_ehw_hdr(eh.buf, eh.len, eh_addr, hdr_addr, &hdr, &hdrlen, err) < 0)
@@ -807,7 +1025,11 @@ int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size
         snprintf(nm, 512, "%.470s.cold.icpp_wrap.%zu", st && st->owner_name ? st->owner_name : "fn", i);
         syms[i] = (rw_newsym){nm, code_addr + RW_WRAP_STUB * i, RW_WRAP_STUB};
     }
-    rw_newseg ns = {v, data, len, code_addr, ncode, eh_addr, eh.len, hdr_addr, hdrlen, syms, n};
+    /* NAME.icpp_clone.N: an ordinary function for every tool (gcc's
+     * NAME.constprop.N clones are shown the same way). */
+    for (size_t i = 0; i < nc; i++)
+        syms[n + i] = (rw_newsym){ci->c[i].name, ci->c[i].addr, ci->c[i].size};
+    rw_newseg ns = {v, data, len, code_addr, ncode, eh_addr, eh.len, hdr_addr, hdrlen, syms, n + nc};
     rc = rw_image_add_segment(img, &ns, err);
 out:
     icpp_ehw_free(&eh);

@@ -67,6 +67,17 @@ void rw_sites_free(rw_sites *s);
 int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
                    int64_t max_height, double time_limit, uint32_t *cpad, icpp_err *err);
 
+/* Choose classes whose call sites are to call a clone of their callee
+ * instead (icpp-rewrite/clone.h) where resizing and wrapping (fpad, cpad)
+ * left ambiguity: greedy as rw_wrap_search, each round the class and clone
+ * padding (0..cmax[class] in steps of 16; cmax < 0: cannot be cloned) that
+ * most improve the weight of unique contexts, at most max_clones.  A class
+ * is taken only if its nodes run in PROG's code (none called from a clone
+ * or from a node of the same class).  cq[class]: the clone's padding, -1
+ * for none. */
+int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
+                    const uint32_t *cpad, const int32_t *cmax, int64_t max_height, double time_limit,
+                    size_t max_clones, int32_t *cq, icpp_err *err);
 /* The wraps chosen (per class padding cpad[]) as icpp_arr_wrap records with
  * their stubs at code_addr + RW_WRAP_STUB * i, in site order. */
 int rw_wrap_list(const rw_sites *s, const uint32_t *cpad, uint64_t code_addr, icpp_arr_wrap **out, size_t *n,
@@ -87,8 +98,21 @@ uint64_t rw_wrap_code_addr(const rw_image *img);
  * stubs, the calls turned into jumps, the new segment with the relocated
  * .eh_frame (img's, with every patch made so far) plus the stubs' FDEs, a
  * new .eh_frame_hdr and a symbol per stub.  Nothing to do for n = 0. */
+/* With clones (icpp-rewrite/clone.h, c[i].addr from rw_clone_layout):
+ * their code after the stubs, their CIEs and FDEs, their symbols (c[i].name)
+ * and their call sites redirected. */
+struct rw_cloner;
+typedef struct rw_clones_in {
+    struct rw_cloner     *cloner;
+    const rw_frames      *fs;
+    const icpp_arr_clone *c;
+    size_t                n;
+} rw_clones_in;
 int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads,
-                  size_t npads, icpp_err *err);
+                  size_t npads, const rw_clones_in *ci, icpp_err *err);
+/* Place clones c[0..n) after nwraps stubs (16-byte aligned, in order):
+ * sets c[i].addr; returns the end of the code. */
+uint64_t rw_clone_layout(const rw_image *img, size_t nwraps, icpp_arr_clone *c, size_t n);
 
 /* --wrap: the call at link-time address `call` must be wrapped (with 16
  * bytes unless the search chose more); an error says why it cannot be. */

@@ -247,6 +247,110 @@ static int copy_meta(const icpp_pathmap *src, icpp_pathmap *dst, icpp_err *err)
     return rc;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The clone of c[0..n) node nd is called through, or -1 (*part set when
+ * only some of its sites are a clone's). */
+static long node_clone(const icpp_pathmap *pm, uint32_t main, const icpp_pm_node *nd, const icpp_arr_clone *c, size_t n,
+                       int *part)
+{
+    const icpp_pm_func *f = icpp_pathmap_func(pm, nd->func);
+    *part = 0;
+    if (f->module != main || !nd->nsites)
+        return -1;
+    for (size_t k = 0; k < n; k++) {
+        if (c[k].orig != f->addr)
+            continue;
+        uint32_t in = 0;
+        for (uint32_t j = 0; j < nd->nsites; j++)
+            in += nd->sites[j].module == main && bsearch(&nd->sites[j].addr, c[k].rets, c[k].nrets, sizeof *c[k].rets,
+                                                         u64_cmp) != NULL;
+        if (in == nd->nsites)
+            return (long)k;
+        if (in)
+            *part = 1;
+    }
+    return -1;
+}
+
+icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_clone *c, size_t n,
+                                 size_t *partly, icpp_err *err)
+{
+    size_t nm = icpp_pathmap_nmodules(pm), nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
+    uint32_t main = icpp_pathmap_main(pm);
+    icpp_pathmap *out = icpp_pathmap_new();
+    long *cl = malloc((nn + 1) * sizeof *cl);           /* per node: the clone it runs in, or -1 */
+    uint32_t *cfid = malloc((n + 1) * sizeof *cfid);    /* per clone: its function index */
+    if (partly)
+        *partly = 0;
+    if (!out || !cl || !cfid)
+        goto oom;
+    for (size_t i = 0; i < nm; i++) {
+        const icpp_pm_module *m = icpp_pathmap_module(pm, (uint32_t)i);
+        uint32_t idx;
+        if (icpp_pathmap_add_module(out, m->path, &m->build_id, m->kind, &idx) < 0)
+            goto oom;
+        if (idx != i) {
+            icpp_err_set(err, ICPP_EFORMAT, "the map lists module %s twice", m->path);
+            goto fail;
+        }
+    }
+    if (nm)
+        icpp_pathmap_set_main(out, main);
+    for (size_t i = 0; i < nf; i++) {
+        const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
+        uint32_t idx;
+        if (icpp_pathmap_add_func(out, f->module, f->addr, f->name, &idx) < 0)
+            goto oom;
+    }
+    for (size_t k = 0; k < n; k++)
+        if (icpp_pathmap_add_func(out, main, c[k].addr, c[k].name, &cfid[k]) < 0)
+            goto oom;
+    cl[0] = -1;
+    for (size_t i = 1; i < nn; i++) {
+        const icpp_pm_node *s = icpp_pathmap_node(pm, (uint32_t)i);
+        int part;
+        cl[i] = node_clone(pm, main, s, c, n, &part);
+        if (part && partly)
+            (*partly)++;
+        uint32_t d, cn = caller ? caller[i] : s->parent;
+        long up = cn ? cl[cn] : -1;     /* called from a clone's frame: its sites are in the copy */
+        if (icpp_pathmap_child(out, s->parent, cl[i] >= 0 ? cfid[cl[i]] : s->func, &d) < 0)
+            goto oom;
+        if (d != i) {
+            icpp_err_set(err, ICPP_EFORMAT, "the map stores path %zu twice", i);
+            goto fail;
+        }
+        icpp_pathmap_add_count(out, d, s->count);
+        for (uint32_t k = 0; k < s->nheights; k++)
+            if (icpp_pathmap_add_height(out, d, s->heights[k].height, s->heights[k].count) < 0)
+                goto oom;
+        for (uint32_t k = 0; k < s->nsites; k++) {
+            uint64_t a = s->sites[k].addr;
+            if (up >= 0 && s->sites[k].module == main && a > c[up].orig && a <= c[up].orig + c[up].size)
+                a = a - c[up].orig + c[up].addr;   /* a return address may end the function (a noreturn call) */
+            if (icpp_pathmap_add_site(out, d, s->sites[k].module, a, s->sites[k].count) < 0)
+                goto oom;
+        }
+    }
+    if (copy_meta(pm, out, err) < 0)
+        goto fail;
+    free(cl);
+    free(cfid);
+    return out;
+oom:
+    icpp_err_set(err, ENOMEM, "out of memory building the cloned program's map");
+fail:
+    icpp_pathmap_free(out);
+    free(cl);
+    free(cfid);
+    return NULL;
+}
+
 icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_pad *pads, size_t n,
                              const icpp_arr_wrap *wraps, size_t nwraps, const char *new_path,
                              const icpp_build_id *new_bid, icpp_err *err)

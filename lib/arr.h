@@ -103,6 +103,28 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
                              const icpp_arr_wrap *wraps, size_t nwraps, const char *new_path,
                              const icpp_build_id *new_bid, icpp_err *err);
 
+/* A clone (docs/rewrite.md, "Cloning"): a copy of the main-module function
+ * at `orig` (`size` bytes) at `addr`, named `name`, with a frame padding
+ * `pad` of its own, called instead of it through the direct calls whose
+ * return addresses are rets[0..nrets) (sorted). */
+typedef struct icpp_arr_clone {
+    uint64_t        orig, size, addr;
+    const char     *name;
+    uint32_t        pad;
+    const uint64_t *rets;
+    size_t          nrets;
+} icpp_arr_clone;
+/* The map of the program with clones c[0..n), before any padding: a copy of
+ * pm with one function per clone (after pm's), each node called through a
+ * clone's sites -- its function is the clone's original and every one of
+ * its sites is among the clone's rets, all in the main module -- taken by
+ * the clone, and the call sites of the nodes called from a clone's frame
+ * (caller, icpp_arr_callers) moved into the copy.  Node i of pm is node i
+ * of the result, so callers stay valid.  *partly (if not NULL) counts the
+ * nodes of a clone's function with some but not all sites among its rets
+ * (left to the original: unpredictable).  NULL on failure. */
+icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_clone *c, size_t n,
+                                 size_t *partly, icpp_err *err);
 /* "arr-unpaddable" in a padded binary's map: the main module's functions of
  * the map that icpp-rewrite could not pad (refused: docs/rewrite.md), as
  * comma-separated link-time addresses in hex.  With it, icpp-resolve --check

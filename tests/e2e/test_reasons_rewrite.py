@@ -50,7 +50,7 @@ if d:
 for wrap in (False, True):
     label = "wrapped" if wrap else "nowrap"
     out = os.path.join(tmp, "reasonpaths." + label)
-    r = run([tool("icpp-rewrite"), "--explain", "-m", mapfile, "-o", out] + ([] if wrap else ["--no-wrap"]) +
+    r = run([tool("icpp-rewrite"), "--explain", "-m", mapfile, "-o", out] + ([] if wrap else ["--no-wrap", "--no-clone"]) +
             [binary])
     if not c.check(r.returncode == 0, f"{label}: icpp-rewrite: {r.stderr}"):
         continue

@@ -1,0 +1,69 @@
+/* clone.h -- function cloning: a copy of a function in OUT's new segment, called instead of it from chosen call sites, with a frame padding of its own. */
+#ifndef RW_CLONE_H
+#define RW_CLONE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "arr.h"
+#include "err.h"
+#include "frame.h"
+#include "image.h"
+#include "module.h"
+/* A clone (docs/rewrite.md, "Cloning") is PROG's bytes of a function,
+ * copied to OUT's new segment with every pc-relative reference out of it
+ * (calls, tail jumps, rip-relative data) re-aimed at what it reached in
+ * PROG, enlarged by its own padding (frame.c's patches, applied to the
+ * copy), with an FDE that repeats the function's CFI (its CFA offsets
+ * grown as the copy's frame) and a local symbol NAME.icpp_clone.N.  The
+ * redirected call sites keep their bytes but their rel32, so their return
+ * addresses -- and every exception table entry -- stay where they were.
+ * Paths through those sites enter the copy: another function for every
+ * ICPP tool, whose calls are call sites of their own. */
+/* Whether the function starting at addr can be copied: NULL, or why not
+ * (static text).  The rules, each a reason: a function of the program with
+ * a size and no split-off part; one FDE covering exactly its code, without
+ * an exception table, with a CFA program lib/cfaprog.h reads; every byte
+ * decodes; no indirect jump (a jump table would lead back into PROG's
+ * copy); no short jump out of it, and no jump out of it but to a
+ * function's entry (a tail call); no absolute immediate inside it. */
+typedef struct rw_cloner rw_cloner;
+rw_cloner  *rw_cloner_new(const icpp_module *m, const rw_image *img, icpp_err *err);
+void        rw_cloner_free(rw_cloner *c);
+const char *rw_clone_judge(rw_cloner *c, uint64_t addr);
+/* Bytes of the function at addr (after rw_clone_judge accepted it). */
+uint64_t    rw_clone_size(rw_cloner *c, uint64_t addr);
+/* Write the clone of the function at `orig` to code[0..size) at link-time
+ * `at`, padded by pad (fr: its frame verdict, needed when pad > 0), and
+ * its CIE and FDE to eh.  Uses PROG's bytes as loaded, whatever was
+ * patched in the image since. */
+struct icpp_ehw;
+int rw_clone_emit(rw_cloner *c, uint64_t orig, const rw_frame *fr, uint32_t pad, uint64_t at, uint8_t *code,
+                  struct icpp_ehw *eh, icpp_err *err);
+/* Point the direct call whose return address is ret (E8 rel32) at `to`. */
+int rw_clone_redirect(rw_image *img, uint64_t ret, uint64_t to, icpp_err *err);
+/* Which call-site classes (icpp-rewrite/wrap.h) may call a clone of their
+ * callee: per class, cmax[k] = the largest padding its clone may get (0:
+ * only a copy with PROG's frame), or -1: none.  A class qualifies when it
+ * is not wrapped (cpad), all its sites are direct calls of one function f
+ * of the program and every node through them enters f with all its sites
+ * in the class; f can be copied (rw_clone_judge), is not enlarged by
+ * wrapping (bywrap, per map function) and owns no wrapped site.  The
+ * padding is f's maxpad (per map function) when f's frame can grow. */
+struct rw_sites;
+int rw_clone_classes(const icpp_pathmap *pm, const struct rw_sites *s, const uint32_t *cpad, rw_cloner *c,
+                     const rw_frames *fs, const uint32_t *maxpad, const uint8_t *bywrap, int32_t *cmax,
+                     icpp_err *err);
+/* At most this many clones per rewrite (each a copy of a whole function). */
+#define RW_MAX_CLONES 64
+/* The clones chosen (per class cq[k] >= 0: rw_clone_search, wrap.h), laid
+ * out after nwraps stubs (rw_clone_layout): one per class, with the class's
+ * return addresses and the name SYMBOL.icpp_clone.N. */
+typedef struct rw_clone_set {
+    icpp_arr_clone *c;
+    size_t          n, nrets;       /* clones, and redirected calls in all */
+    uint64_t       *rets;           /* storage of the clones' rets */
+    char           *names;          /* storage of their names */
+} rw_clone_set;
+int  rw_clone_list(const icpp_module *m, const struct rw_sites *s, const int32_t *cq, size_t nwraps,
+                   const rw_image *img, rw_clone_set *out, icpp_err *err);
+void rw_clone_set_free(rw_clone_set *cs);
+#endif
