@@ -54,7 +54,8 @@ static const char *usage_text =
     "                           the map's largest height (default 1.5).\n"
     "      --seed N             seed of the randomized search (default 1).\n"
     "      --time-limit S       stop searching after S seconds of CPU time,\n"
-    "                           resizing and wrapping together (default 6).\n"
+    "                           resizing, wrapping and cloning together\n"
+    "                           (default 6).\n"
     "      --no-wrap            do not wrap call sites (by default, ambiguity no\n"
     "                           resizing can separate -- the same callers in\n"
     "                           another order -- is separated by sending chosen\n"
@@ -62,6 +63,10 @@ static const char *usage_text =
     "                           see docs/rewrite.md).\n"
     "      --wrap ADDR          also wrap the direct call at link-time address\n"
     "                           ADDR (repeatable; it must be on the map's paths).\n"
+    "      --no-clone           do not clone functions (by default, where no call\n"
+    "                           on the paths can be wrapped, chosen calls are\n"
+    "                           re-aimed at a copy of their callee with a frame\n"
+    "                           of its own size; see docs/rewrite.md).\n"
     "      --enter              also enlarge frame-pointer functions that have no\n"
     "                           `sub $imm,%rsp`, by rewriting `push %rbp; mov\n"
     "                           %rsp,%rbp` into `enter $N,$0` (same 4 bytes, but\n"
@@ -166,6 +171,7 @@ typedef struct rw_report {
     int                     wrap;                   /* call sites could be wrapped (no --no-wrap) */
     int                     all_groups;             /* list every shared CID, not the 12 heaviest (--explain) */
     const rw_clone_set     *clones;                 /* the functions copied, and the calls that call the copies */
+    const int32_t          *cq;                     /* per call-site class: its clone's padding, -1 if none */
     /* What is left ambiguous is judged on the map with clones (icpp_arr_clone_map): */
     const icpp_pathmap     *cpm;
     const uint32_t         *cpad_f, *cnwrap, *cmaxpad; /* per cpm function, per node, per cpm function */
@@ -196,7 +202,10 @@ static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_
             if (dup)
                 break;
             const char *name = esc(icpp_pathmap_func(pm, n->func)->name);
-            if (st->why)
+            if (r->cq && r->cq[st->cls] >= 0)
+                printf("      (call %#" PRIx64 " into %s calls a copy, +%d: not enough to separate these paths)\n",
+                       st->ret - 5, name, r->cq[st->cls]);
+            else if (st->why)
                 printf("      (call %#" PRIx64 " into %s not wrapped: %s)\n", st->ret - 5, name, st->why);
             else if (!r->wrap)
                 printf("      (call %#" PRIx64 " into %s wrappable, not wrapped: --no-wrap)\n", st->ret - 5, name);
@@ -534,8 +543,9 @@ int main(int argc, char **argv)
         die(1, "%s", err.msg);
     icpp_cli_progress progress; /* the search's progress on a terminal (lib/cli.h) */
     icpp_cli_progress_init(&progress, "icpp-rewrite", quiet);
-    /* --time-limit bounds both searches: resizing gets 3/4 of it, wrapping the
-     * rest (at least 1/4), so rewriting stays within its bound (docs/rewrite.md). */
+    /* --time-limit bounds the searches: resizing gets 3/4 of it, wrapping 4/5
+     * of the rest (of at least 1/4), cloning what is left (at least 1/16), so
+     * rewriting stays within its bound (docs/rewrite.md). */
     rw_search_opts so2 = {seed, tlimit * 0.75, (int64_t)floor((double)h0 * growth), 0, &progress};
     rw_search_result sr;
     int srr = rw_search_run(pm, plan.caller, plan.maxpad, &so2, &sr, &err);
@@ -547,7 +557,8 @@ int main(int argc, char **argv)
     uint32_t *cpad = calloc(sites.ncls + 1, sizeof *cpad), *nwrap = calloc(icpp_pathmap_nnodes(pm), sizeof *nwrap);
     if (!cpad || !nwrap)
         die(1, "out of memory");
-    double wlimit = tlimit - sr.seconds > tlimit / 4 ? tlimit - sr.seconds : tlimit / 4;
+    /* wrapping: 4/5 of what resizing left (at least 1/4 of the limit); cloning the rest */
+    double wlimit = (tlimit - sr.seconds > tlimit / 4 ? tlimit - sr.seconds : tlimit / 4) * 0.8;
     if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, wlimit, cpad, &err) < 0)
         die(1, "%s", err.msg);
     icpp_arr_pad *wpads;    /* functions enlarged by wrapping their calls (rw_plan_wrap_pads), for the report */
@@ -571,9 +582,10 @@ int main(int argc, char **argv)
         die(1, "%s", cloner ? "out of memory" : err.msg);
     for (uint32_t k = 0; k <= sites.ncls; k++)
         cq[k] = -1;
+    /* what is left of --time-limit, at least 1/16 of it */
     double climit = tlimit - (icpp_cli_cpu_seconds() - t_analysis);
-    if (climit < tlimit / 8)
-        climit = tlimit / 8;
+    if (climit < tlimit / 16)
+        climit = tlimit / 16;
     if (clone && (rw_clone_classes(pm, &sites, cpad, cloner, fs, plan.maxpad, plan.bywrap, cmax, &err) < 0 ||
                   rw_clone_search(pm, plan.caller, sr.pad, &sites, cpad, cmax, so2.max_height, climit, RW_MAX_CLONES,
                                   cq, &err) < 0))
@@ -618,7 +630,7 @@ int main(int argc, char **argv)
             err.msg);
     char *out_abs = abs_path(out);
     size_t partly = 0;
-    icpp_pathmap *cpm = icpp_arr_clone_map(pm, plan.caller, cs.c, cs.n, &partly, &err);
+    icpp_pathmap *cpm = icpp_arr_clone_map(pm, cs.c, cs.n, &partly, &err);
     if (!cpm)
         die(1, "%s", err.msg);
     if (partly)
@@ -627,6 +639,10 @@ int main(int argc, char **argv)
                                        &nbid, &err);
     if (!npm || icpp_arr_set_unpaddable(npm, pm, plan.maxpad, &err) < 0)
         die(1, "%s", err.msg);
+    char ncl[32];
+    snprintf(ncl, sizeof ncl, "%zu", cs.n);
+    if (cs.n && icpp_pathmap_set_meta(npm, "arr-clones", ncl) < 0)
+        die(1, "out of memory");
     if (icpp_pathmap_stats(npm, &after, &err) < 0)
         die(1, "%s", err.msg);
     t_map = icpp_cli_cpu_seconds();
@@ -657,7 +673,7 @@ int main(int argc, char **argv)
                        .npads = npads, .n_sub = n_sub, .n_enter = n_enter, .wpads = wpads, .nwpads = n_bywrap,
                        .wraps = wraps, .nwraps = nwraps, .nwrap = nwrap, .sites = &sites, .seed = seed,
                        .t = {t_start, t_read, t_analysis, t_search, t_map, t_write}, .wrap = wrap,
-                       .all_groups = explain, .clones = &cs, .cpm = cpm, .cpad_f = cpad_f, .cnwrap = cnwrap,
+                       .all_groups = explain, .clones = &cs, .cq = cq, .cpm = cpm, .cpad_f = cpad_f, .cnwrap = cnwrap,
                        .cmaxpad = cmaxpad};
         if (report(pm, &r, &err) < 0)
             die(1, "%s", err.msg);

@@ -364,7 +364,7 @@ int rw_verify(const rw_verify_opts *o)
                 free(cl);
                 goto oom;
             }
-            icpp_pathmap *cm = icpp_arr_clone_map(m, cl, o->clones, o->nclones, NULL, &err);
+            icpp_pathmap *cm = icpp_arr_clone_map(m, o->clones, o->nclones, NULL, &err);
             pred[k] = cm ? icpp_arr_apply(cm, cl, o->pads, o->npads, o->wraps, o->nwraps, mm->path, &nb, &err) : NULL;
             icpp_pathmap_free(cm);
             free(cl);

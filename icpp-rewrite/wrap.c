@@ -728,6 +728,15 @@ int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32
         ncq[i] = -1;
         func[i] = i ? icpp_pathmap_node(pm, (uint32_t)i)->func : 0;
     }
+    /* A copy of a whole function for a gain below 0.01% of the calls is
+     * not worth its code (lua: two dozen clones for 5e-6 of them). */
+    uint64_t total = 0;
+    for (size_t i = 1; i < nn; i++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
+        for (uint32_t j = 0; j < nd->nheights; j++)
+            total += nd->heights[j].count;
+    }
+    uint64_t min_gain = total / 10000 ? total / 10000 : 1;
     double t0 = icpp_cli_cpu_seconds();
     while (nclones < max_clones) {
         clone_shifts(pm, caller, fpad, e.nwrap, ncq, base);
@@ -822,7 +831,7 @@ int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32
                             goto oom;
                     }
                 }
-                if (hmax > max_height || !(tw > nbw || (tw == nbw && tc > nbc)))
+                if (hmax > max_height || tw < bw + min_gain || !(tw > nbw || (tw == nbw && tc > nbc)))
                     continue;
                 memcpy(trial, base, nn * sizeof *trial);
                 for (size_t v = nown; v < nvis; v++)

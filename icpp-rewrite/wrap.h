@@ -71,7 +71,8 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
  * instead (icpp-rewrite/clone.h) where resizing and wrapping (fpad, cpad)
  * left ambiguity: greedy as rw_wrap_search, each round the class and clone
  * padding (0..cmax[class] in steps of 16; cmax < 0: cannot be cloned) that
- * most improve the weight of unique contexts, at most max_clones.  A class
+ * most improve the weight of unique contexts, by at least 0.01% of the
+ * map's calls, at most max_clones.  A class
  * is taken only if its nodes run in PROG's code (none called from a clone
  * or from a node of the same class).  cq[class]: the clone's padding, -1
  * for none. */

@@ -253,10 +253,11 @@ static int u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The clone of c[0..n) node nd is called through, or -1 (*part set when
- * only some of its sites are a clone's). */
-static long node_clone(const icpp_pathmap *pm, uint32_t main, const icpp_pm_node *nd, const icpp_arr_clone *c, size_t n,
-                       int *part)
+/* The clone of c[0..n) node nd is called through (its sites: site[], as
+ * executed -- a call made in a copy is not re-aimed), or -1 (*part set
+ * when only some of its sites are a clone's). */
+static long node_clone(const icpp_pathmap *pm, uint32_t main, const icpp_pm_node *nd, const uint64_t *site,
+                       const icpp_arr_clone *c, size_t n, int *part)
 {
     const icpp_pm_func *f = icpp_pathmap_func(pm, nd->func);
     *part = 0;
@@ -267,8 +268,8 @@ static long node_clone(const icpp_pathmap *pm, uint32_t main, const icpp_pm_node
             continue;
         uint32_t in = 0;
         for (uint32_t j = 0; j < nd->nsites; j++)
-            in += nd->sites[j].module == main && bsearch(&nd->sites[j].addr, c[k].rets, c[k].nrets, sizeof *c[k].rets,
-                                                         u64_cmp) != NULL;
+            in += nd->sites[j].module == main &&
+                  bsearch(&site[j], c[k].rets, c[k].nrets, sizeof *c[k].rets, u64_cmp) != NULL;
         if (in == nd->nsites)
             return (long)k;
         if (in)
@@ -277,14 +278,36 @@ static long node_clone(const icpp_pathmap *pm, uint32_t main, const icpp_pm_node
     return -1;
 }
 
-icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_clone *c, size_t n,
-                                 size_t *partly, icpp_err *err)
+/* Where the call returning to a (a main-module return address of a path
+ * below node up) was made: in the frame of the nearest ancestor running
+ * the function whose code holds a.  If that ancestor runs a copy, the
+ * return address is in the copy.  (A return address may end its function:
+ * a call that does not return.) */
+static uint64_t site_in_copy(const icpp_pathmap *pm, const long *cl, const icpp_arr_clone *c, size_t n, uint32_t up,
+                             uint64_t a)
+{
+    uint64_t f = 0;
+    for (size_t k = 0; k < n && !f; k++)
+        if (a > c[k].orig && a <= c[k].orig + c[k].size)
+            f = c[k].orig;
+    if (!f)
+        return a;
+    for (uint32_t q = up; q; q = icpp_pathmap_node(pm, q)->parent)
+        if (icpp_pathmap_func(pm, icpp_pathmap_node(pm, q)->func)->addr == f)
+            return cl[q] >= 0 ? a - c[cl[q]].orig + c[cl[q]].addr : a;
+    return a;
+}
+
+icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const icpp_arr_clone *c, size_t n, size_t *partly,
+                                 icpp_err *err)
 {
     size_t nm = icpp_pathmap_nmodules(pm), nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
     uint32_t main = icpp_pathmap_main(pm);
     icpp_pathmap *out = icpp_pathmap_new();
     long *cl = malloc((nn + 1) * sizeof *cl);           /* per node: the clone it runs in, or -1 */
     uint32_t *cfid = malloc((n + 1) * sizeof *cfid);    /* per clone: its function index */
+    uint64_t *site = NULL;                              /* a node's sites as executed */
+    size_t nsite = 0;
     if (partly)
         *partly = 0;
     if (!out || !cl || !cfid)
@@ -314,11 +337,19 @@ icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const uint32_t *caller,
     for (size_t i = 1; i < nn; i++) {
         const icpp_pm_node *s = icpp_pathmap_node(pm, (uint32_t)i);
         int part;
-        cl[i] = node_clone(pm, main, s, c, n, &part);
+        if (s->nsites > nsite) {
+            uint64_t *ns = realloc(site, s->nsites * sizeof *site);
+            if (!ns)
+                goto oom;
+            site = ns, nsite = s->nsites;
+        }
+        for (uint32_t k = 0; k < s->nsites; k++)
+            site[k] = s->sites[k].module == main ? site_in_copy(pm, cl, c, n, s->parent, s->sites[k].addr)
+                                                 : s->sites[k].addr;
+        cl[i] = node_clone(pm, main, s, site, c, n, &part);
         if (part && partly)
             (*partly)++;
-        uint32_t d, cn = caller ? caller[i] : s->parent;
-        long up = cn ? cl[cn] : -1;     /* called from a clone's frame: its sites are in the copy */
+        uint32_t d;
         if (icpp_pathmap_child(out, s->parent, cl[i] >= 0 ? cfid[cl[i]] : s->func, &d) < 0)
             goto oom;
         if (d != i) {
@@ -329,18 +360,15 @@ icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const uint32_t *caller,
         for (uint32_t k = 0; k < s->nheights; k++)
             if (icpp_pathmap_add_height(out, d, s->heights[k].height, s->heights[k].count) < 0)
                 goto oom;
-        for (uint32_t k = 0; k < s->nsites; k++) {
-            uint64_t a = s->sites[k].addr;
-            if (up >= 0 && s->sites[k].module == main && a > c[up].orig && a <= c[up].orig + c[up].size)
-                a = a - c[up].orig + c[up].addr;   /* a return address may end the function (a noreturn call) */
-            if (icpp_pathmap_add_site(out, d, s->sites[k].module, a, s->sites[k].count) < 0)
+        for (uint32_t k = 0; k < s->nsites; k++)
+            if (icpp_pathmap_add_site(out, d, s->sites[k].module, site[k], s->sites[k].count) < 0)
                 goto oom;
-        }
     }
     if (copy_meta(pm, out, err) < 0)
         goto fail;
     free(cl);
     free(cfid);
+    free(site);
     return out;
 oom:
     icpp_err_set(err, ENOMEM, "out of memory building the cloned program's map");
@@ -348,6 +376,7 @@ fail:
     icpp_pathmap_free(out);
     free(cl);
     free(cfid);
+    free(site);
     return NULL;
 }
 

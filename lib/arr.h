@@ -118,13 +118,14 @@ typedef struct icpp_arr_clone {
  * pm with one function per clone (after pm's), each node called through a
  * clone's sites -- its function is the clone's original and every one of
  * its sites is among the clone's rets, all in the main module -- taken by
- * the clone, and the call sites of the nodes called from a clone's frame
- * (caller, icpp_arr_callers) moved into the copy.  Node i of pm is node i
- * of the result, so callers stay valid.  *partly (if not NULL) counts the
- * nodes of a clone's function with some but not all sites among its rets
- * (left to the original: unpredictable).  NULL on failure. */
-icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const uint32_t *caller, const icpp_arr_clone *c, size_t n,
-                                 size_t *partly, icpp_err *err);
+ * the clone, and every call site executed in a copy moved into it: a
+ * return address inside a clone's original whose nearest ancestor running
+ * that function is a clone's node.  Node i of pm is node i of the result,
+ * so callers (icpp_arr_callers on pm) stay valid.  *partly (if not NULL)
+ * counts the nodes of a clone's function with some but not all sites among
+ * its rets (left to the original: unpredictable).  NULL on failure. */
+icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const icpp_arr_clone *c, size_t n, size_t *partly,
+                                 icpp_err *err);
 /* "arr-unpaddable" in a padded binary's map: the main module's functions of
  * the map that icpp-rewrite could not pad (refused: docs/rewrite.md), as
  * comma-separated link-time addresses in hex.  With it, icpp-resolve --check

@@ -222,6 +222,54 @@ int main(void)
         free(mask);
         free(mp);
     }
+    /* Clones (docs/rewrite.md, "Cloning"): g (0x2000, 0x100 bytes) copied to
+     * 0x8000 for main's call 0x1010 (path 2), padded 32; r copied for
+     * main's call 0x1020 and for r's own call 0x5010 -- path 7 is r called
+     * from r: its site is in the copy of r, so it is not a call of the
+     * clone's class (left as r).  A clone of x listing p's call (one of path
+     * 9's two sites) counts as partly. */
+    {
+        static const uint64_t rg[] = {0x1010}, rr[] = {0x1020, 0x5010}, rx[] = {0x3010};
+        icpp_arr_clone cl[] = {{0x2000, 0x100, 0x8000, "g.icpp_clone.0", 32, rg, 1},
+                               {0x5000, 0x40, 0x8100, "r.icpp_clone.1", 0, rr, 2},
+                               {0x6000, 0x10, 0x8200, "x.icpp_clone.2", 0, rx, 1}};
+        size_t partly = 9;
+        icpp_pathmap *cm = icpp_arr_clone_map(pm, cl, 3, &partly, &err);
+        CHECK(cm != NULL, "clone map: %s", cm ? "" : err.msg);
+        if (cm) {
+            CHECK(icpp_pathmap_nfuncs(cm) == nf + 3 && icpp_pathmap_nnodes(cm) == nn, "one function per clone, same nodes");
+            const icpp_pm_func *g2 = icpp_pathmap_func(cm, icpp_pathmap_node(cm, nd[2])->func);
+            CHECK(g2->addr == 0x8000 && !strcmp(g2->name, "g.icpp_clone.0") && g2->module == 0,
+                  "path 2 enters g's copy");
+            const icpp_pm_node *n3 = icpp_pathmap_node(cm, nd[3]), *n4 = icpp_pathmap_node(cm, nd[4]);
+            const icpp_pm_node *n9 = icpp_pathmap_node(cm, nd[9]), *n7 = icpp_pathmap_node(cm, nd[7]);
+            CHECK(n3->sites[0].addr == 0x8010 && n4->sites[0].addr == 0x8020 &&
+                      icpp_pathmap_node(cm, nd[5])->sites[0].addr == 0x8030,
+                  "calls made in g's copy return into it (p's, n's below returned p, n's)");
+            int in_copy = 0, in_p = 0;
+            for (uint32_t k = 0; k < n9->nsites; k++)
+                in_copy |= n9->sites[k].addr == 0x8040, in_p |= n9->sites[k].addr == 0x3010;
+            CHECK(in_copy && in_p && icpp_pathmap_func(cm, n9->func)->addr == 0x6000,
+                  "path 9: its site in g moves into the copy, its site in p stays; x partly cloned, kept");
+            CHECK(partly == 1, "one partly cloned node (path 9), got %zu", partly);
+            CHECK(icpp_pathmap_func(cm, icpp_pathmap_node(cm, nd[6])->func)->addr == 0x8100 &&
+                      icpp_pathmap_func(cm, n7->func)->addr == 0x5000 && n7->sites[0].addr == 0x8110 &&
+                      icpp_pathmap_node(cm, nd[8])->sites[0].addr == 0x5020,
+                  "path 6 enters r's copy; path 7 is called from the copy (not the clone: the copy calls r); "
+                  "path 8's call is made in r (path 7), not in the copy");
+            CHECK(icpp_pathmap_node(cm, nd[3])->heights[0].height == 328 && n3->count == 3, "heights and counts kept");
+            /* padded: g's copy by 32, g itself by 64 (pads) -> below path 2, the copy's 32 */
+            icpp_arr_pad cp2[] = {{0x2000, 64}, {0x8000, 32}};
+            uint32_t *cc = malloc(nn * sizeof *cc);
+            CHECK(cc && icpp_arr_callers(pm, ranges, sizeof ranges / sizeof *ranges, cc, NULL) >= 0, "callers");
+            icpp_pathmap *po = cc ? icpp_arr_apply(cm, cc, cp2, 2, NULL, 0, "/bin/prog.arr", &nb, &err) : NULL;
+            CHECK(po && icpp_pathmap_node(po, nd[5])->heights[0].height == 328 + 32,
+                  "below the copy: its padding, not g's");
+            icpp_pathmap_free(po);
+            free(cc);
+            icpp_pathmap_free(cm);
+        }
+    }
     free(nw);
     free(caller);
     free(far);
