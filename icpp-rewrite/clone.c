@@ -84,40 +84,150 @@ static const icpp_fde *fde_at(const rw_cloner *c, uint64_t lo)
     return a < c->nfde && c->fde[a].lo == lo ? &c->fde[a] : NULL;
 }
 
+static const icpp_ehw_fde *ehw_at(const rw_cloner *c, uint64_t lo)
+{
+    size_t a = 0, b = c->nlsda;                 /* sorted by lo */
+    while (a < b) {
+        size_t h = (a + b) / 2;
+        if (c->lsda[h].lo < lo)
+            a = h + 1;
+        else
+            b = h;
+    }
+    return a < c->nlsda && c->lsda[a].lo == lo ? &c->lsda[a] : NULL;
+}
+
+static uint64_t uleb(const uint8_t **p, const uint8_t *end, int *bad)
+{
+    uint64_t v = 0;
+    for (int sh = 0; *p < end && sh < 64; sh += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << sh;
+        if (!(b & 0x80))
+            return v;
+    }
+    *bad = 1;
+    return 0;
+}
+
+/* The FDE of the function at lo as a copy needs it: the section offset of
+ * its CIE, and whether its augmentation data is the 4-byte LSDA pointer of
+ * a "zPLR" CIE (1) or empty ("zR": 0).  NULL, or why not: the copy's FDE is
+ * written under the same CIE (lib/ehwrite.h: pointers pc-relative sdata4). */
+static const char *fde_shape(const rw_cloner *c, const icpp_fde *e, const icpp_ehw_fde *x, size_t *cie_off,
+                             int *with_lsda)
+{
+    const rw_cfisec *sec = &c->img->eh_frame;
+    const uint8_t *base = c->orig + sec->off, *end = base + sec->size;
+    if (e->fde_enc != 0x1b || x->off + 17 > sec->size)
+        return "its FDE's pointers are not pc-relative sdata4";
+    uint32_t ptr;
+    memcpy(&ptr, base + x->off + 4, 4);
+    if (ptr > x->off + 4)
+        return "its FDE's CIE pointer is out of its section";
+    *cie_off = x->off + 4 - ptr;
+    const uint8_t *p = base + *cie_off + 8;     /* length, id */
+    if (p >= end || (*p != 1 && *p != 3))
+        return "its CIE has an unknown version";
+    int v3 = *p++ == 3, bad = 0;
+    const char *aug = (const char *)p;
+    while (p < end && *p)
+        p++;
+    if (p++ >= end)
+        return "its CIE is truncated";
+    uleb(&p, end, &bad);                        /* code alignment */
+    uleb(&p, end, &bad);                        /* data alignment (SLEB, only skipped) */
+    if (v3)
+        uleb(&p, end, &bad);
+    else
+        p++;
+    int has_l = 0;
+    if (!strcmp(aug, "zPLR")) {
+        uleb(&p, end, &bad);
+        if (p + 7 > end || (p[0] != 0x9b && p[0] != 0x1b) || p[5] != 0x1b || p[6] != 0x1b)
+            return "its CIE's personality or LSDA encoding is not gcc's";
+        has_l = 1;
+    } else if (strcmp(aug, "zR")) {
+        return "its CIE's augmentation is neither zR nor zPLR";
+    }
+    if (bad)
+        return "its CIE is truncated";
+    const uint8_t *q = base + x->off + 16;
+    uint64_t naug = uleb(&q, end, &bad);
+    if (bad || naug != (has_l ? 4u : 0u) || (size_t)(q - base) + naug != e->ins)
+        return "its FDE's augmentation data is not an LSDA pointer";
+    *with_lsda = has_l;
+    if (!x->lsda)
+        return NULL;
+    /* The landing pads are relative to the function's start (LPStart
+     * omitted): the copy's are in the copy. */
+    for (size_t i = 0; i < c->img->nsegs; i++) {
+        const rw_seg *sg = &c->img->segs[i];
+        if (x->lsda >= sg->vaddr && x->lsda < sg->vaddr + sg->filesz)
+            return c->orig[sg->off + (x->lsda - sg->vaddr)] == 0xff ? NULL
+                                                                     : "its exception table sets its own LPStart";
+    }
+    return "its exception table is not in the file";
+}
+
 static const uint8_t *orig_code(const rw_cloner *c, uint64_t addr, size_t *avail)
 {
     const uint8_t *p = rw_image_code(c->img, addr, avail);
     return p ? c->orig + (p - c->img->bytes) : NULL;
 }
 
-/* One decoded instruction's reference out of [lo, hi): where its rel32 or
- * disp32 is (offset in the instruction) and what it reaches. */
+/* A function's code: its own range and its split-off parts (gcc's
+ * foo.cold), each copied to `at` (rw_clone_parts lays them out). */
+#define MAX_PARTS RW_CLONE_MAX_PARTS
+typedef struct part {
+    uint64_t lo, hi, at;
+} part;
+
+/* Where a reference to t goes in the copy: into the copy of the part that
+ * holds t, else t itself (out of the function). */
+static int in_parts(const part *p, size_t np, uint64_t t, uint64_t *to)
+{
+    for (size_t i = 0; i < np; i++)
+        if (t >= p[i].lo && t < p[i].hi) {
+            *to = t - p[i].lo + p[i].at;
+            return 1;
+        }
+    *to = t;
+    return 0;
+}
+
+/* One decoded instruction's reference: where its rel32 or disp32 is
+ * (offset in the instruction) and what it reaches in PROG. */
 typedef struct ref {
     uint8_t  off;
     uint64_t to;
 } ref;
 
-/* Check the instruction at a (len bytes) and find its outward reference:
- * 1 with *r set, 0 without one, or -1 with *why. */
+/* Check the instruction at a and find its pc-relative reference: 1 with *r
+ * set, 0 without one, or -1 with *why. */
 static int judge_ins(const rw_cloner *c, const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a,
-                     uint64_t lo, uint64_t hi, ref *r, const char **why)
+                     const part *p, size_t np, ref *r, const char **why)
 {
     int branch = in->meta.category == ZYDIS_CATEGORY_CALL || in->meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
                  in->meta.category == ZYDIS_CATEGORY_COND_BR;
+    uint64_t to;
     for (uint8_t i = 0; i < in->operand_count_visible; i++) {
         const ZydisDecodedOperand *o = &op[i];
         uint64_t t;
         if (o->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && o->imm.is_relative) {
             if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o, a, &t)))
                 return *why = "a relative operand it cannot follow", -1;
-            if (t >= lo && t < hi)
-                return 0;
+            int inside = in_parts(p, np, t, &to), same = 0;
+            for (size_t k = 0; k < np; k++)
+                same |= a >= p[k].lo && a < p[k].hi && t >= p[k].lo && t < p[k].hi;
+            if (same)
+                return 0;               /* within one part: the displacement stays */
             if (in->raw.imm[0].size != 32)
                 return *why = "a short jump out of its code", -1;
-            if (in->meta.category != ZYDIS_CATEGORY_CALL) {
+            if (!inside && in->meta.category != ZYDIS_CATEGORY_CALL) {
                 const icpp_func *g = icpp_module_func_start(c->m, t);
                 if (!g || g->owner != g->addr)
-                    return *why = "a jump out of its code that is not a tail call (a split-off part?)", -1;
+                    return *why = "a jump into another function's code that is not a tail call", -1;
             }
             *r = (ref){in->raw.imm[0].offset, t};
             return 1;
@@ -125,17 +235,14 @@ static int judge_ins(const rw_cloner *c, const ZydisDecodedInstruction *in, cons
         if (o->type == ZYDIS_OPERAND_TYPE_MEMORY && o->mem.base == ZYDIS_REGISTER_RIP) {
             if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o, a, &t)) || in->raw.disp.size != 32)
                 return *why = "a rip-relative operand it cannot follow", -1;
-            if (branch && !(t < lo || t >= hi))
+            if (branch && in_parts(p, np, t, &to))
                 return *why = "an indirect jump through its own code", -1;
             if (in->meta.category == ZYDIS_CATEGORY_UNCOND_BR)
                 return *why = "an indirect jump (a jump table would lead back into PROG's copy)", -1;
-            if (t >= lo && t < hi)
-                return 0;
             *r = (ref){in->raw.disp.offset, t};
-            return 1;
+            return 1;                   /* re-aimed: into the copy if it is the function's own code */
         }
-        if (o->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && in->raw.imm[0].size >= 32 && o->imm.value.u >= lo &&
-            o->imm.value.u < hi)
+        if (o->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && in->raw.imm[0].size >= 32 && in_parts(p, np, o->imm.value.u, &to))
             return *why = "an absolute address of its own code", -1;
         if (in->meta.category == ZYDIS_CATEGORY_UNCOND_BR && i == 0 && o->type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
             return *why = "an indirect jump (a jump table would lead back into PROG's copy)", -1;
@@ -143,27 +250,30 @@ static int judge_ins(const rw_cloner *c, const ZydisDecodedInstruction *in, cons
     return 0;
 }
 
-/* Walk the function at lo: every instruction decoded and judged; with
- * code != NULL (the copy, at link-time at) every outward reference is
+/* Walk part k of p[0..np): every instruction decoded and judged; with
+ * code != NULL (the part's copy) every reference out of the part is
  * re-aimed.  NULL, or why not. */
-static const char *walk(const rw_cloner *c, uint64_t lo, uint64_t hi, uint8_t *code, uint64_t at, int *far)
+static const char *walk(const rw_cloner *c, const part *p, size_t np, size_t k, uint8_t *code, int *far)
 {
     size_t avail;
-    const uint8_t *p = orig_code(c, lo, &avail);
-    if (!p || avail < hi - lo)
+    uint64_t lo = p[k].lo, hi = p[k].hi;
+    const uint8_t *b = orig_code(c, lo, &avail);
+    if (!b || avail < hi - lo)
         return "its code is not in the file";
     for (uint64_t off = 0; off < hi - lo;) {
         ZydisDecodedInstruction in;
         ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), p + off, hi - lo - off, &in, op)))
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), b + off, hi - lo - off, &in, op)))
             return "bytes that do not decode as x86-64 instructions";
         ref r;
         const char *why = NULL;
-        int k = judge_ins(c, &in, op, lo + off, lo, hi, &r, &why);
-        if (k < 0)
+        int n = judge_ins(c, &in, op, lo + off, p, np, &r, &why);
+        if (n < 0)
             return why;
-        if (k > 0 && code) {
-            int64_t d = (int64_t)(r.to - (at + off + in.length));
+        if (n > 0 && code) {
+            uint64_t to;
+            in_parts(p, np, r.to, &to);
+            int64_t d = (int64_t)(to - (p[k].at + off + in.length));
             if (d != (int32_t)d) {
                 *far = 1;
                 return "a reference the copy cannot reach (rel32)";
@@ -176,76 +286,130 @@ static const char *walk(const rw_cloner *c, uint64_t lo, uint64_t hi, uint8_t *c
     return NULL;
 }
 
-const char *rw_clone_judge(rw_cloner *c, uint64_t addr)
+/* The parts of the function at addr (its own code first), each checked:
+ * an FDE covering exactly it in a shape the copy can repeat.  The copies'
+ * addresses follow `at`: each part 16-byte aligned after the previous.
+ * Returns the count, or 0 with *why. */
+static size_t parts_of(const rw_cloner *c, uint64_t addr, uint64_t at, part *p, const char **why)
 {
     const icpp_func *f = icpp_module_func_start(c->m, addr);
     if (!f || f->plt || f->owner != f->addr)
-        return "not a function of the program";
+        return *why = "not a function of the program", 0;
     if (!f->size)
-        return "its size is not known";
+        return *why = "its size is not known", 0;
+    size_t np = 0;
+    p[np++] = (part){addr, addr + f->size, at};
     const icpp_func *fs = icpp_module_funcs(c->m);
-    for (size_t i = 0, n = icpp_module_nfuncs(c->m); i < n; i++)
-        if (fs[i].owner == addr && fs[i].addr != addr)
-            return "it has a split-off part (.cold)";
-    const icpp_fde *e = fde_at(c, addr);
-    if (!e || e->hi != addr + f->size)
-        return "its CFI does not cover exactly its code";
-    if (e->signal || e->code_align != 1 || e->data_align != -8)
-        return "its CFI has another alignment than gcc's (or is a signal frame)";
-    for (size_t i = 0; i < c->nlsda; i++)
-        if (c->lsda[i].lo == addr && c->lsda[i].lsda)
-            return "it has an exception table (LSDA)";
-    icpp_cfaprog cp;
-    icpp_err err;
-    const rw_cfisec *eh = &c->img->eh_frame;
-    if (icpp_cfaprog_read(c->orig + eh->off, eh->size, e, &cp, &err) < 0)
-        return "its CFA program cannot be read (DW_CFA_set_loc?)";
-    icpp_cfaprog_free(&cp);
-    int far = 0;
-    return walk(c, addr, addr + f->size, NULL, 0, &far);
+    for (size_t i = 0, n = icpp_module_nfuncs(c->m); i < n; i++) {
+        if (fs[i].owner != addr || fs[i].addr == addr)
+            continue;
+        if (np == MAX_PARTS || !fs[i].size)
+            return *why = "it has more split-off parts than a copy takes, or one of unknown size", 0;
+        uint64_t a = (p[np - 1].at + (p[np - 1].hi - p[np - 1].lo) + 15) & ~15ull;
+        p[np++] = (part){fs[i].addr, fs[i].addr + fs[i].size, a};
+    }
+    for (size_t k = 0; k < np; k++) {
+        const icpp_fde *e = fde_at(c, p[k].lo);
+        const icpp_ehw_fde *x = ehw_at(c, p[k].lo);
+        size_t cie_off;
+        int with_lsda;
+        if (!e || !x || e->hi != p[k].hi)
+            return *why = "its CFI does not cover exactly its code", 0;
+        if (e->signal || e->code_align != 1 || e->data_align != -8)
+            return *why = "its CFI has another alignment than gcc's (or is a signal frame)", 0;
+        if ((*why = fde_shape(c, e, x, &cie_off, &with_lsda)))
+            return 0;
+        icpp_cfaprog cp;
+        icpp_err err;
+        const rw_cfisec *eh = &c->img->eh_frame;
+        if (icpp_cfaprog_read(c->orig + eh->off, eh->size, e, &cp, &err) < 0)
+            return *why = "its CFA program cannot be read (DW_CFA_set_loc?)", 0;
+        icpp_cfaprog_free(&cp);
+    }
+    return np;
 }
 
-uint64_t rw_clone_size(rw_cloner *c, uint64_t addr)
+const char *rw_clone_judge(rw_cloner *c, uint64_t addr)
 {
-    const icpp_func *f = icpp_module_func_start(c->m, addr);
-    return f ? f->size : 0;
+    part p[MAX_PARTS];
+    const char *why = NULL;
+    size_t np = parts_of(c, addr, 0, p, &why);
+    int far = 0;
+    for (size_t k = 0; k < np && !why; k++)
+        why = walk(c, p, np, k, NULL, &far);
+    return why;
+}
+
+size_t rw_clone_parts(rw_cloner *c, uint64_t addr, uint64_t at, icpp_arr_part *out)
+{
+    part p[MAX_PARTS];
+    const char *why = NULL;
+    size_t np = parts_of(c, addr, at, p, &why);
+    for (size_t k = 0; k < np; k++)
+        out[k] = (icpp_arr_part){p[k].lo, p[k].hi, p[k].at};
+    return np;
 }
 
 int rw_clone_emit(rw_cloner *c, uint64_t orig, const rw_frame *fr, uint32_t pad, uint64_t at, uint8_t *code,
                   struct icpp_ehw *eh, icpp_err *err)
 {
-    const char *why = rw_clone_judge(c, orig);
+    part p[MAX_PARTS];
+    const char *why = NULL;
     const icpp_func *f = icpp_module_func_start(c->m, orig);
-    if (why || !f)
+    size_t np = parts_of(c, orig, at, p, &why);
+    if (!np || !f || (why = rw_clone_judge(c, orig)))
         return icpp_err_set(err, EINVAL, "internal error: the function at %#" PRIx64 " cannot be cloned: %s", orig,
                             why ? why : "?");
-    size_t avail;
-    const uint8_t *p = orig_code(c, orig, &avail);
-    memcpy(code, p, f->size);
-    int far = 0;
-    if ((why = walk(c, orig, orig + f->size, code, at, &far)))
-        return icpp_err_set(err, far ? ICPP_EUNSUPPORTED : EINVAL, "the clone of %s: %s", f->name, why);
-    const icpp_fde *e = fde_at(c, orig);
     const rw_cfisec *sec = &c->img->eh_frame;
-    size_t nins = e->end - e->ins;
-    uint8_t *ins = malloc(nins + 1);
-    if (!ins)
-        return icpp_err_set(err, ENOMEM, "out of memory cloning %s", f->name);
-    memcpy(ins, c->orig + sec->off + e->ins, nins);
-    if (pad && (!fr || rw_frame_patch_copy(fr, pad, code, orig, f->size, ins, sec->off + e->ins, nins, c->img,
-                                           err) < 0)) {
-        free(ins);
-        return fr ? icpp_err_prefix(err, "the clone of %s", f->name)
-                  : icpp_err_set(err, EINVAL, "internal error: clone of %s padded without a verdict", f->name);
+    rw_copy_win cw[MAX_PARTS], iw[MAX_PARTS];
+    uint8_t *ins[MAX_PARTS] = {0};
+    int rc = -1, far = 0;
+    for (size_t k = 0; k < np; k++) {
+        size_t avail;
+        uint8_t *dst = code + (p[k].at - at);
+        memcpy(dst, orig_code(c, p[k].lo, &avail), p[k].hi - p[k].lo);
+        if ((why = walk(c, p, np, k, dst, &far))) {
+            icpp_err_set(err, far ? ICPP_EUNSUPPORTED : EINVAL, "the clone of %s: %s", f->name, why);
+            goto out;
+        }
+        const icpp_fde *e = fde_at(c, p[k].lo);
+        size_t nins = e->end - e->ins;
+        if (!(ins[k] = malloc(nins + 1))) {
+            icpp_err_set(err, ENOMEM, "out of memory cloning %s", f->name);
+            goto out;
+        }
+        memcpy(ins[k], c->orig + sec->off + e->ins, nins);
+        cw[k] = (rw_copy_win){p[k].lo, p[k].hi - p[k].lo, dst};
+        iw[k] = (rw_copy_win){sec->off + e->ins, nins, ins[k]};
     }
-    /* A CIE of its own with the function's CIE's initial instructions (a
-     * DW_CFA_restore in its FDE means their rules), then its FDE. */
-    size_t cie;
-    int rc = icpp_ehw_add_cie(eh, c->orig + sec->off + e->cie_ins, e->cie_end - e->cie_ins, &cie, err) < 0 ||
-                     icpp_ehw_add_fde(eh, cie, at, f->size, ins, nins, err) < 0
-                 ? -1
-                 : 0;
-    free(ins);
+    if (pad && (!fr || rw_frame_patch_copy(fr, pad, cw, np, iw, np, c->img, err) < 0)) {
+        if (fr)
+            icpp_err_prefix(err, "the clone of %s", f->name);
+        else
+            icpp_err_set(err, EINVAL, "internal error: clone of %s padded without a verdict", f->name);
+        goto out;
+    }
+    /* Each part's FDE under the function's own CIE (kept at its offset in
+     * the relocated .eh_frame: personality, initial instructions), pointing
+     * at the same exception table, whose call sites and landing pads are
+     * offsets from the part's start (gcc gives each part its own). */
+    for (size_t k = 0; k < np; k++) {
+        size_t cie;
+        int with_lsda;
+        const icpp_fde *e = fde_at(c, p[k].lo);
+        const icpp_ehw_fde *x = ehw_at(c, p[k].lo);
+        if (fde_shape(c, e, x, &cie, &with_lsda)) {
+            icpp_err_set(err, EINVAL, "internal error: the FDE of %s changed", f->name);
+            goto out;
+        }
+        if (icpp_ehw_add_fde_lsda(eh, cie, p[k].at, p[k].hi - p[k].lo, with_lsda, x->lsda, ins[k], e->end - e->ins,
+                                  err) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    for (size_t k = 0; k < np; k++)
+        free(ins[k]);
     return rc;
 }
 
@@ -333,7 +497,7 @@ int rw_clone_classes(const icpp_pathmap *pm, const rw_sites *s, const uint32_t *
 
 #define NAME_MAX_ 512
 
-int rw_clone_list(const icpp_module *m, const rw_sites *s, const int32_t *cq, size_t nwraps, const rw_image *img,
+int rw_clone_list(const icpp_module *m, const rw_sites *s, const int32_t *cq, rw_cloner *cl, uint64_t at,
                   rw_clone_set *out, icpp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -347,8 +511,9 @@ int rw_clone_list(const icpp_module *m, const rw_sites *s, const int32_t *cq, si
     int32_t *slot = malloc((s->ncls + 1) * sizeof *slot);
     out->c = calloc(n, sizeof *out->c);
     out->rets = malloc(nr * sizeof *out->rets);
+    out->parts = calloc(n * RW_CLONE_MAX_PARTS, sizeof *out->parts);
     out->names = calloc(n, NAME_MAX_);
-    if (!slot || !out->c || !out->rets || !out->names) {
+    if (!slot || !out->c || !out->rets || !out->parts || !out->names) {
         free(slot);
         rw_clone_set_free(out);
         return icpp_err_set(err, ENOMEM, "out of memory listing clones");
@@ -356,28 +521,41 @@ int rw_clone_list(const icpp_module *m, const rw_sites *s, const int32_t *cq, si
     for (uint32_t k = 0; k < s->ncls; k++)
         slot[k] = cq[k] >= 0 ? (int32_t)out->n++ : -1;
     /* rets grouped by clone, each group sorted (s->v is sorted by ret) */
-    size_t at = 0;
+    size_t r = 0;
     for (uint32_t k = 0; k < s->ncls; k++) {
         if (slot[k] < 0)
             continue;
         icpp_arr_clone *c = &out->c[slot[k]];
-        c->rets = out->rets + at;
+        c->rets = out->rets + r;
         for (size_t i = 0; i < s->n; i++)
             if (s->v[i].cls == k) {
-                out->rets[at++] = s->v[i].ret;
+                out->rets[r++] = s->v[i].ret;
                 c->orig = s->v[i].callee;
             }
-        c->nrets = (size_t)(out->rets + at - c->rets);
-        const icpp_func *f = icpp_module_func_start(m, c->orig);
-        c->size = f ? f->size : 0;
+        c->nrets = (size_t)(out->rets + r - c->rets);
         c->pad = (uint32_t)cq[k];
         char *nm = out->names + NAME_MAX_ * (size_t)slot[k];
+        const icpp_func *f = icpp_module_func_start(m, c->orig);
         snprintf(nm, NAME_MAX_, "%.470s.icpp_clone.%d", f && f->sym ? f->sym : "fn", slot[k]);
         c->name = nm;
     }
-    out->nrets = at;
+    out->nrets = r;
+    for (size_t i = 0; i < out->n; i++) {          /* in order of the classes: the layout */
+        icpp_arr_clone *c = &out->c[i];
+        icpp_arr_part *pt = out->parts + RW_CLONE_MAX_PARTS * i;
+        at = (at + 15) & ~15ull;
+        c->nparts = rw_clone_parts(cl, c->orig, at, pt);
+        if (!c->nparts) {
+            free(slot);
+            rw_clone_set_free(out);
+            return icpp_err_set(err, EINVAL, "internal error: a chosen clone cannot be laid out");
+        }
+        c->parts = pt;
+        c->addr = at;
+        c->size = pt[c->nparts - 1].addr + (pt[c->nparts - 1].hi - pt[c->nparts - 1].lo) - at;
+        at += c->size;
+    }
     free(slot);
-    rw_clone_layout(img, nwraps, out->c, out->n);
     return 0;
 }
 
@@ -385,6 +563,7 @@ void rw_clone_set_free(rw_clone_set *cs)
 {
     free(cs->c);
     free(cs->rets);
+    free(cs->parts);
     free(cs->names);
     memset(cs, 0, sizeof *cs);
 }

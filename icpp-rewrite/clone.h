@@ -8,32 +8,41 @@
 #include "frame.h"
 #include "image.h"
 #include "module.h"
-/* A clone (docs/rewrite.md, "Cloning") is PROG's bytes of a function,
- * copied to OUT's new segment with every pc-relative reference out of it
- * (calls, tail jumps, rip-relative data) re-aimed at what it reached in
+/* A clone (docs/rewrite.md, "Cloning") is PROG's bytes of a function and
+ * of its split-off parts, copied to OUT's new segment with every
+ * pc-relative reference out of them (into another part: into its copy)
+ * (calls, tail jumps, rip-relative data) re-aimed at what they reached in
  * PROG, enlarged by its own padding (frame.c's patches, applied to the
- * copy), with an FDE that repeats the function's CFI (its CFA offsets
- * grown as the copy's frame) and a local symbol NAME.icpp_clone.N.  The
+ * copy), with FDEs that repeat the function's CFI (its CFA offsets grown
+ * as the copy's frame; its CIE and exception tables) and local symbols
+ * NAME.icpp_clone.N (and NAME.icpp_clone.N.cold for a split-off part).  The
  * redirected call sites keep their bytes but their rel32, so their return
  * addresses -- and every exception table entry -- stay where they were.
  * Paths through those sites enter the copy: another function for every
  * ICPP tool, whose calls are call sites of their own. */
 /* Whether the function starting at addr can be copied: NULL, or why not
  * (static text).  The rules, each a reason: a function of the program with
- * a size and no split-off part; one FDE covering exactly its code, without
- * an exception table, with a CFA program lib/cfaprog.h reads; every byte
- * decodes; no indirect jump (a jump table would lead back into PROG's
- * copy); no short jump out of it, and no jump out of it but to a
- * function's entry (a tail call); no absolute immediate inside it. */
+ * a size, and at most 3 split-off parts with sizes; per part one FDE
+ * covering exactly it, under a "zR" or "zPLR" CIE with gcc's encodings,
+ * an exception table without its own LPStart, a CFA program lib/cfaprog.h
+ * reads; every byte decodes; no indirect jump (a jump table would lead
+ * back into PROG's copy); no short jump out of a part, and no jump out of
+ * the function but to a function's entry (a tail call); no absolute
+ * immediate inside it. */
 typedef struct rw_cloner rw_cloner;
 rw_cloner  *rw_cloner_new(const icpp_module *m, const rw_image *img, icpp_err *err);
 void        rw_cloner_free(rw_cloner *c);
 const char *rw_clone_judge(rw_cloner *c, uint64_t addr);
-/* Bytes of the function at addr (after rw_clone_judge accepted it). */
-uint64_t    rw_clone_size(rw_cloner *c, uint64_t addr);
-/* Write the clone of the function at `orig` to code[0..size) at link-time
- * `at`, padded by pad (fr: its frame verdict, needed when pad > 0), and
- * its CIE and FDE to eh.  Uses PROG's bytes as loaded, whatever was
+/* The parts of the function at addr (its own code, then its split-off
+ * .cold parts) and their copies' addresses from `at` on, each 16-byte
+ * aligned after the previous: the count (at most RW_CLONE_MAX_PARTS), 0 if
+ * it cannot be copied. */
+#define RW_CLONE_MAX_PARTS 4
+size_t      rw_clone_parts(rw_cloner *c, uint64_t addr, uint64_t at, icpp_arr_part *out);
+/* Write the clone of the function at `orig` -- its parts as rw_clone_parts
+ * lays them out from link-time `at` -- to code[0..), padded by pad (fr: its
+ * frame verdict, needed when pad > 0), and an FDE per part to eh (under
+ * the function's CIE, with its exception table).  Uses PROG's bytes as loaded, whatever was
  * patched in the image since. */
 struct icpp_ehw;
 int rw_clone_emit(rw_cloner *c, uint64_t orig, const rw_frame *fr, uint32_t pad, uint64_t at, uint8_t *code,
@@ -55,15 +64,17 @@ int rw_clone_classes(const icpp_pathmap *pm, const struct rw_sites *s, const uin
 /* At most this many clones per rewrite (each a copy of a whole function). */
 #define RW_MAX_CLONES 64
 /* The clones chosen (per class cq[k] >= 0: rw_clone_search, wrap.h), laid
- * out after nwraps stubs (rw_clone_layout): one per class, with the class's
- * return addresses and the name SYMBOL.icpp_clone.N. */
+ * out from `at` on (after the stubs: rw_wrap_code_addr + RW_WRAP_STUB per
+ * wrap), each and each part 16-byte aligned: one per class, with the
+ * class's return addresses and the name SYMBOL.icpp_clone.N. */
 typedef struct rw_clone_set {
     icpp_arr_clone *c;
     size_t          n, nrets;       /* clones, and redirected calls in all */
     uint64_t       *rets;           /* storage of the clones' rets */
-    char           *names;          /* storage of their names */
+    icpp_arr_part  *parts;          /* ... of their parts */
+    char           *names;          /* ... of their names */
 } rw_clone_set;
-int  rw_clone_list(const icpp_module *m, const struct rw_sites *s, const int32_t *cq, size_t nwraps,
-                   const rw_image *img, rw_clone_set *out, icpp_err *err);
+int  rw_clone_list(const icpp_module *m, const struct rw_sites *s, const int32_t *cq, rw_cloner *cl, uint64_t at,
+                   rw_clone_set *out, icpp_err *err);
 void rw_clone_set_free(rw_clone_set *cs);
 #endif

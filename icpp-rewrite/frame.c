@@ -1427,19 +1427,25 @@ int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err
 }
 
 typedef struct copy_dst {
-    uint8_t *code, *ins;
-    uint64_t lo, len;
-    size_t   ins_off, nins;         /* file offset of ins[0] */
-    const rw_image *img;
+    const rw_copy_win *code, *cfa;
+    size_t             ncode, ncfa;
+    const rw_image    *img;
 } copy_dst;
+
+static uint8_t *in_win(const rw_copy_win *w, size_t n, uint64_t at, size_t *avail)
+{
+    for (size_t i = 0; i < n; i++)
+        if (at >= w[i].lo && at < w[i].lo + w[i].len) {
+            *avail = (size_t)(w[i].lo + w[i].len - at);
+            return w[i].buf + (at - w[i].lo);
+        }
+    return NULL;
+}
 
 static uint8_t *copy_code(void *ctx, uint64_t addr, size_t *avail)
 {
     copy_dst *c = ctx;
-    if (addr < c->lo || addr >= c->lo + c->len)
-        return NULL;
-    *avail = (size_t)(c->lo + c->len - addr);
-    return c->code + (addr - c->lo);
+    return in_win(c->code, c->ncode, addr, avail);
 }
 
 static uint8_t *copy_cfa(void *ctx, uint64_t off, size_t *avail, int *skip)
@@ -1447,19 +1453,16 @@ static uint8_t *copy_cfa(void *ctx, uint64_t off, size_t *avail, int *skip)
     copy_dst *c = ctx;
     const rw_cfisec *dbg = &c->img->debug_frame;
     if (dbg->size && off >= dbg->off && off < dbg->off + dbg->size) {
-        *skip = 1;                  /* the clone's CFI is its .eh_frame FDE only */
+        *skip = 1;                  /* the clone's CFI is its .eh_frame FDEs only */
         return NULL;
     }
-    if (off < c->ins_off || off >= c->ins_off + c->nins)
-        return NULL;
-    *avail = c->ins_off + c->nins - off;
-    return c->ins + (off - c->ins_off);
+    return in_win(c->cfa, c->ncfa, off, avail);
 }
 
-int rw_frame_patch_copy(const rw_frame *f, uint32_t pad, uint8_t *code, uint64_t lo, uint64_t len, uint8_t *cfa,
-                        size_t ins_off, size_t nins, const rw_image *img, icpp_err *err)
+int rw_frame_patch_copy(const rw_frame *f, uint32_t pad, const rw_copy_win *code, size_t ncode,
+                        const rw_copy_win *cfa, size_t ncfa, const rw_image *img, icpp_err *err)
 {
-    copy_dst c = {code, cfa, lo, len, ins_off, nins, img};
+    copy_dst c = {code, cfa, ncode, ncfa, img};
     patch_dst d = {copy_code, copy_cfa, &c};
     return patch_to(f, pad, &d, err);
 }

@@ -98,10 +98,15 @@ int rw_frames_tail_reaches(const rw_frames *fs, uint64_t from, uint64_t to);
 /* Enlarge f's frame by pad bytes (0 < pad <= f->maxpad, multiple of 16) in img. */
 int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err);
 /* The same on a copy of f (function cloning, icpp-rewrite/clone.h): its
- * code code[0..len) copied from link-time lo, and its FDE's instructions
- * ins[0..nins) copied from file offset ins_off of img's .eh_frame; CFA
- * offsets in img's .debug_frame are left alone, any other is an error. */
-int rw_frame_patch_copy(const rw_frame *f, uint32_t pad, uint8_t *code, uint64_t lo, uint64_t len, uint8_t *ins,
-                        size_t ins_off, size_t nins, const rw_image *img, icpp_err *err);
+ * code in windows code[0..ncode) (lo: the link-time address a buffer was
+ * copied from), its FDEs' instructions in windows cfa[0..ncfa) (lo: the
+ * file offset in img's .eh_frame); CFA offsets in img's .debug_frame are
+ * left alone, any other place is an error. */
+typedef struct rw_copy_win {
+    uint64_t lo, len;
+    uint8_t *buf;
+} rw_copy_win;
+int rw_frame_patch_copy(const rw_frame *f, uint32_t pad, const rw_copy_win *code, size_t ncode,
+                        const rw_copy_win *cfa, size_t ncfa, const rw_image *img, icpp_err *err);
 
 #endif

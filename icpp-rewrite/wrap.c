@@ -961,17 +961,6 @@ uint64_t rw_wrap_code_addr(const rw_image *img)
     return v ? v + rw_image_phdr_room(img) : 0;
 }
 
-uint64_t rw_clone_layout(const rw_image *img, size_t nwraps, icpp_arr_clone *c, size_t n)
-{
-    uint64_t a = rw_wrap_code_addr(img) + RW_WRAP_STUB * nwraps;
-    for (size_t i = 0; i < n; i++) {
-        a = (a + 15) & ~15ull;
-        c[i].addr = a;
-        a += c[i].size;
-    }
-    return a;
-}
-
 int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads,
                   size_t npads, const rw_clones_in *ci, icpp_err *err)
 {
@@ -989,8 +978,11 @@ int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size
     uint64_t eh_addr = (code_addr + ncode + 7) & ~7ull;
     icpp_ehw eh;
     uint8_t *code = calloc(1, ncode), *hdr = NULL, *data = NULL;
-    rw_newsym *syms = calloc(n + nc, sizeof *syms);
-    char *names = calloc(n + nc, 512);
+    size_t nparts = 0;      /* symbols of the clones: one per part */
+    for (size_t i = 0; i < nc; i++)
+        nparts += ci->c[i].nparts;
+    rw_newsym *syms = calloc(n + nparts, sizeof *syms);
+    char *names = calloc(n + nparts, 512);
     size_t hdrlen = 0;
     int rc = -1;
     if (!code || !syms || !names) {
@@ -1036,9 +1028,16 @@ int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size
     }
     /* NAME.icpp_clone.N: an ordinary function for every tool (gcc's
      * NAME.constprop.N clones are shown the same way). */
+    size_t ns_ = n;
     for (size_t i = 0; i < nc; i++)
-        syms[n + i] = (rw_newsym){ci->c[i].name, ci->c[i].addr, ci->c[i].size};
-    rw_newseg ns = {v, data, len, code_addr, ncode, eh_addr, eh.len, hdr_addr, hdrlen, syms, n + nc};
+        for (size_t j = 0; j < ci->c[i].nparts; j++, ns_++) {
+            const icpp_arr_part *pt = &ci->c[i].parts[j];
+            char *nm = names + 512 * ns_;
+            /* a part's copy is the copy's cold part (docs/definitions.md) */
+            snprintf(nm, 512, j ? (j > 1 ? "%.480s.cold.%zu" : "%.480s.cold") : "%.480s", ci->c[i].name, j - 1);
+            syms[ns_] = (rw_newsym){nm, pt->addr, pt->hi - pt->lo};
+        }
+    rw_newseg ns = {v, data, len, code_addr, ncode, eh_addr, eh.len, hdr_addr, hdrlen, syms, ns_};
     rc = rw_image_add_segment(img, &ns, err);
 out:
     icpp_ehw_free(&eh);

@@ -99,7 +99,7 @@ uint64_t rw_wrap_code_addr(const rw_image *img);
  * stubs, the calls turned into jumps, the new segment with the relocated
  * .eh_frame (img's, with every patch made so far) plus the stubs' FDEs, a
  * new .eh_frame_hdr and a symbol per stub.  Nothing to do for n = 0. */
-/* With clones (icpp-rewrite/clone.h, c[i].addr from rw_clone_layout):
+/* With clones (icpp-rewrite/clone.h, laid out by rw_clone_list):
  * their code after the stubs, their CIEs and FDEs, their symbols (c[i].name)
  * and their call sites redirected. */
 struct rw_cloner;
@@ -111,9 +111,7 @@ typedef struct rw_clones_in {
 } rw_clones_in;
 int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size_t n, const icpp_arr_pad *pads,
                   size_t npads, const rw_clones_in *ci, icpp_err *err);
-/* Place clones c[0..n) after nwraps stubs (16-byte aligned, in order):
- * sets c[i].addr; returns the end of the code. */
-uint64_t rw_clone_layout(const rw_image *img, size_t nwraps, icpp_arr_clone *c, size_t n);
+
 
 /* --wrap: the call at link-time address `call` must be wrapped (with 16
  * bytes unless the search chose more); an error says why it cannot be. */

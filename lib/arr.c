@@ -287,14 +287,20 @@ static uint64_t site_in_copy(const icpp_pathmap *pm, const long *cl, const icpp_
                              uint64_t a)
 {
     uint64_t f = 0;
+    size_t part = 0;
     for (size_t k = 0; k < n && !f; k++)
-        if (a > c[k].orig && a <= c[k].orig + c[k].size)
-            f = c[k].orig;
+        for (size_t j = 0; j < c[k].nparts && !f; j++)
+            if (a > c[k].parts[j].lo && a <= c[k].parts[j].hi)
+                f = c[k].orig, part = j;
     if (!f)
         return a;
     for (uint32_t q = up; q; q = icpp_pathmap_node(pm, q)->parent)
-        if (icpp_pathmap_func(pm, icpp_pathmap_node(pm, q)->func)->addr == f)
-            return cl[q] >= 0 ? a - c[cl[q]].orig + c[cl[q]].addr : a;
+        if (icpp_pathmap_func(pm, icpp_pathmap_node(pm, q)->func)->addr == f) {
+            if (cl[q] < 0 || part >= c[cl[q]].nparts)
+                return a;
+            const icpp_arr_part *pt = &c[cl[q]].parts[part];
+            return a - pt->lo + pt->addr;
+        }
     return a;
 }
 

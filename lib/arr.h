@@ -104,15 +104,22 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
                              const icpp_build_id *new_bid, icpp_err *err);
 
 /* A clone (docs/rewrite.md, "Cloning"): a copy of the main-module function
- * at `orig` (`size` bytes) at `addr`, named `name`, with a frame padding
- * `pad` of its own, called instead of it through the direct calls whose
- * return addresses are rets[0..nrets) (sorted). */
+ * at `orig` and of its split-off parts (parts[0] is its own code, copied
+ * to `addr`), named `name`, with a frame padding `pad` of its own, called
+ * instead of it through the direct calls whose return addresses are
+ * rets[0..nrets) (sorted). */
+typedef struct icpp_arr_part {
+    uint64_t lo, hi;                /* a piece of the function's code in PROG */
+    uint64_t addr;                  /* its copy's address */
+} icpp_arr_part;
 typedef struct icpp_arr_clone {
-    uint64_t        orig, size, addr;
-    const char     *name;
-    uint32_t        pad;
-    const uint64_t *rets;
-    size_t          nrets;
+    uint64_t             orig, size, addr;  /* size: of the copy, parts and alignment included */
+    const char          *name;
+    uint32_t             pad;
+    const uint64_t      *rets;
+    size_t               nrets;
+    const icpp_arr_part *parts;     /* the function's code and its split-off (.cold) parts, copied */
+    size_t               nparts;
 } icpp_arr_clone;
 /* The map of the program with clones c[0..n), before any padding: a copy of
  * pm with one function per clone (after pm's), each node called through a

@@ -303,7 +303,14 @@ int icpp_ehw_add_cie(icpp_ehw *w, const uint8_t *ins, size_t nins, size_t *cie_o
 int icpp_ehw_add_fde(icpp_ehw *w, size_t cie_off, uint64_t lo, uint64_t len, const uint8_t *ins, size_t nins,
                      icpp_err *err)
 {
-    size_t body = 4 + 4 + 4 + 1 + nins, tot = (4 + body + 7) & ~(size_t)7;
+    return icpp_ehw_add_fde_lsda(w, cie_off, lo, len, 0, 0, ins, nins, err);
+}
+
+int icpp_ehw_add_fde_lsda(icpp_ehw *w, size_t cie_off, uint64_t lo, uint64_t len, int with_lsda, uint64_t lsda,
+                          const uint8_t *ins, size_t nins, icpp_err *err)
+{
+    size_t naug = with_lsda ? 4 : 0;
+    size_t body = 4 + 4 + 4 + 1 + naug + nins, tot = (4 + body + 7) & ~(size_t)7;
     if (reserve(w, tot, err) < 0)
         return -1;
     uint8_t *p = w->buf + w->len;
@@ -316,9 +323,16 @@ int icpp_ehw_add_fde(icpp_ehw *w, size_t cie_off, uint64_t lo, uint64_t len, con
                             (unsigned long long)lo);
     put(p + 8, 4, (uint64_t)rel);
     put(p + 12, 4, len);
-    p[16] = 0;              /* augmentation length */
+    p[16] = (uint8_t)naug;  /* augmentation length */
+    if (with_lsda && lsda) {
+        int64_t lr = (int64_t)(lsda - (w->addr + w->len + 17));
+        if (lr != (int32_t)lr)
+            return icpp_err_set(err, ICPP_EUNSUPPORTED, "an LSDA at %#llx is out of reach of .eh_frame",
+                                (unsigned long long)lsda);
+        put(p + 17, 4, (uint64_t)lr);
+    }
     if (nins)
-        memcpy(p + 17, ins, nins);
+        memcpy(p + 17 + naug, ins, nins);
     w->len += tot;
     return 0;
 }

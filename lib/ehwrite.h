@@ -45,6 +45,12 @@ int icpp_ehw_add_cie(icpp_ehw *w, const uint8_t *ins, size_t nins, size_t *cie_o
 int icpp_ehw_add_fde(icpp_ehw *w, size_t cie_off, uint64_t lo, uint64_t len, const uint8_t *ins, size_t nins,
                      icpp_err *err);
 
+/* The same for a CIE whose augmentation is "zR" or "zPLR" with pointer
+ * encodings pc-relative sdata4 (gcc's): with_lsda 0, no augmentation data;
+ * 1, four bytes of it, the LSDA pointer (lsda, 0 for none).  cie_off may be
+ * a CIE of the relocated copy (its offset in the old section). */
+int icpp_ehw_add_fde_lsda(icpp_ehw *w, size_t cie_off, uint64_t lo, uint64_t len, int with_lsda, uint64_t lsda,
+                          const uint8_t *ins, size_t nins, icpp_err *err);
 /* Append the zero terminator.  w->buf[0..w->len) is then the section. */
 int icpp_ehw_finish(icpp_ehw *w, icpp_err *err);
 void icpp_ehw_free(icpp_ehw *w);

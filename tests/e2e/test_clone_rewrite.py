@@ -6,7 +6,8 @@ for one of the orders: then every sample of a --validate recording of OUT is pre
 stack (against about half ambiguous in PROG, and with --no-clone), --verify finds a training of OUT
 exactly as OUT's map predicts, the output is identical, the copy is an ordinary function in OUT (symbol,
 FDE: gdb unwinds through it) and gdb's backtraces at the clone and below it are PROG's (the clone's frame
-named NAME.icpp_clone), with frame pointers and without."""
+named NAME.icpp_clone), with frame pointers and without; and the same for clonethrow.cpp, whose
+functions have exception tables and split-off .cold parts, with exceptions thrown through the copies."""
 import json
 import os
 import re
@@ -36,26 +37,25 @@ def share(d, key):
 
 
 def gdb_bt(binary, where, args):
-    """[(pc or None, function)] of gdb's backtrace at the first stop at `where`, up to main."""
+    """[(pc or None, function, a clone's frame?)] of gdb's backtrace at the first stop at `where`, up to
+    main. gdb names a clone's frame by its symbol: one.icpp_clone () in C, one(long, ...) [clone
+    .icpp_clone.0] () in C++ -- the function is what comes before the first space or parenthesis, the
+    clone's suffix dropped (gdb drops its number in C)."""
     r = run(["gdb", "-batch", "-nx", "-ex", "break " + where, "-ex", "run", "-ex", "bt", "--args", binary] + args,
             timeout=120)
     out = []
-    for m in re.finditer(r"^#\d+\s+(?:(0x[0-9a-f]+) in )?(\S+) \(", r.stdout, re.M):
-        out.append((int(m.group(1), 16) if m.group(1) else None, m.group(2)))
-        if m.group(2) == "main":
+    for m in re.finditer(r"^#\d+\s+(?:(0x[0-9a-f]+) in )?(.*)$", r.stdout, re.M):
+        name = re.sub(r"\.icpp_clone(\.\d+)?$", "", re.match(r"[^ (]*", m.group(2)).group(0))
+        out.append((int(m.group(1), 16) if m.group(1) else None, name, "icpp_clone" in m.group(2)))
+        if name == "main":
             break
     return out
 
 
-def plain(name):
-    """A clone's frame as its original (gdb drops the clone's number)."""
-    return re.sub(r"\.icpp_clone(\.\d+)?$", "", name)
-
-
 def same_bt(bt0, bt1):
     """The same functions (a clone as its original), at the same return addresses but in clone frames."""
-    return len(bt0) == len(bt1) and all(n0 == plain(n1) and (pc0 == pc1 or "icpp_clone" in n1)
-                                        for (pc0, n0), (pc1, n1) in zip(bt0, bt1))
+    return len(bt0) == len(bt1) and all(n0 == n1 and not k0 and (pc0 == pc1 or k1)
+                                        for (pc0, n0, k0), (pc1, n1, k1) in zip(bt0, bt1))
 
 
 for label in ("fp", "nofp"):
@@ -110,9 +110,37 @@ for label in ("fp", "nofp"):
     # gdb: at the clone (its first stop is the redirected call's), and in spin below it
     for _p, caller, callee, name, _a, _s in clones[:1]:
         bt0, bt1 = gdb_bt(binary, callee, ["1", "1000"]), gdb_bt(out, name, ["1", "1000"])
-        c.check(len(bt0) >= 2 and bt1 and "icpp_clone" in bt1[0][1] and same_bt(bt0, bt1),
+        c.check(len(bt0) >= 2 and bt1 and bt1[0][2] and same_bt(bt0, bt1),
                 f"{label}: gdb backtraces at {callee} and its clone differ:\n{bt0}\n{bt1}")
         bt0, bt1 = gdb_bt(binary, "spin", ["1", "1000"]), gdb_bt(out, "spin", ["1", "1000"])
-        c.check(len(bt0) >= 5 and any("icpp_clone" in n for _pc, n in bt1) and same_bt(bt0, bt1),
+        c.check(len(bt0) >= 5 and any(k for _pc, _n, k in bt1) and same_bt(bt0, bt1),
                 f"{label}: gdb backtraces at spin differ (or no clone frame):\n{bt0}\n{bt1}")
+
+# C++: the same two orders through functions with exception tables and split-off .cold parts (g++ -O2
+# puts the landing pads and the throw there). The copy takes its cold part and its exception tables:
+# work's exceptions pass through the copies' cleanups (printed: how many were caught, how many
+# destructors ran) to main.
+binary = built("tests/e2e/clonethrow")
+mapfile = os.path.join(tmp, "throw.icppmap")
+r = run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", binary, "20", "100000"])
+if c.check(r.returncode == 0 and os.path.exists(mapfile), f"clonethrow: training failed: {r.stderr}"):
+    out = os.path.join(tmp, "throw.arr")
+    r = run([tool("icpp-rewrite"), "--verify", "-m", mapfile, "-o", out, binary, "20", "100000"])
+    clones = re.findall(r"^ +0x[0-9a-f]+ +\+\d+ +call .* -> (one|two|work)\(.*\) \(copy (\S+) at ", r.stdout, re.M)
+    if c.check(r.returncode == 0 and re.search(r"^verify: OK$", r.stdout, re.M) and clones,
+               f"clonethrow: want a clone of one, two or work and --verify OK ({r.returncode}):\n{r.stdout}\n"
+               f"{r.stderr}"):
+        syms = run(["readelf", "-sW", out]).stdout
+        c.check(all(re.search(r" FUNC +LOCAL .* %s\.cold$" % re.escape(nm), syms, re.M) for _f, nm in clones),
+                f"clonethrow: a copy without its .cold part: {clones}")
+        a0 = run([binary, "200", "1000"]).stdout
+        c.check(re.match(r"\d+ caught 58 cleanups \d+$", a0) and run([out, "200", "1000"]).stdout == a0,
+                f"clonethrow: outputs differ (exceptions, cleanups): {a0!r}")
+        d1 = check(out, out + ".icppmap", "throw-out")
+        if d1:
+            c.check(d1["with_truth"] >= 200 and share(d1, "precise") >= 0.99,
+                    f"clonethrow: OUT's samples should be precise: {d1['by_samples']} of {d1['with_truth']}")
+        # the first exception, from work below a copy (the first throw: i = 3, both orders)
+        bt0, bt1 = gdb_bt(binary, "__cxa_throw", ["20", "1000"]), gdb_bt(out, "__cxa_throw", ["20", "1000"])
+        c.check(len(bt0) >= 4 and same_bt(bt0, bt1), f"clonethrow: gdb at __cxa_throw:\n{bt0}\n{bt1}")
 c.done()

@@ -230,9 +230,11 @@ int main(void)
      * 9's two sites) counts as partly. */
     {
         static const uint64_t rg[] = {0x1010}, rr[] = {0x1020, 0x5010}, rx[] = {0x3010};
-        icpp_arr_clone cl[] = {{0x2000, 0x100, 0x8000, "g.icpp_clone.0", 32, rg, 1},
-                               {0x5000, 0x40, 0x8100, "r.icpp_clone.1", 0, rr, 2},
-                               {0x6000, 0x10, 0x8200, "x.icpp_clone.2", 0, rx, 1}};
+        static const icpp_arr_part pg[] = {{0x2000, 0x2100, 0x8000}, {0x7000, 0x7040, 0x8900}},
+                                   pr[] = {{0x5000, 0x5040, 0x8100}}, px[] = {{0x6000, 0x6010, 0x8200}};
+        icpp_arr_clone cl[] = {{0x2000, 0x100, 0x8000, "g.icpp_clone.0", 32, rg, 1, pg, 2},
+                               {0x5000, 0x40, 0x8100, "r.icpp_clone.1", 0, rr, 2, pr, 1},
+                               {0x6000, 0x10, 0x8200, "x.icpp_clone.2", 0, rx, 1, px, 1}};
         size_t partly = 9;
         icpp_pathmap *cm = icpp_arr_clone_map(pm, cl, 3, &partly, &err);
         CHECK(cm != NULL, "clone map: %s", cm ? "" : err.msg);
