@@ -497,8 +497,8 @@ int rw_clone_classes(const icpp_pathmap *pm, const rw_sites *s, const uint32_t *
 
 #define NAME_MAX_ 512
 
-int rw_clone_list(const icpp_module *m, const rw_sites *s, const int32_t *cq, rw_cloner *cl, uint64_t at,
-                  rw_clone_set *out, icpp_err *err)
+int rw_clone_list(const icpp_module *m, const icpp_pathmap *pm, const rw_sites *s, const int32_t *cq, rw_cloner *cl,
+                  uint64_t at, rw_clone_set *out, icpp_err *err)
 {
     memset(out, 0, sizeof *out);
     size_t n = 0, nr = 0;
@@ -537,7 +537,13 @@ int rw_clone_list(const icpp_module *m, const rw_sites *s, const int32_t *cq, rw
         char *nm = out->names + NAME_MAX_ * (size_t)slot[k];
         const icpp_func *f = icpp_module_func_start(m, c->orig);
         snprintf(nm, NAME_MAX_, "%.470s.icpp_clone.%d", f && f->sym ? f->sym : "fn", slot[k]);
-        c->name = nm;
+        c->sym = nm;
+        c->name = f ? f->name : nm;
+        for (size_t j = 0; j < icpp_pathmap_nfuncs(pm); j++) {     /* the map's name of it, if it has one */
+            const icpp_pm_func *g = icpp_pathmap_func(pm, (uint32_t)j);
+            if (g->module == icpp_pathmap_main(pm) && g->addr == c->orig && g->name[0])
+                c->name = g->name;
+        }
     }
     out->nrets = r;
     for (size_t i = 0; i < out->n; i++) {          /* in order of the classes: the layout */

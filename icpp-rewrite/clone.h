@@ -66,7 +66,8 @@ int rw_clone_classes(const icpp_pathmap *pm, const struct rw_sites *s, const uin
 /* The clones chosen (per class cq[k] >= 0: rw_clone_search, wrap.h), laid
  * out from `at` on (after the stubs: rw_wrap_code_addr + RW_WRAP_STUB per
  * wrap), each and each part 16-byte aligned: one per class, with the
- * class's return addresses and the name SYMBOL.icpp_clone.N. */
+ * class's return addresses, the symbol SYMBOL.icpp_clone.N and, for OUT's
+ * map, the name pm gives the original. */
 typedef struct rw_clone_set {
     icpp_arr_clone *c;
     size_t          n, nrets;       /* clones, and redirected calls in all */
@@ -74,7 +75,7 @@ typedef struct rw_clone_set {
     icpp_arr_part  *parts;          /* ... of their parts */
     char           *names;          /* ... of their names */
 } rw_clone_set;
-int  rw_clone_list(const icpp_module *m, const struct rw_sites *s, const int32_t *cq, rw_cloner *cl, uint64_t at,
-                   rw_clone_set *out, icpp_err *err);
+int  rw_clone_list(const icpp_module *m, const icpp_pathmap *pm, const struct rw_sites *s, const int32_t *cq,
+                   rw_cloner *cl, uint64_t at, rw_clone_set *out, icpp_err *err);
 void rw_clone_set_free(rw_clone_set *cs);
 #endif

@@ -277,7 +277,7 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
             const icpp_func *cf = icpp_module_func_start(r->m, c->orig);
             const icpp_func *of = st ? icpp_module_func_start(r->m, st->owner) : NULL;
             printf("  %#10" PRIx64 "  +%-5u call %s -> %s (copy %s at %#" PRIx64 ", %" PRIu64 " bytes)\n",
-                   c->rets[k] - 5, c->pad, of ? esc(of->name) : "?", cf ? esc(cf->name) : "?", esc(c->name), c->addr,
+                   c->rets[k] - 5, c->pad, of ? esc(of->name) : "?", cf ? esc(cf->name) : "?", esc(c->sym), c->addr,
                    c->size);
         }
     }
@@ -592,7 +592,7 @@ int main(int argc, char **argv)
                                   cq, &err) < 0))
         die(1, "%s", err.msg);
     rw_clone_set cs;
-    if (rw_clone_list(m, &sites, cq, cloner, rw_wrap_code_addr(&img) + RW_WRAP_STUB * nwraps, &cs, &err) < 0)
+    if (rw_clone_list(m, pm, &sites, cq, cloner, rw_wrap_code_addr(&img) + RW_WRAP_STUB * nwraps, &cs, &err) < 0)
         die(1, "%s", err.msg);
     if (explain)
         explain_sites(m, &sites, cpad, cq);

@@ -1034,7 +1034,7 @@ int rw_wrap_apply(rw_image *img, const rw_sites *s, const icpp_arr_wrap *w, size
             const icpp_arr_part *pt = &ci->c[i].parts[j];
             char *nm = names + 512 * ns_;
             /* a part's copy is the copy's cold part (docs/definitions.md) */
-            snprintf(nm, 512, j ? (j > 1 ? "%.480s.cold.%zu" : "%.480s.cold") : "%.480s", ci->c[i].name, j - 1);
+            snprintf(nm, 512, j ? (j > 1 ? "%.480s.cold.%zu" : "%.480s.cold") : "%.480s", ci->c[i].sym, j - 1);
             syms[ns_] = (rw_newsym){nm, pt->addr, pt->hi - pt->lo};
         }
     rw_newseg ns = {v, data, len, code_addr, ncode, eh_addr, eh.len, hdr_addr, hdrlen, syms, ns_};

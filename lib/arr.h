@@ -105,7 +105,7 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
 
 /* A clone (docs/rewrite.md, "Cloning"): a copy of the main-module function
  * at `orig` and of its split-off parts (parts[0] is its own code, copied
- * to `addr`), named `name`, with a frame padding `pad` of its own, called
+ * to `addr`), with a frame padding `pad` of its own, called
  * instead of it through the direct calls whose return addresses are
  * rets[0..nrets) (sorted). */
 typedef struct icpp_arr_part {
@@ -114,7 +114,9 @@ typedef struct icpp_arr_part {
 } icpp_arr_part;
 typedef struct icpp_arr_clone {
     uint64_t             orig, size, addr;  /* size: of the copy, parts and alignment included */
-    const char          *name;
+    const char          *name;      /* its name in the map: the original's (a profile of OUT shows the program's
+                                       functions); the binary's symbol is another (icpp-rewrite: NAME.icpp_clone.N) */
+    const char          *sym;       /* that symbol (not used here) */
     uint32_t             pad;
     const uint64_t      *rets;
     size_t               nrets;

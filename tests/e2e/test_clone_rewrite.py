@@ -105,6 +105,10 @@ for label in ("fp", "nofp"):
     if d1:
         c.check(d1["with_truth"] >= 200 and share(d1, "precise") >= 0.99,
                 f"{label}: OUT's samples should be precise: {d1['by_samples']} of {d1['with_truth']}")
+        # the profile names the program's functions: the copy as its original
+        prof = run([tool("icpp-resolve"), "-m", out + ".icppmap", os.path.join(tmp, label + "-out.samples")]).stdout
+        c.check("icpp_clone" not in prof and "main -> one -> two -> work" in prof and
+                "main -> two -> one -> work" in prof, f"{label}: the profile of OUT:\n{prof}")
     a0 = run([binary, "3", "5000"]).stdout
     c.check(a0 and run([out, "3", "5000"]).stdout == a0, f"{label}: outputs differ")
     # gdb: at the clone (its first stop is the redirected call's), and in spin below it
