@@ -864,6 +864,12 @@ class Bench:
         m = re.search(r"resized:\s+(\d+) functions", text)
         if m:
             s["resized"] = int(m.group(1))
+        m = re.search(r"^wrapped:\s+(\d+) call sites", text, re.M)
+        if m:
+            s["wrapped"] = int(m.group(1))
+        m = re.search(r"^cloned:\s+(\d+) functions for (\d+) call sites", text, re.M)
+        if m:
+            s["cloned"] = [int(m.group(1)), int(m.group(2))]
         # where the CPU time went: "time: T s CPU: reading R, analysis A, search S, new map M, writing W"
         m = re.search(r"^time:\s+([\d.]+) s CPU: (.*)$", text, re.M)
         if m:

@@ -962,7 +962,8 @@ class Report:
             self.w("`by_samples_recursion_folded`, docs/resolve.md).")
             self.w()
             self.w("| program | build | rewrite s | unique paths before -> after | unique call weight before -> after "
-                   "| stack growth | functions resized | same output | offline precise (samples / paths) "
+                   "| stack growth | functions resized / sites wrapped / functions cloned | same output "
+                   "| offline precise (samples / paths) "
                    "| offline precise, folded (samples) | online precise (samples / paths) |")
             self.w("|---|---|---|---|---|---|---|---|---|---|---|")
             off_all, on_all = [], []
@@ -1001,7 +1002,9 @@ class Report:
                         n, build, num(e.get("rewrite_s"), "%.1f"),
                         ("%.1f%% -> %.1f%%" % tuple(up)) if up else "n/a",
                         ("%.1f%% -> %.1f%%" % tuple(uc)) if uc else "n/a",
-                        ("x%.2f" % e["growth"]) if "growth" in e else "n/a", e.get("resized", "n/a"), same,
+                        ("x%.2f" % e["growth"]) if "growth" in e else "n/a",
+                        "%s / %s / %s" % (e.get("resized", "n/a"), e.get("wrapped", "n/a"),
+                                          ("%d (%d sites)" % tuple(e["cloned"])) if "cloned" in e else "n/a"), same,
                         cells["offline"], pct(statistics.fmean(folded)) if folded else "n/a", cells["online"]))
             self.w()
             if off_all or on_all:
