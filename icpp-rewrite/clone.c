@@ -21,17 +21,6 @@ struct rw_cloner {
     size_t             nlsda;
 };
 
-static const ZydisDecoder *decoder(void)
-{
-    static ZydisDecoder d;
-    static int ready;
-    if (!ready) {
-        ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-        ready = 1;
-    }
-    return &d;
-}
-
 static int fde_cmp(const void *a, const void *b)
 {
     const icpp_fde *x = a, *y = b;
@@ -71,30 +60,27 @@ void rw_cloner_free(rw_cloner *c)
     free(c);
 }
 
+static int fde_lo_cmp(const void *k, const void *e)
+{
+    uint64_t a = *(const uint64_t *)k, b = ((const icpp_fde *)e)->lo;
+    return a < b ? -1 : a > b;
+}
+
+static int ehw_lo_cmp(const void *k, const void *e)
+{
+    uint64_t a = *(const uint64_t *)k, b = ((const icpp_ehw_fde *)e)->lo;
+    return a < b ? -1 : a > b;
+}
+
+/* The FDE starting at lo, as lib/fde.h and lib/ehwrite.h read it. */
 static const icpp_fde *fde_at(const rw_cloner *c, uint64_t lo)
 {
-    size_t a = 0, b = c->nfde;
-    while (a < b) {
-        size_t h = (a + b) / 2;
-        if (c->fde[h].lo < lo)
-            a = h + 1;
-        else
-            b = h;
-    }
-    return a < c->nfde && c->fde[a].lo == lo ? &c->fde[a] : NULL;
+    return c->nfde ? bsearch(&lo, c->fde, c->nfde, sizeof *c->fde, fde_lo_cmp) : NULL;
 }
 
 static const icpp_ehw_fde *ehw_at(const rw_cloner *c, uint64_t lo)
 {
-    size_t a = 0, b = c->nlsda;                 /* sorted by lo */
-    while (a < b) {
-        size_t h = (a + b) / 2;
-        if (c->lsda[h].lo < lo)
-            a = h + 1;
-        else
-            b = h;
-    }
-    return a < c->nlsda && c->lsda[a].lo == lo ? &c->lsda[a] : NULL;
+    return c->nlsda ? bsearch(&lo, c->lsda, c->nlsda, sizeof *c->lsda, ehw_lo_cmp) : NULL;
 }
 
 static uint64_t uleb(const uint8_t **p, const uint8_t *end, int *bad)
@@ -263,7 +249,7 @@ static const char *walk(const rw_cloner *c, const part *p, size_t np, size_t k, 
     for (uint64_t off = 0; off < hi - lo;) {
         ZydisDecodedInstruction in;
         ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), b + off, hi - lo - off, &in, op)))
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(rw_decoder(), b + off, hi - lo - off, &in, op)))
             return "bytes that do not decode as x86-64 instructions";
         ref r;
         const char *why = NULL;
@@ -373,6 +359,10 @@ int rw_clone_emit(rw_cloner *c, uint64_t orig, const rw_frame *fr, uint32_t pad,
             goto out;
         }
         const icpp_fde *e = fde_at(c, p[k].lo);
+        if (!e) {                       /* parts_of found it */
+            icpp_err_set(err, EINVAL, "internal error: the FDE of %s is gone", f->name);
+            goto out;
+        }
         size_t nins = e->end - e->ins;
         if (!(ins[k] = malloc(nins + 1))) {
             icpp_err_set(err, ENOMEM, "out of memory cloning %s", f->name);
@@ -398,7 +388,7 @@ int rw_clone_emit(rw_cloner *c, uint64_t orig, const rw_frame *fr, uint32_t pad,
         int with_lsda;
         const icpp_fde *e = fde_at(c, p[k].lo);
         const icpp_ehw_fde *x = ehw_at(c, p[k].lo);
-        if (fde_shape(c, e, x, &cie, &with_lsda)) {
+        if (!e || !x || fde_shape(c, e, x, &cie, &with_lsda)) {
             icpp_err_set(err, EINVAL, "internal error: the FDE of %s changed", f->name);
             goto out;
         }

@@ -140,7 +140,7 @@ typedef struct fn {
     uint32_t  npatches, cappatches;
 } fn;
 
-static const ZydisDecoder *decoder(void)
+const ZydisDecoder *rw_decoder(void)
 {
     static ZydisDecoder d;
     static int ready;
@@ -369,7 +369,7 @@ static int decode_parts(fn *F, const rw_image *img)
         for (uint64_t off = 0; off < len;) {
             ZydisDecodedInstruction in;
             ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
-            if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), code + off, len - off, &in, op))) {
+            if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(rw_decoder(), code + off, len - off, &in, op))) {
                 refuse(F, "contains bytes that do not decode as x86-64 instructions", F->parts[p].lo + off);
                 return 0;
             }
@@ -1356,7 +1356,7 @@ static int patch_to(const rw_frame *f, uint32_t pad, const patch_dst *d, icpp_er
         /* Re-decode: the bytes must still be the instruction analysed. */
         ZydisDecodedInstruction in;
         ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), c, avail, &in, op)))
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(rw_decoder(), c, avail, &in, op)))
             return icpp_err_set(err, ICPP_EFORMAT, "%s: cannot decode at 0x%" PRIx64, f->name, p->addr);
         switch (p->kind) {
         case RW_P_IMM8:

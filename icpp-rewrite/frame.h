@@ -95,6 +95,9 @@ const rw_frame *rw_frames_find(const rw_frames *fs, uint64_t addr);
  * entry stack pointer: a path through a call of `from` may end in `to`. */
 int rw_frames_tail_reaches(const rw_frames *fs, uint64_t from, uint64_t to);
 
+/* The x86-64 decoder every icpp-rewrite module uses (Zydis, 64-bit mode). */
+struct ZydisDecoder_;
+const struct ZydisDecoder_ *rw_decoder(void);
 /* Enlarge f's frame by pad bytes (0 < pad <= f->maxpad, multiple of 16) in img. */
 int rw_frame_patch(const rw_frame *f, uint32_t pad, rw_image *img, icpp_err *err);
 /* The same on a copy of f (function cloning, icpp-rewrite/clone.h): its

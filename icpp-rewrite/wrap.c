@@ -415,6 +415,17 @@ static int order_kept(const ev *e, const uint32_t *first, const uint32_t *next, 
     return 1;
 }
 
+/* order_kept for the nodes vis[0..nvis) moved by delta from base (trial:
+ * scratch, one per node). */
+static int moved_order_kept(const ev *e, const uint32_t *first, const uint32_t *next, const int64_t *base,
+                            const int64_t *delta, const uint32_t *vis, size_t nvis, int64_t *trial)
+{
+    memcpy(trial, base, icpp_pathmap_nnodes(e->pm) * sizeof *trial);
+    for (size_t v = 0; v < nvis; v++)
+        trial[vis[v]] += delta[vis[v]];
+    return order_kept(e, first, next, base, trial);
+}
+
 /* e->rec (see ev) in one walk of the tree: on entering node d, the nearest
  * ancestor A of d's function (its depth kept per function) makes A's child
  * on the path recursive; a farther one is marked by the nearest node of its
@@ -528,6 +539,64 @@ static int u32_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Children lists of every node: by parent (first/next), by the frame it was
+ * called from (cfirst/cnext) and by class (kfirst/knext); 0 ends a list. */
+static void node_lists(const icpp_pathmap *pm, const uint32_t *caller, const rw_sites *s, uint32_t *first,
+                       uint32_t *next, uint32_t *cfirst, uint32_t *cnext, uint32_t *kfirst, uint32_t *knext)
+{
+    for (size_t i = icpp_pathmap_nnodes(pm); i-- > 1;) {
+        uint32_t p = icpp_pathmap_node(pm, (uint32_t)i)->parent;
+        next[i] = first[p];
+        first[p] = (uint32_t)i;
+        cnext[i] = cfirst[caller[i]];
+        cfirst[caller[i]] = (uint32_t)i;
+        if (s->node_cls[i] >= 0) {
+            knext[i] = kfirst[s->node_cls[i]];
+            kfirst[s->node_cls[i]] = (uint32_t)i;
+        }
+    }
+}
+
+/* The CID table of every context at height + base[node], of function
+ * func[node] (NULL: the node's own); *hmax gets the largest height. */
+static int cid_fill(cidtab *t, const icpp_pathmap *pm, const int64_t *base, const uint32_t *func, int64_t *hmax)
+{
+    icpp_hmap_free(&t->h);
+    icpp_hmap_init(&t->h);
+    t->n = 0;
+    t->u = t->c = 0;
+    *hmax = 0;
+    for (size_t i = 1; i < icpp_pathmap_nnodes(pm); i++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
+        for (uint32_t j = 0; j < nd->nheights; j++) {
+            int64_t h = nd->heights[j].height + base[i];
+            if (cid_move(t, func ? func[i] : nd->func, h, 1, nd->heights[j].count) < 0)
+                return -1;
+            *hmax = h > *hmax ? h : *hmax;
+        }
+    }
+    return 0;
+}
+
+/* The nodes a change of class k moves, into vis (marked in mark): its own
+ * first (*nown of them), then every node called below them, in index order
+ * (callers before the nodes they call).  Returns how many. */
+static size_t class_reach(uint32_t k, const uint32_t *kfirst, const uint32_t *knext, const uint32_t *cfirst,
+                          const uint32_t *cnext, uint8_t *mark, uint32_t *vis, size_t *nown)
+{
+    size_t nvis = 0;
+    for (uint32_t i = kfirst[k]; i; i = knext[i])
+        if (!mark[i])
+            mark[i] = 1, vis[nvis++] = i;
+    *nown = nvis;
+    for (size_t v = 0; v < nvis; v++)
+        for (uint32_t ch = cfirst[vis[v]]; ch; ch = cnext[ch])
+            if (!mark[ch])
+                mark[ch] = 1, vis[nvis++] = ch;
+    qsort(vis + *nown, nvis - *nown, sizeof *vis, u32_cmp);
+    return nvis;
+}
+
 /* Paddings a class may take: 0 (not wrapped) to WRAP_MAX bytes in steps of
  * 16, as the resizing search's.  The heights just above a crowded one are
  * often taken by the same leaf's other callers (sqlite3's allocator below a
@@ -560,17 +629,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
     if (!e.nwrap || !e.shift || !e.v || !e.rec || !amb || !cand || !first || !next || !base || !delta || !trial ||
         !cfirst || !cnext || !kfirst || !knext || !vis || !mark)
         goto oom;
-    for (size_t i = nn; i-- > 1;) {     /* children lists: by parent, by caller, by class */
-        uint32_t p = icpp_pathmap_node(pm, (uint32_t)i)->parent;
-        next[i] = first[p];
-        first[p] = (uint32_t)i;
-        cnext[i] = cfirst[caller[i]];
-        cfirst[caller[i]] = (uint32_t)i;
-        if (s->node_cls[i] >= 0) {
-            knext[i] = kfirst[s->node_cls[i]];
-            kfirst[s->node_cls[i]] = (uint32_t)i;
-        }
-    }
+    node_lists(pm, caller, s, first, next, cfirst, cnext, kfirst, knext);
     if (mark_recursion(&e, first, next) < 0)
         goto oom;
     double t0 = icpp_cli_cpu_seconds();
@@ -593,16 +652,9 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
                 cand[k] = 1;    /* a wrapped class may take another padding */
         }
         /* The CIDs of the current choice. */
-        icpp_hmap_free(&t.h);
-        icpp_hmap_init(&t.h);
-        t.n = 0;
-        t.u = t.c = 0;
-        for (size_t i = 1; i < nn; i++) {
-            const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
-            for (uint32_t j = 0; j < nd->nheights; j++)
-                if (cid_move(&t, nd->func, nd->heights[j].height + base[i], 1, nd->heights[j].count) < 0)
-                    goto oom;
-        }
+        int64_t hx;
+        if (cid_fill(&t, pm, base, NULL, &hx) < 0)
+            goto oom;
         uint64_t bw = t.u, bc = t.c;
         /* Best single change, scored by the contexts it moves. */
         int64_t best = -1;
@@ -612,14 +664,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
             if (!cand[k])
                 continue;
             /* The nodes it moves: its own and those called below them. */
-            size_t nvis = 0;
-            for (uint32_t i = kfirst[k]; i; i = knext[i])
-                if (!mark[i])
-                    mark[i] = 1, vis[nvis++] = i;
-            for (size_t v = 0; v < nvis; v++)
-                for (uint32_t ch = cfirst[vis[v]]; ch; ch = cnext[ch])
-                    if (!mark[ch])
-                        mark[ch] = 1, vis[nvis++] = ch;
+            size_t nown, nvis = class_reach(k, kfirst, knext, cfirst, cnext, mark, vis, &nown);
             qsort(vis, nvis, sizeof *vis, u32_cmp);     /* callers before the nodes they call */
             for (uint32_t p = 0; p <= WRAP_MAX; p += 16) {
                 if (p == cpad[k])
@@ -639,10 +684,7 @@ int rw_wrap_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_
                                            (best >= 0 && tw == nbw && tc == nbc &&
                                             s->cls_weight[k] < s->cls_weight[best])))
                     continue;
-                memcpy(trial, base, nn * sizeof *trial);
-                for (size_t v = 0; v < nvis; v++)
-                    trial[vis[v]] += delta[vis[v]];
-                if (!order_kept(&e, first, next, base, trial))
+                if (!moved_order_kept(&e, first, next, base, delta, vis, nvis, trial))
                     continue;
                 best = k;
                 bestp = p;
@@ -710,17 +752,7 @@ int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32
     if (!e.nwrap || !e.shift || !e.v || !e.rec || !ncq || !amb || !cand || !mark || !first || !next || !cfirst ||
         !cnext || !kfirst || !knext || !vis || !func || !base || !delta || !trial)
         goto oom;
-    for (size_t i = nn; i-- > 1;) {
-        uint32_t p = icpp_pathmap_node(pm, (uint32_t)i)->parent;
-        next[i] = first[p];
-        first[p] = (uint32_t)i;
-        cnext[i] = cfirst[caller[i]];
-        cfirst[caller[i]] = (uint32_t)i;
-        if (s->node_cls[i] >= 0) {
-            knext[i] = kfirst[s->node_cls[i]];
-            kfirst[s->node_cls[i]] = (uint32_t)i;
-        }
-    }
+    node_lists(pm, caller, s, first, next, cfirst, cnext, kfirst, knext);
     if (mark_recursion(&e, first, next) < 0)
         goto oom;
     for (size_t i = 0; i < nn; i++) {
@@ -741,20 +773,9 @@ int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32
     while (nclones < max_clones) {
         clone_shifts(pm, caller, fpad, e.nwrap, ncq, base);
         /* The CIDs of the current choice, and the nodes in a shared one. */
-        icpp_hmap_free(&t.h);
-        icpp_hmap_init(&t.h);
-        t.n = 0;
-        t.u = t.c = 0;
-        int64_t hm = 0;
-        for (size_t i = 1; i < nn; i++) {
-            const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
-            for (uint32_t j = 0; j < nd->nheights; j++) {
-                int64_t h = nd->heights[j].height + base[i];
-                if (cid_move(&t, func[i], h, 1, nd->heights[j].count) < 0)
-                    goto oom;
-                hm = h > hm ? h : hm;
-            }
-        }
+        int64_t hm;
+        if (cid_fill(&t, pm, base, func, &hm) < 0)
+            goto oom;
         memset(amb, 0, nn);
         memset(cand, 0, s->ncls + 1);
         for (size_t i = nn; i-- > 1;) {
@@ -788,16 +809,7 @@ int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32
             }
             if (!ok)
                 continue;
-            size_t nvis = 0;
-            for (uint32_t i = kfirst[k]; i; i = knext[i])
-                if (!mark[i])
-                    mark[i] = 1, vis[nvis++] = i;
-            size_t nown = nvis;
-            for (size_t v = 0; v < nvis; v++)
-                for (uint32_t ch = cfirst[vis[v]]; ch; ch = cnext[ch])
-                    if (!mark[ch])
-                        mark[ch] = 1, vis[nvis++] = ch;
-            qsort(vis + nown, nvis - nown, sizeof *vis, u32_cmp);   /* callers before the nodes they call */
+            size_t nown, nvis = class_reach(k, kfirst, knext, cfirst, cnext, mark, vis, &nown);
             uint32_t f = func[kfirst[k]];
             uint32_t fid = (uint32_t)(nf + k);
             for (int32_t q = 0; q <= cmax[k]; q += 16) {
@@ -833,10 +845,7 @@ int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32
                 }
                 if (hmax > max_height || tw < bw + min_gain || !(tw > nbw || (tw == nbw && tc > nbc)))
                     continue;
-                memcpy(trial, base, nn * sizeof *trial);
-                for (size_t v = nown; v < nvis; v++)
-                    trial[vis[v]] += delta[vis[v]];
-                if (!order_kept(&e, first, next, base, trial))
+                if (!moved_order_kept(&e, first, next, base, delta, vis, nvis, trial))
                     continue;
                 best = k;
                 bestq = q;

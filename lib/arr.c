@@ -247,6 +247,33 @@ static int copy_meta(const icpp_pathmap *src, icpp_pathmap *dst, icpp_err *err)
     return rc;
 }
 
+/* pm's modules (the main one renamed to new_path and new_bid, unless NULL)
+ * and functions into the empty out, at the same indexes. */
+static int copy_heads(const icpp_pathmap *pm, icpp_pathmap *out, const char *new_path, const icpp_build_id *new_bid,
+                      icpp_err *err)
+{
+    size_t nm = icpp_pathmap_nmodules(pm);
+    uint32_t main = icpp_pathmap_main(pm);
+    for (size_t i = 0; i < nm; i++) {
+        const icpp_pm_module *m = icpp_pathmap_module(pm, (uint32_t)i);
+        int re = i == main && new_path;
+        uint32_t idx;
+        if (icpp_pathmap_add_module(out, re ? new_path : m->path, re ? new_bid : &m->build_id, m->kind, &idx) < 0)
+            return icpp_err_set(err, ENOMEM, "out of memory copying a map");
+        if (idx != i)
+            return icpp_err_set(err, ICPP_EFORMAT, "the map lists module %s twice", m->path);
+    }
+    if (nm)
+        icpp_pathmap_set_main(out, main);
+    for (size_t i = 0; i < icpp_pathmap_nfuncs(pm); i++) {
+        const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
+        uint32_t idx;
+        if (icpp_pathmap_add_func(out, f->module, f->addr, f->name, &idx) < 0)
+            return icpp_err_set(err, ENOMEM, "out of memory copying a map");
+    }
+    return 0;
+}
+
 static int u64_cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -307,7 +334,7 @@ static uint64_t site_in_copy(const icpp_pathmap *pm, const long *cl, const icpp_
 icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const icpp_arr_clone *c, size_t n, size_t *partly,
                                  icpp_err *err)
 {
-    size_t nm = icpp_pathmap_nmodules(pm), nf = icpp_pathmap_nfuncs(pm), nn = icpp_pathmap_nnodes(pm);
+    size_t nn = icpp_pathmap_nnodes(pm);
     uint32_t main = icpp_pathmap_main(pm);
     icpp_pathmap *out = icpp_pathmap_new();
     long *cl = malloc((nn + 1) * sizeof *cl);           /* per node: the clone it runs in, or -1 */
@@ -318,24 +345,8 @@ icpp_pathmap *icpp_arr_clone_map(const icpp_pathmap *pm, const icpp_arr_clone *c
         *partly = 0;
     if (!out || !cl || !cfid)
         goto oom;
-    for (size_t i = 0; i < nm; i++) {
-        const icpp_pm_module *m = icpp_pathmap_module(pm, (uint32_t)i);
-        uint32_t idx;
-        if (icpp_pathmap_add_module(out, m->path, &m->build_id, m->kind, &idx) < 0)
-            goto oom;
-        if (idx != i) {
-            icpp_err_set(err, ICPP_EFORMAT, "the map lists module %s twice", m->path);
-            goto fail;
-        }
-    }
-    if (nm)
-        icpp_pathmap_set_main(out, main);
-    for (size_t i = 0; i < nf; i++) {
-        const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
-        uint32_t idx;
-        if (icpp_pathmap_add_func(out, f->module, f->addr, f->name, &idx) < 0)
-            goto oom;
-    }
+    if (copy_heads(pm, out, NULL, NULL, err) < 0)
+        goto fail;
     for (size_t k = 0; k < n; k++)
         if (icpp_pathmap_add_func(out, main, c[k].addr, c[k].name, &cfid[k]) < 0)
             goto oom;
@@ -395,9 +406,8 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
     icpp_pathmap *out = icpp_pathmap_new();
     uint32_t *fpad = malloc((nf + 1) * sizeof *fpad);
     int64_t *shift = malloc(nn * sizeof *shift);
-    uint32_t *modmap = malloc((nm + 1) * sizeof *modmap);
     uint32_t *nwrap = malloc((nn + 1) * sizeof *nwrap);
-    if (!out || !fpad || !shift || !modmap || !nwrap)
+    if (!out || !fpad || !shift || !nwrap)
         goto oom;
     icpp_arr_func_pads(pm, pads, n, fpad);
     if (icpp_arr_node_wraps(pm, wraps, nwraps, nwrap)) {
@@ -405,25 +415,8 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
         goto fail;
     }
     icpp_arr_shifts(pm, caller, fpad, nwrap, shift);
-    for (size_t i = 0; i < nm; i++) {
-        const icpp_pm_module *m = icpp_pathmap_module(pm, (uint32_t)i);
-        int is_main = i == main;
-        if (icpp_pathmap_add_module(out, is_main ? new_path : m->path, is_main ? new_bid : &m->build_id, m->kind,
-                                    &modmap[i]) < 0)
-            goto oom;
-        if (modmap[i] != i) {
-            icpp_err_set(err, ICPP_EFORMAT, "the map lists module %s twice", m->path);
-            goto fail;
-        }
-    }
-    if (nm)
-        icpp_pathmap_set_main(out, main);
-    for (size_t i = 0; i < nf; i++) {
-        const icpp_pm_func *f = icpp_pathmap_func(pm, (uint32_t)i);
-        uint32_t idx;
-        if (icpp_pathmap_add_func(out, f->module, f->addr, f->name, &idx) < 0)
-            goto oom;
-    }
+    if (copy_heads(pm, out, new_path, new_bid, err) < 0)
+        goto fail;
     for (size_t i = 1; i < nn; i++) {
         const icpp_pm_node *s = icpp_pathmap_node(pm, (uint32_t)i);
         uint32_t d;
@@ -462,7 +455,6 @@ icpp_pathmap *icpp_arr_apply(const icpp_pathmap *pm, const uint32_t *caller, con
     free(nwrap);
     free(fpad);
     free(shift);
-    free(modmap);
     return out;
 oom:
     icpp_err_set(err, ENOMEM, "out of memory building the padded binary's map");
@@ -471,7 +463,6 @@ fail:
     icpp_pathmap_free(out);
     free(fpad);
     free(shift);
-    free(modmap);
     return NULL;
 }
 
