@@ -379,23 +379,38 @@ static void explain_frames(const rw_frames *fs)
 }
 
 /* --explain: the verdict on every call site of the map's paths. */
-static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_t *cpad, const int32_t *cq)
+static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_t *cpad, const int32_t *cq,
+                          const int32_t *cmax, rw_cloner *cl)
 {
-    printf("# call site\tcaller\tcallee\tverdict\n");
+    printf("# call site\tcaller\tcallee\tverdict\t(not wrapped or cloned: whether a copy of the callee could "
+           "take the call)\n");
     for (size_t i = 0; i < s->n; i++) {
         const rw_site *st = &s->v[i];
         const icpp_func *of = icpp_module_func_start(m, st->owner), *cf = icpp_module_func_start(m, st->callee);
         printf("%#" PRIx64 "\t%s\t%s\t", st->ret - 5, of ? esc(of->name) : "?", cf ? esc(cf->name) : "?");
         if (cq[st->cls] >= 0)
-            printf("cloned: calls a copy of its callee, padded +%d\n", cq[st->cls]);
+            printf("cloned: calls a copy of its callee, padded +%d", cq[st->cls]);
         else if (st->why)
-            printf("refused: %s\n", st->why);
+            printf("refused: %s", st->why);
         else if (!s->cls_ok[st->cls])
-            printf("refused: another site on its paths cannot be wrapped, or they have sites in other modules\n");
+            printf("refused: another site on its paths cannot be wrapped, or they have sites in other modules");
         else if (cpad[st->cls])
-            printf("wrapped: +%u\n", cpad[st->cls]);
+            printf("wrapped: +%u", cpad[st->cls]);
         else
-            printf("ok, not needed\n");
+            printf("ok, not needed");
+        const char *why = NULL;
+        if (cq[st->cls] >= 0 || cpad[st->cls])
+            ;
+        else if (cmax[st->cls] >= 0)
+            printf("\tcopy: possible (up to +%d), not needed", cmax[st->cls]);
+        else if (!cf || cf->plt || cf->owner != cf->addr)
+            printf("\tcopy: no: the callee is not a function of the program");
+        else if ((why = rw_clone_judge(cl, st->callee)))
+            printf("\tcopy: no: %s", why);
+        else
+            printf("\tcopy: no: some path through it enters another function or has a call site elsewhere, the "
+                   "callee owns a wrapped call, or is enlarged by wrapping");
+        putchar('\n');
     }
 }
 
@@ -595,7 +610,7 @@ int main(int argc, char **argv)
     if (rw_clone_list(m, pm, &sites, cq, cloner, rw_wrap_code_addr(&img) + RW_WRAP_STUB * nwraps, &cs, &err) < 0)
         die(1, "%s", err.msg);
     if (explain)
-        explain_sites(m, &sites, cpad, cq);
+        explain_sites(m, &sites, cpad, cq, cmax, cloner);
 
     /* Patch. */
     t_search = icpp_cli_cpu_seconds();

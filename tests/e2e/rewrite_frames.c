@@ -175,6 +175,46 @@ __asm__(".text\n"
 	"ret\n"
 	EPILOGUE(wrap_sites)
 
+	/* Callees a clone may or may not copy (--explain's last column,
+	 * docs/rewrite.md "Cloning"): cl_ok may be copied; cl_jtab goes
+	 * through a jump table (its targets are PROG's code); cl_jin has a
+	 * jump, never taken, into the middle of cl_host. */
+	".globl cl_ok\n.type cl_ok,@function\ncl_ok:\n.cfi_startproc\n"
+	"lea 1(%rdi),%rax\n"
+	"ret\n"
+	".cfi_endproc\n.size cl_ok,.-cl_ok\n"
+	".globl cl_jtab\n.type cl_jtab,@function\ncl_jtab:\n.cfi_startproc\n"
+	"lea .Lcl_tab(%rip),%rax\n"
+	"and $1,%edi\n"
+	"movslq (%rax,%rdi,4),%rdx\n"
+	"add %rdx,%rax\n"
+	"jmp *%rax\n"
+	".Lcl_one: mov $1,%eax\nret\n"
+	".Lcl_two: mov $2,%eax\nret\n"
+	".cfi_endproc\n.size cl_jtab,.-cl_jtab\n"
+	".section .rodata\n.balign 4\n.Lcl_tab: .long .Lcl_one-.Lcl_tab, .Lcl_two-.Lcl_tab\n.text\n"
+	".globl cl_host\n.type cl_host,@function\ncl_host:\n.cfi_startproc\n"
+	"mov %rdi,%rax\n"
+	".Lcl_mid: add $3,%rax\n"
+	"ret\n"
+	".cfi_endproc\n.size cl_host,.-cl_host\n"
+	".globl cl_jin\n.type cl_jin,@function\ncl_jin:\n.cfi_startproc\n"
+	"mov %rdi,%rax\n"
+	"cmp $-1,%rdi\n"
+	".byte 0x0f,0x84\n.long .Lcl_mid-.-4\n"	/* je .Lcl_mid, as rel32 */
+	"ret\n"
+	".cfi_endproc\n.size cl_jin,.-cl_jin\n"
+	PROLOGUE(clone_sites)
+	"sub $0x10,%rsp\n"
+	"call cl_ok\n"
+	"mov %rax,%rdi\n"
+	"call cl_jtab\n"
+	"mov %rax,%rdi\n"
+	"call cl_jin\n"
+	"leave\n.cfi_def_cfa %rsp,8\n"
+	"ret\n"
+	EPILOGUE(clone_sites)
+
 	/* bad_pop: leaves the frame with a pop, not an add. */
 	PROLOGUE(bad_pop)
 	"sub $0x10,%rsp\n"
@@ -189,14 +229,14 @@ unsigned long ok_sub(unsigned long), ok_args(unsigned long), ok_same(unsigned lo
 unsigned long ok_enter(unsigned long), ok_enter2(unsigned long), ok_above(unsigned long);
 unsigned long bad_mixed(unsigned long), bad_shrink(unsigned long), bad_alloca(unsigned long);
 unsigned long ok_nofp(unsigned long), bad_pop(unsigned long), bad_straddle(unsigned long);
-unsigned long bad_retaddr(unsigned long), wrap_sites(unsigned long);
+unsigned long bad_retaddr(unsigned long), wrap_sites(unsigned long), clone_sites(unsigned long);
 
 int main(void)
 {
 	unsigned long (*const cases[])(unsigned long) = {ok_sub,     ok_args,    ok_same,    ok_enter,
 							 ok_enter2,  ok_above,   bad_mixed,  bad_shrink,
 							 bad_alloca, ok_nofp,    bad_pop,    bad_straddle,
-							 bad_retaddr, wrap_sites};
+							 bad_retaddr, wrap_sites, clone_sites};
 	unsigned long r = 0;
 	for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++)
 		r ^= cases[i](r + i);

@@ -90,6 +90,10 @@ for label in ("fp", "nofp"):
     c.check(re.search(r"^cloned: +calls a copy of its callee", r.stdout, re.M) is None and
             re.search(r"\tcloned: calls a copy of its callee, padded \+\d+$", r.stdout, re.M),
             f"{label}: --explain should mark the redirected call site")
+    # the other calls between one, two and work: a copy of the callee could take them, not needed
+    c.check(len(re.findall(r"^0x[0-9a-f]+\t(one|two|main)\t(one|two|work)\trefused: the callee may read stack-passed "
+                           r"arguments.*\tcopy: possible \(up to \+\d+\), not needed$", r.stdout, re.M)) >= 3,
+            f"{label}: --explain should say a copy could take the other calls:\n{r.stdout}")
     c.check(re.search(r"^verify: OK$", r.stdout, re.M) and
             re.search(r"^verify: output and exit status \(0\): identical$", r.stdout, re.M),
             f"{label}: --verify:\n{r.stdout}")

@@ -345,7 +345,7 @@ if not only:
             p = line.split("\t")
             if len(p) == 3:
                 verdict[p[0]] = p[2]
-            elif len(p) == 4:
+            elif len(p) in (4, 5):      # 5: a site neither wrapped nor cloned, with whether a copy could take it
                 site[(p[1], p[2])] = p[3]
         # call sites into functions that leave by tail calls: wrappable only if no function they
         # tail-call (transitively) reads stack-passed arguments
@@ -353,6 +353,13 @@ if not only:
             v = site.get(("wrap_sites", callee), "")
             c.check(v and v.startswith("refused") != ok and (ok or "stack-passed arguments" in v),
                     f"frames: the call from wrap_sites into {callee}: {v!r}")
+        # whether a copy of the callee could take a call (docs/rewrite.md, "Cloning")
+        for callee, want in (("cl_ok", "copy: possible"),
+                             ("cl_jtab", "copy: no: an indirect jump (a jump table would lead back into PROG's copy)"),
+                             ("cl_jin", "copy: no: a jump into another function's code that is not a tail call")):
+            ln = [x for x in r.stdout.splitlines() if x.split("\t")[1:3] == ["clone_sites", callee]]
+            c.check(len(ln) == 1 and ln[0].split("\t")[-1].startswith(want),
+                    f"frames: the call from clone_sites into {callee}: {ln}, want {want!r}")
         # and wrapped (those two alone: --no-wrap), the program runs as before: the padding
         # reaches lf through the tail calls
         addrs = [ln.split("\t")[0] for ln in r.stdout.splitlines()
