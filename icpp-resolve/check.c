@@ -156,11 +156,13 @@ typedef struct tally {
     uint64_t cold[V_MAX + 1];   /* samples with a frame in a cold part (docs/definitions.md) */
 } tally;
 
-/* The first incorrect samples, shown for auditing. */
+/* The first incorrect samples, and the first of the other verdicts but
+ * precise, shown for auditing. */
 #define MAX_SHOWN 20
 typedef struct shown {
     char truth[2048], cand[4096];
     int64_t height;
+    int verdict;
 } shown;
 
 /* Names of path-map functions t[0..nt); where t[i] < 0 (a function the map
@@ -393,8 +395,8 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
     dpath *dps = NULL;
     size_t ndps = 0, capdps = 0;
     static icpp_uframe fr[MAXF];
-    static shown shownv[MAX_SHOWN];
-    size_t nshown = 0;
+    static shown shownv[MAX_SHOWN], otherv[MAX_SHOWN];
+    size_t nshown = 0, nother = 0;
     static int64_t tp[MAXF];
     static const char *tpn[MAXF];   /* the binary's names of tp's frames */
     icpp_rsample s;
@@ -503,10 +505,15 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         if (b >= 0 && (size_t)b < nvbin)
             vbin[b][v]++;
         t.aligned += r.aligned;
-        if ((v == V_INCORRECT || v == V_INF_BAD) && nshown < MAX_SHOWN) {
-            shown *sh = &shownv[nshown++];
+        shown *sh = NULL;
+        if ((v == V_INCORRECT || v == V_INF_BAD) && nshown < MAX_SHOWN)
+            sh = &shownv[nshown++];
+        else if (v != V_PRECISE && v != V_INCORRECT && v != V_INF_BAD && nother < MAX_SHOWN)
+            sh = &otherv[nother++];
+        if (sh) {
             names_of(pm, tp, tpn, nt, sh->truth, sizeof sh->truth);
             sh->height = s.height;
+            sh->verdict = v;
             size_t o = 0;
             sh->cand[0] = 0;
             for (uint32_t c = 0; c < r.ncand && o + 4 < sizeof sh->cand; c++) {
@@ -653,6 +660,16 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
             json_str(out, shownv[i].truth);
             fprintf(out, ", \"candidates\": ");
             json_str(out, shownv[i].cand);
+            fprintf(out, "}");
+        }
+        fprintf(out, "],\n");
+        fprintf(out, " \"other_samples\": [");
+        for (size_t i = 0; i < nother; i++) {
+            fprintf(out, "%s\n  {\"verdict\": \"%s\", \"height\": %" PRId64 ", \"truth\": ", i ? "," : "",
+                    vname[otherv[i].verdict], otherv[i].height);
+            json_str(out, otherv[i].truth);
+            fprintf(out, ", \"candidates\": ");
+            json_str(out, otherv[i].cand);
             fprintf(out, "}");
         }
         fprintf(out, "],\n");

@@ -68,6 +68,11 @@ for label in ("fp", "nofp"):
     if d0:
         c.check(share(d0, "ambiguous-containing-truth") >= 0.35,
                 f"{label}: PROG should be about half ambiguous: {d0['by_samples']}")
+        # the ambiguous samples shown for auditing: the truth among their candidates, the two orders
+        amb = [x for x in d0.get("other_samples", []) if x["verdict"] == "ambiguous-containing-truth"]
+        c.check(len(amb) >= 5 and all(x["truth"] in x["candidates"].split(" | ") and
+                                      x["candidates"].count(" | ") == 1 for x in amb),
+                f"{label}: other_samples: {d0.get('other_samples', [])[:3]}")
 
     # --no-clone: nothing can separate the orders
     out_nc = os.path.join(tmp, label + ".noclone")
