@@ -2,6 +2,7 @@
 #include "learn.h"
 #include "vec.h"
 
+#include "alias.h"
 #include "hmap.h"
 #include "module.h"
 
@@ -22,6 +23,9 @@ typedef struct learner {
     int           have_cid;
     uint8_t      *novel;        /* per map function: learning found a context of it the map lacked */
     size_t        nnovel;
+    icpp_alias_index **alias;   /* per replay module: its entry aliases (lib/alias.h), built on first need */
+    uint8_t      *alias_tried;
+    size_t        nalias;
     icpp_hmap     frames;       /* (pid << 32 | exec generation, address) -> frame_func() + 3 */
     /* Learn samples repeat: the same leaf function under the same return
      * addresses at the same heights.  The first of each is learned in full
@@ -195,6 +199,56 @@ static int count_learned(learner *L, uint32_t node, int64_t height)
     return 0;
 }
 
+/* Is the leaf context (g at height h below parent), which the map lacks,
+ * one training recorded under another name?  Code that enters g's body
+ * through an entry alias f (lib/alias.h: glibc's __mempcpy jumping into
+ * __memcpy) runs in g's code, so an unwinder names g; training hooked f.
+ * Then parent's child f trained at h is the same context: g is not novel
+ * for it (docs/resolve.md, "Known limit: code entered by a jump into
+ * another function's middle").  -ENOMEM when out of memory. */
+static int alias_trained(learner *L, const icpp_replay *rp, const icpp_rsample *s, uint32_t parent, uint32_t g,
+                         int64_t h)
+{
+    int32_t mi;
+    uint64_t link;
+    if (icpp_replay_locate(rp, s->pid, s->l.pc[0], &mi, &link) < 0 || mi < 0)
+        return 0;
+    const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)mi);
+    if (!rm || !rm->mod)
+        return 0;
+    if ((size_t)mi >= L->nalias) {
+        size_t nc = (size_t)mi + 16;
+        icpp_alias_index **a = realloc(L->alias, nc * sizeof *a);
+        if (!a)
+            return -ENOMEM;
+        L->alias = a;
+        uint8_t *t = realloc(L->alias_tried, nc);
+        if (!t)
+            return -ENOMEM;
+        L->alias_tried = t;
+        for (size_t i = L->nalias; i < nc; i++)
+            L->alias[i] = NULL, L->alias_tried[i] = 0;
+        L->nalias = nc;
+    }
+    if (!L->alias_tried[mi]) {
+        L->alias_tried[mi] = 1;
+        if (!(L->alias[mi] = icpp_alias_index_build(rm->mod)))
+            return -ENOMEM;
+    }
+    const icpp_pm_func *gf = icpp_pathmap_func(L->pm, g);
+    const uint64_t *fs;
+    size_t n = icpp_alias_entries(L->alias[mi], gf->addr, &fs);
+    for (size_t k = 0; k < n; k++) {
+        int64_t fi = icpp_pathmap_find_func(L->pm, gf->module, fs[k]);
+        uint32_t c = fi < 0 ? 0 : icpp_pathmap_find_child(L->pm, parent, (uint32_t)fi);
+        const icpp_pm_node *nd = c ? icpp_pathmap_node(L->pm, c) : NULL;
+        for (uint32_t j = 0; nd && j < nd->nheights; j++)
+            if (nd->heights[j].height == h)
+                return 1;
+    }
+    return 0;
+}
+
 /* One learn sample into the map: 1 if it was learned, 0 if not (counted in
  * st by why), -ENOMEM. */
 static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, icpp_learn_stats *st)
@@ -255,17 +309,20 @@ static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, i
     for (int64_t i = first; i >= 0; i--) {
         if (fn[i] < 0)
             continue;
+        uint32_t parent = node;
         if (icpp_pathmap_child(L->pm, node, (uint32_t)fn[i], &node) < 0)
             return -ENOMEM;
         /* the root frame's entry SP has no caller's CFA to come from */
         if (rooted && i == top)
             continue;
         const icpp_pm_node *nd = icpp_pathmap_node(L->pm, node);
-        int known = 0;
+        int known = 0, aliased = 0;
         for (uint32_t h = 0; h < nd->nheights && !known; h++)
             known = nd->heights[h].height == ht[i];
-        st->new_contexts += !known;
-        if ((!known && mark_novel(L, (uint32_t)fn[i]) < 0) || count_learned(L, node, ht[i]) < 0 ||
+        if (!known && i == 0 && (aliased = alias_trained(L, rp, s, parent, (uint32_t)fn[0], ht[0])) < 0)
+            return -ENOMEM;
+        st->new_contexts += !known;     /* aliased too: the map grew (the memo's validity counts on it) */
+        if ((!known && !aliased && mark_novel(L, (uint32_t)fn[i]) < 0) || count_learned(L, node, ht[i]) < 0 ||
             (L->have_cid && !known && cid_note(L, (uint32_t)fn[i], ht[i], node) < 0))
             return -ENOMEM;
     }
@@ -658,6 +715,10 @@ void icpp_learner_free(icpp_learner *lr)
     free(L->words);
     free(L->eff);
     free(L->novel);
+    for (size_t i = 0; i < L->nalias; i++)
+        icpp_alias_index_free(L->alias[i]);
+    free(L->alias);
+    free(L->alias_tried);
     free(L->trail);
     icpp_hmap_free(&L->threads);
     free(L->thr);

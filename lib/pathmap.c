@@ -128,6 +128,18 @@ int icpp_pathmap_add_func(icpp_pathmap *pm, uint32_t module, uint64_t addr, cons
     return 0;
 }
 
+int64_t icpp_pathmap_find_func(const icpp_pathmap *pm, uint32_t module, uint64_t addr)
+{
+    const uint64_t *v = icpp_hmap_get(&pm->func_ix, module, addr);
+    return v ? (int64_t)*v : -1;
+}
+
+uint32_t icpp_pathmap_find_child(const icpp_pathmap *pm, uint32_t parent, uint32_t func)
+{
+    const uint64_t *v = icpp_hmap_get(&pm->child_ix, parent, func);
+    return v ? (uint32_t)*v : 0;
+}
+
 int icpp_pathmap_child(icpp_pathmap *pm, uint32_t parent, uint32_t func, uint32_t *idx)
 {
     uint64_t *v = icpp_hmap_get(&pm->child_ix, parent, func);

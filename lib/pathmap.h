@@ -85,6 +85,11 @@ const char *icpp_pathmap_meta_key(const icpp_pathmap *pm, size_t i);
 /* Which module is the main executable (the map's identity). */
 void icpp_pathmap_set_main(icpp_pathmap *pm, uint32_t module);
 
+/* Lookups that add nothing: the index of the function (module, addr), or
+ * -1; the child of `parent` for `func`, or 0. */
+int64_t  icpp_pathmap_find_func(const icpp_pathmap *pm, uint32_t module, uint64_t addr);
+uint32_t icpp_pathmap_find_child(const icpp_pathmap *pm, uint32_t parent, uint32_t func);
+
 /* Reading the tree. */
 size_t                icpp_pathmap_nmodules(const icpp_pathmap *pm);
 /* The module with build-id bid (icpp_build_id_eq), or -1. */
