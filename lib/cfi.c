@@ -305,7 +305,11 @@ static int walk_rows(Dwarf_CFI *cfi, uint64_t lo, uint64_t hi, segv *out)
         int32_t w;
         uint8_t x = 0;
         if (dwarf_cfi_addrframe(cfi, pc, &fr) != 0) {
+            /* [lo, hi) is one FDE's range: where libdw cannot read its row
+             * here, the rest is no better (a corrupt FDE of a huge range was
+             * walked byte by byte: hours). */
             w = pack(ICPP_CFA_NOFDE, 0, 0);
+            next = hi;
         } else {
             Dwarf_Addr s, e;
             bool signal = false;
