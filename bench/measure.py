@@ -864,9 +864,10 @@ class Bench:
         m = re.search(r"resized:\s+(\d+) functions", text)
         if m:
             s["resized"] = int(m.group(1))
-        m = re.search(r"^wrapped:\s+(\d+) call sites", text, re.M)
+        m = re.search(r"^wrapped:\s+(\d+) call sites(?: \(([\d.]+)% of the training's calls)?", text, re.M)
         if m:
             s["wrapped"] = int(m.group(1))
+            s["wrapped_calls_pct"] = float(m.group(2)) if m.group(2) else 0.0
         m = re.search(r"^cloned:\s+(\d+) functions for (\d+) call sites", text, re.M)
         if m:
             s["cloned"] = [int(m.group(1)), int(m.group(2))]

@@ -1003,7 +1003,9 @@ class Report:
                         ("%.1f%% -> %.1f%%" % tuple(up)) if up else "n/a",
                         ("%.1f%% -> %.1f%%" % tuple(uc)) if uc else "n/a",
                         ("x%.2f" % e["growth"]) if "growth" in e else "n/a",
-                        "%s / %s / %s" % (e.get("resized", "n/a"), e.get("wrapped", "n/a"),
+                        "%s / %s / %s" % (e.get("resized", "n/a"),
+                                          ("%d (%.1f%% of calls)" % (e["wrapped"], e.get("wrapped_calls_pct", 0)))
+                                          if "wrapped" in e else "n/a",
                                           ("%d (%d sites)" % tuple(e["cloned"])) if "cloned" in e else "n/a"), same,
                         cells["offline"], pct(statistics.fmean(folded)) if folded else "n/a", cells["online"]))
             self.w()

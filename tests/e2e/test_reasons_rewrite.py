@@ -14,7 +14,7 @@ import re
 import shutil
 import tempfile
 
-from e2e import Checker, built, run, tool
+from e2e import Checker, built, map_paths, run, tool
 
 c = Checker("e2e-reasons-rewrite")
 tmp = tempfile.mkdtemp(prefix="icpp-reasons-rw-")
@@ -62,6 +62,16 @@ for wrap in (False, True):
     if wrap:
         c.check(bywrap and m and int(m.group(1)) >= len(bywrap), f"{label}: no function enlarged by wrapping:\n"
                 f"{r.stdout}")
+        # the share of the training's calls through wrapped sites: each (caller, callee) has one call site here
+        pairs = re.findall(r"^ +0x[0-9a-f]+ +\+\d+ +call (\S+) -> (\S+) \(stub 0x[0-9a-f]+\)$", r.stdout, re.M)
+        mw = re.search(r"^wrapped: +\d+ call sites \(([\d.]+)% of the training's calls went through them\)", r.stdout,
+                       re.M)
+        paths = map_paths(mapfile)
+        total = sum(cnt for cnt, _h, _n, _i in paths)
+        through = sum(cnt for cnt, _h, names, _i in paths if len(names) >= 2 and (names[-2], names[-1]) in pairs)
+        c.check(pairs and mw and total and abs(float(mw.group(1)) - 100.0 * through / total) < 0.01,
+                f"{label}: wrapped share {mw.group(1) if mw else None}%, want {100.0 * through / max(1, total):.2f}% "
+                f"({through} of {total} calls through {pairs})")
     else:
         for f in ("p_one", "p_two"):
             c.check(re.search(r"no frame to enlarge.*\b%s\b" % f, r.stdout) or
