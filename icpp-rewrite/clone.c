@@ -165,9 +165,7 @@ static const uint8_t *orig_code(const rw_cloner *c, uint64_t addr, size_t *avail
 /* A function's code: its own range and its split-off parts (gcc's
  * foo.cold), each copied to `at` (rw_clone_parts lays them out). */
 #define MAX_PARTS RW_CLONE_MAX_PARTS
-typedef struct part {
-    uint64_t lo, hi, at;
-} part;
+typedef icpp_arr_part part;     /* [lo, hi) in PROG, its copy at addr */
 
 /* Where a reference to t goes in the copy: into the copy of the part that
  * holds t, else t itself (out of the function). */
@@ -175,7 +173,7 @@ static int in_parts(const part *p, size_t np, uint64_t t, uint64_t *to)
 {
     for (size_t i = 0; i < np; i++)
         if (t >= p[i].lo && t < p[i].hi) {
-            *to = t - p[i].lo + p[i].at;
+            *to = t - p[i].lo + p[i].addr;
             return 1;
         }
     *to = t;
@@ -259,7 +257,7 @@ static const char *walk(const rw_cloner *c, const part *p, size_t np, size_t k, 
         if (n > 0 && code) {
             uint64_t to;
             in_parts(p, np, r.to, &to);
-            int64_t d = (int64_t)(to - (p[k].at + off + in.length));
+            int64_t d = (int64_t)(to - (p[k].addr + off + in.length));
             if (d != (int32_t)d) {
                 *far = 1;
                 return "a reference the copy cannot reach (rel32)";
@@ -291,7 +289,7 @@ static size_t parts_of(const rw_cloner *c, uint64_t addr, uint64_t at, part *p, 
             continue;
         if (np == MAX_PARTS || !fs[i].size)
             return *why = "it has more split-off parts than a copy takes, or one of unknown size", 0;
-        uint64_t a = (p[np - 1].at + (p[np - 1].hi - p[np - 1].lo) + 15) & ~15ull;
+        uint64_t a = (p[np - 1].addr + (p[np - 1].hi - p[np - 1].lo) + 15) & ~15ull;
         p[np++] = (part){fs[i].addr, fs[i].addr + fs[i].size, a};
     }
     for (size_t k = 0; k < np; k++) {
@@ -328,12 +326,8 @@ const char *rw_clone_judge(rw_cloner *c, uint64_t addr)
 
 size_t rw_clone_parts(rw_cloner *c, uint64_t addr, uint64_t at, icpp_arr_part *out)
 {
-    part p[MAX_PARTS];
     const char *why = NULL;
-    size_t np = parts_of(c, addr, at, p, &why);
-    for (size_t k = 0; k < np; k++)
-        out[k] = (icpp_arr_part){p[k].lo, p[k].hi, p[k].at};
-    return np;
+    return parts_of(c, addr, at, out, &why);
 }
 
 int rw_clone_emit(rw_cloner *c, uint64_t orig, const rw_frame *fr, uint32_t pad, uint64_t at, uint8_t *code,
@@ -342,35 +336,41 @@ int rw_clone_emit(rw_cloner *c, uint64_t orig, const rw_frame *fr, uint32_t pad,
     part p[MAX_PARTS];
     const char *why = NULL;
     const icpp_func *f = icpp_module_func_start(c->m, orig);
+    /* parts_of checks every part's FDE, walk every instruction (as rw_clone_judge) */
     size_t np = parts_of(c, orig, at, p, &why);
-    if (!np || !f || (why = rw_clone_judge(c, orig)))
+    if (!np || !f)
         return icpp_err_set(err, EINVAL, "internal error: the function at %#" PRIx64 " cannot be cloned: %s", orig,
                             why ? why : "?");
     const rw_cfisec *sec = &c->img->eh_frame;
     rw_copy_win cw[MAX_PARTS], iw[MAX_PARTS];
     uint8_t *ins[MAX_PARTS] = {0};
+    const icpp_fde *e[MAX_PARTS];
+    const icpp_ehw_fde *x[MAX_PARTS];
+    size_t cie[MAX_PARTS];
+    int with_lsda[MAX_PARTS];
     int rc = -1, far = 0;
     for (size_t k = 0; k < np; k++) {
         size_t avail;
-        uint8_t *dst = code + (p[k].at - at);
+        uint8_t *dst = code + (p[k].addr - at);
         memcpy(dst, orig_code(c, p[k].lo, &avail), p[k].hi - p[k].lo);
         if ((why = walk(c, p, np, k, dst, &far))) {
             icpp_err_set(err, far ? ICPP_EUNSUPPORTED : EINVAL, "the clone of %s: %s", f->name, why);
             goto out;
         }
-        const icpp_fde *e = fde_at(c, p[k].lo);
-        if (!e) {                       /* parts_of found it */
+        e[k] = fde_at(c, p[k].lo);
+        x[k] = ehw_at(c, p[k].lo);
+        if (!e[k] || !x[k] || fde_shape(c, e[k], x[k], &cie[k], &with_lsda[k])) {   /* parts_of found them */
             icpp_err_set(err, EINVAL, "internal error: the FDE of %s is gone", f->name);
             goto out;
         }
-        size_t nins = e->end - e->ins;
+        size_t nins = e[k]->end - e[k]->ins;
         if (!(ins[k] = malloc(nins + 1))) {
             icpp_err_set(err, ENOMEM, "out of memory cloning %s", f->name);
             goto out;
         }
-        memcpy(ins[k], c->orig + sec->off + e->ins, nins);
+        memcpy(ins[k], c->orig + sec->off + e[k]->ins, nins);
         cw[k] = (rw_copy_win){p[k].lo, p[k].hi - p[k].lo, dst};
-        iw[k] = (rw_copy_win){sec->off + e->ins, nins, ins[k]};
+        iw[k] = (rw_copy_win){sec->off + e[k]->ins, nins, ins[k]};
     }
     if (pad && (!fr || rw_frame_patch_copy(fr, pad, cw, np, iw, np, c->img, err) < 0)) {
         if (fr)
@@ -383,19 +383,10 @@ int rw_clone_emit(rw_cloner *c, uint64_t orig, const rw_frame *fr, uint32_t pad,
      * the relocated .eh_frame: personality, initial instructions), pointing
      * at the same exception table, whose call sites and landing pads are
      * offsets from the part's start (gcc gives each part its own). */
-    for (size_t k = 0; k < np; k++) {
-        size_t cie;
-        int with_lsda;
-        const icpp_fde *e = fde_at(c, p[k].lo);
-        const icpp_ehw_fde *x = ehw_at(c, p[k].lo);
-        if (!e || !x || fde_shape(c, e, x, &cie, &with_lsda)) {
-            icpp_err_set(err, EINVAL, "internal error: the FDE of %s changed", f->name);
+    for (size_t k = 0; k < np; k++)
+        if (icpp_ehw_add_fde_lsda(eh, cie[k], p[k].addr, p[k].hi - p[k].lo, with_lsda[k], x[k]->lsda, ins[k],
+                                  e[k]->end - e[k]->ins, err) < 0)
             goto out;
-        }
-        if (icpp_ehw_add_fde_lsda(eh, cie, p[k].at, p[k].hi - p[k].lo, with_lsda, x->lsda, ins[k], e->end - e->ins,
-                                  err) < 0)
-            goto out;
-    }
     rc = 0;
 out:
     for (size_t k = 0; k < np; k++)

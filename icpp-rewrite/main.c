@@ -391,7 +391,7 @@ static void explain_frames(const rw_frames *fs)
 
 /* --explain: the verdict on every call site of the map's paths. */
 static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_t *cpad, const int32_t *cq,
-                          const int32_t *cmax, rw_cloner *cl)
+                          const int32_t *cmax, rw_cloner *cl, int clone)
 {
     printf("# call site\tcaller\tcallee\tverdict\t(not wrapped or cloned: whether a copy of the callee could "
            "take the call)\n");
@@ -412,6 +412,8 @@ static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_
         const char *why = NULL;
         if (cq[st->cls] >= 0 || cpad[st->cls])
             ;
+        else if (!clone)
+            printf("\tcopy: not tried (--no-clone)");
         else if (cmax[st->cls] >= 0)
             printf("\tcopy: possible (up to +%d), not needed", cmax[st->cls]);
         else if (!cf || cf->plt || cf->owner != cf->addr)
@@ -602,13 +604,14 @@ int main(int argc, char **argv)
     icpp_arr_node_wraps(pm, wraps, nwraps, nwrap);
 
     /* Clones where resizing and wrapping left ambiguity (docs/rewrite.md,
-     * "Cloning"): from PROG's bytes, so before any patch. */
-    rw_cloner *cloner = rw_cloner_new(m, &img, &err);
+     * "Cloning"): from PROG's bytes, so before any patch (the cloner keeps a
+     * copy of them: only when cloning or explaining). */
+    rw_cloner *cloner = clone || explain ? rw_cloner_new(m, &img, &err) : NULL;
     int32_t *cmax = malloc((sites.ncls + 1) * sizeof *cmax), *cq = malloc((sites.ncls + 1) * sizeof *cq);
-    if (!cloner || !cmax || !cq)
-        die(1, "%s", cloner ? "out of memory" : err.msg);
+    if ((!cloner && (clone || explain)) || !cmax || !cq)
+        die(1, "%s", cmax && cq ? err.msg : "out of memory");
     for (uint32_t k = 0; k <= sites.ncls; k++)
-        cq[k] = -1;
+        cq[k] = cmax[k] = -1;
     /* what is left of --time-limit, at least 1/16 of it */
     double climit = tlimit - (icpp_cli_cpu_seconds() - t_analysis);
     if (climit < tlimit / 16)
@@ -621,7 +624,7 @@ int main(int argc, char **argv)
     if (rw_clone_list(m, pm, &sites, cq, cloner, rw_wrap_code_addr(&img) + RW_WRAP_STUB * nwraps, &cs, &err) < 0)
         die(1, "%s", err.msg);
     if (explain)
-        explain_sites(m, &sites, cpad, cq, cmax, cloner);
+        explain_sites(m, &sites, cpad, cq, cmax, cloner, clone);
 
     /* Patch. */
     t_search = icpp_cli_cpu_seconds();

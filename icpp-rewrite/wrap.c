@@ -730,15 +730,13 @@ int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32
                     const uint32_t *cpad, const int32_t *cmax, int64_t max_height, double time_limit,
                     size_t max_clones, int32_t *cq, icpp_err *err)
 {
-    size_t nn = icpp_pathmap_nnodes(pm), nf = icpp_pathmap_nfuncs(pm), nctx = 0, nclones = 0;
+    size_t nn = icpp_pathmap_nnodes(pm), nf = icpp_pathmap_nfuncs(pm), nclones = 0;
     for (uint32_t k = 0; k <= s->ncls; k++)
         cq[k] = -1;
     if (!s->ncls || !max_clones)
         return 0;
-    for (size_t i = 1; i < nn; i++)
-        nctx += icpp_pathmap_node(pm, (uint32_t)i)->nheights;
-    ev e = {pm, caller, fpad, s, malloc(nn * sizeof *e.nwrap), malloc(nn * sizeof *e.shift),
-            malloc((nctx + 1) * sizeof *e.v), nctx, malloc(nn + 1)};
+    /* only order_kept's and mark_recursion's part of ev: no evaluate() here */
+    ev e = {pm, caller, fpad, s, malloc(nn * sizeof *e.nwrap), NULL, NULL, 0, malloc(nn + 1)};
     int32_t *ncq = malloc(nn * sizeof *ncq);            /* per node: its clone's padding, -1 if not cloned */
     uint8_t *amb = calloc(nn, 1), *cand = calloc(s->ncls + 1, 1), *mark = calloc(nn, 1);
     uint32_t *first = calloc(nn, sizeof *first), *next = calloc(nn, sizeof *next);
@@ -749,7 +747,7 @@ int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32
     cidtab t = {0};
     icpp_hmap_init(&t.h);
     int rc = -1;
-    if (!e.nwrap || !e.shift || !e.v || !e.rec || !ncq || !amb || !cand || !mark || !first || !next || !cfirst ||
+    if (!e.nwrap || !e.rec || !ncq || !amb || !cand || !mark || !first || !next || !cfirst ||
         !cnext || !kfirst || !knext || !vis || !func || !base || !delta || !trial)
         goto oom;
     node_lists(pm, caller, s, first, next, cfirst, cnext, kfirst, knext);
@@ -871,7 +869,7 @@ oom:
 out:
     icpp_hmap_free(&t.h);
     free(t.cnt), free(t.ws);
-    free(e.nwrap), free(e.shift), free(e.v), free(e.rec), free(ncq), free(amb), free(cand), free(mark), free(first),
+    free(e.nwrap), free(e.rec), free(ncq), free(amb), free(cand), free(mark), free(first),
         free(next), free(cfirst), free(cnext), free(kfirst), free(knext), free(vis), free(func), free(base), free(delta),
         free(trial);
     return rc;

@@ -76,12 +76,14 @@ for label in ("fp", "nofp"):
 
     # --no-clone: nothing can separate the orders
     out_nc = os.path.join(tmp, label + ".noclone")
-    r = run([tool("icpp-rewrite"), "--no-clone", "-m", mapfile, "-o", out_nc, binary])
+    r = run([tool("icpp-rewrite"), "--no-clone", "--explain", "-m", mapfile, "-o", out_nc, binary])
     if c.check(r.returncode == 0, f"{label}: --no-clone: {r.stderr}"):
         c.check(re.search(r"^cloned: +0 functions", r.stdout, re.M) and
                 re.search(r"^wrapped: +0 call sites", r.stdout, re.M) and
                 re.search(r"\[inseparable\] work at height", r.stdout),
                 f"{label}: --no-clone should leave work's pair inseparable:\n{r.stdout}")
+        c.check(re.search(r"^0x[0-9a-f]+\tone\ttwo\trefused: .*\tcopy: not tried \(--no-clone\)$", r.stdout, re.M),
+                f"{label}: --no-clone --explain should say no copy was tried:\n{r.stdout}")
 
     out = os.path.join(tmp, label + ".arr")
     r = run([tool("icpp-rewrite"), "--explain", "--verify", "-m", mapfile, "-o", out, binary, "2", "100000"])
