@@ -24,8 +24,7 @@ typedef struct learner {
     uint8_t      *novel;        /* per map function: learning found a context of it the map lacked */
     size_t        nnovel;
     icpp_alias_index **alias;   /* per replay module: its entry aliases (lib/alias.h), built on first need */
-    uint8_t      *alias_tried;
-    size_t        nalias;
+    size_t        capalias;
     icpp_hmap     frames;       /* (pid << 32 | exec generation, address) -> frame_func() + 3 */
     /* Learn samples repeat: the same leaf function under the same return
      * addresses at the same heights.  The first of each is learned in full
@@ -216,25 +215,9 @@ static int alias_trained(learner *L, const icpp_replay *rp, const icpp_rsample *
     const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)mi);
     if (!rm || !rm->mod)
         return 0;
-    if ((size_t)mi >= L->nalias) {
-        size_t nc = (size_t)mi + 16;
-        icpp_alias_index **a = realloc(L->alias, nc * sizeof *a);
-        if (!a)
-            return -ENOMEM;
-        L->alias = a;
-        uint8_t *t = realloc(L->alias_tried, nc);
-        if (!t)
-            return -ENOMEM;
-        L->alias_tried = t;
-        for (size_t i = L->nalias; i < nc; i++)
-            L->alias[i] = NULL, L->alias_tried[i] = 0;
-        L->nalias = nc;
-    }
-    if (!L->alias_tried[mi]) {
-        L->alias_tried[mi] = 1;
-        if (!(L->alias[mi] = icpp_alias_index_build(rm->mod)))
-            return -ENOMEM;
-    }
+    if (icpp_vec_reserve((void **)&L->alias, &L->capalias, (size_t)mi + 1, sizeof *L->alias, 16) < 0 ||
+        (!L->alias[mi] && !(L->alias[mi] = icpp_alias_index_build(rm->mod))))
+        return -ENOMEM;
     const icpp_pm_func *gf = icpp_pathmap_func(L->pm, g);
     const uint64_t *fs;
     size_t n = icpp_alias_entries(L->alias[mi], gf->addr, &fs);
@@ -715,10 +698,9 @@ void icpp_learner_free(icpp_learner *lr)
     free(L->words);
     free(L->eff);
     free(L->novel);
-    for (size_t i = 0; i < L->nalias; i++)
+    for (size_t i = 0; i < L->capalias; i++)
         icpp_alias_index_free(L->alias[i]);
     free(L->alias);
-    free(L->alias_tried);
     free(L->trail);
     icpp_hmap_free(&L->threads);
     free(L->thr);
