@@ -20,11 +20,20 @@ typedef struct plt_graph {
     icpp_callgraph *g;          /* NULL: could not be built */
 } plt_graph;
 
+/* A candidate list (scratch, reused from sample to sample). */
+typedef struct cand_list {
+    icpp_cand *v;
+    size_t     n, cap;
+} cand_list;
+
 struct icpp_plt {
     plt_graph *graphs;
     size_t     ngraphs, capgraphs;
-    icpp_cand *cands;           /* scratch: the last sample's candidates */
-    size_t     ncands, capcands;
+    cand_list  all;             /* the last sample's candidates: every call site's contexts */
+    cand_list  conf;            /* ... those with a trained call through the site at the height */
+    const icpp_pathmap *kids_pm;    /* the map kid_first/kids index (built on first use) */
+    uint32_t  *kid_first;       /* node i's children: kids[kid_first[i] .. kid_first[i+1]) */
+    uint32_t  *kids;
 };
 
 icpp_plt *icpp_plt_new(void)
@@ -43,7 +52,10 @@ void icpp_plt_free(icpp_plt *p)
         free(p->graphs[i].path);
     }
     free(p->graphs);
-    free(p->cands);
+    free(p->all.v);
+    free(p->conf.v);
+    free(p->kid_first);
+    free(p->kids);
     free(p);
 }
 
@@ -81,24 +93,80 @@ static icpp_callgraph *graph_of(icpp_plt *p, const icpp_replay *rp, uint32_t mi)
     return pg->g;
 }
 
-/* Add node (count c) to the candidates unless it is there. */
-static int add(icpp_plt *p, uint32_t node, uint64_t count, uint64_t learned)
+/* Add node (count c) to list l unless it is there (then add the counts). */
+static int add(cand_list *l, uint32_t node, uint64_t count, uint64_t learned)
 {
-    for (size_t i = 0; i < p->ncands; i++)
-        if (p->cands[i].node == node) {
-            p->cands[i].count += count;
-            p->cands[i].learned += learned;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].node == node) {
+            l->v[i].count += count;
+            l->v[i].learned += learned;
             return 0;
         }
-    if (p->ncands == p->capcands) {
-        size_t n = p->capcands ? 2 * p->capcands : 16;
-        icpp_cand *nc = realloc(p->cands, n * sizeof *nc);
+    if (l->n == l->cap) {
+        size_t n = l->cap ? 2 * l->cap : 16;
+        icpp_cand *nc = realloc(l->v, n * sizeof *nc);
         if (!nc)
             return -1;
-        p->cands = nc;
-        p->capcands = n;
+        l->v = nc;
+        l->cap = n;
     }
-    p->cands[p->ncands++] = (icpp_cand){node, count, learned};
+    l->v[l->n++] = (icpp_cand){node, count, learned};
+    return 0;
+}
+
+/* The children of every node of pm (the map keeps parents only), built once. */
+static int index_kids(icpp_plt *p, const icpp_pathmap *pm)
+{
+    if (p->kids_pm == pm)
+        return 0;
+    size_t nn = icpp_pathmap_nnodes(pm);
+    uint32_t *first = calloc(nn + 1, sizeof *first), *kids = malloc((nn ? nn : 1) * sizeof *kids);
+    if (!first || !kids) {
+        free(first);
+        free(kids);
+        return -1;
+    }
+    for (size_t i = 1; i < nn; i++)
+        first[icpp_pathmap_node(pm, (uint32_t)i)->parent + 1]++;
+    for (size_t i = 0; i < nn; i++)
+        first[i + 1] += first[i];
+    uint32_t *at = malloc((nn ? nn : 1) * sizeof *at);
+    if (!at) {
+        free(first);
+        free(kids);
+        return -1;
+    }
+    memcpy(at, first, nn * sizeof *at);
+    for (size_t i = 1; i < nn; i++)
+        kids[at[icpp_pathmap_node(pm, (uint32_t)i)->parent]++] = (uint32_t)i;
+    free(at);
+    free(p->kid_first);
+    free(p->kids);
+    p->kid_first = first;
+    p->kids = kids;
+    p->kids_pm = pm;
+    return 0;
+}
+
+/* The trained call of context `node` through the call site returning to
+ * (module, ret) that entered its callee at `height`: the callee's node (its
+ * training count at that height in *count), or 0. */
+static uint32_t call_through(const icpp_plt *p, const icpp_pathmap *pm, uint32_t node, uint32_t module,
+                             uint64_t ret, int64_t height, uint64_t *count)
+{
+    for (uint32_t k = p->kid_first[node]; k < p->kid_first[node + 1]; k++) {
+        const icpp_pm_node *c = icpp_pathmap_node(pm, p->kids[k]);
+        int site = 0;
+        for (uint32_t j = 0; j < c->nsites && !site; j++)
+            site = c->sites[j].module == module && c->sites[j].addr == ret;
+        if (!site)
+            continue;
+        for (uint32_t j = 0; j < c->nheights; j++)
+            if (c->heights[j].height == height && c->heights[j].count) {
+                *count = c->heights[j].count;
+                return p->kids[k];
+            }
+    }
     return 0;
 }
 
@@ -107,7 +175,7 @@ uint32_t icpp_plt_contexts(icpp_plt *p, icpp_cidx *x, const icpp_pathmap *pm, co
 {
     *out = NULL;
     *func = -1;
-    p->ncands = 0;
+    p->all.n = p->conf.n = 0;
     icpp_callgraph *g = graph_of(p, rp, (uint32_t)s->module);
     const icpp_rmodule *rm = icpp_replay_module(rp, (uint32_t)s->module);
     if (!g || !rm)
@@ -122,6 +190,9 @@ uint32_t icpp_plt_contexts(icpp_plt *p, icpp_cidx *x, const icpp_pathmap *pm, co
         name = icpp_callgraph_plt_name(g, pc & ~(uint64_t)15);
     if (!name)
         return 0;
+    int kids = index_kids(p, pm) == 0;
+    int novel = 0;          /* a callee through the stub that this run calls in untrained contexts */
+    uint32_t confirmed = 0;
     const icpp_cg_site *const *sites;
     uint32_t n = icpp_callgraph_plt_callers(g, name, &sites);
     for (uint32_t i = 0; i < n; i++) {
@@ -133,17 +204,33 @@ uint32_t icpp_plt_contexts(icpp_plt *p, icpp_cidx *x, const icpp_pathmap *pm, co
         int64_t f = icpp_cidx_func(x, (uint32_t)s->module, &rm->build_id, site->caller);
         if (f < 0)
             continue;
+        uint32_t fmod = icpp_pathmap_func(pm, (uint32_t)f)->module;
         const icpp_cand *c;
         uint32_t nc = icpp_cidx_lookup(x, (uint32_t)f, s->height - site->delta, &c);
         for (uint32_t k = 0; k < nc; k++) {
             uint32_t node = site->tail ? icpp_pathmap_node(pm, c[k].node)->parent : c[k].node;
-            if (node && add(p, node, c[k].count, c[k].learned) < 0)
+            if (node && add(&p->all, node, c[k].count, c[k].learned) < 0)
+                return 0;
+            /* a tail jmp's callee replaced F: training filed it under F's
+             * caller, so such a context is kept, never confirmed */
+            uint64_t cnt = 0;
+            uint32_t callee = !site->tail && kids ? call_through(p, pm, node, fmod, site->ret, s->height, &cnt) : 0;
+            if (callee) {
+                confirmed++;
+                novel |= icpp_cidx_novel(x, icpp_pathmap_node(pm, callee)->func);
+            }
+            if (node && (callee || site->tail) && add(&p->conf, node, callee ? cnt : c[k].count, c[k].learned) < 0)
                 return 0;
         }
     }
-    if (!p->ncands)
+    /* Where training saw the call through the stub entering its callee at
+     * this height from some of the contexts, those are the candidates, as
+     * for a sample at the callee's first instruction (docs/resolve.md) --
+     * unless learning found the callee in contexts training lacked. */
+    const cand_list *l = confirmed && !novel ? &p->conf : &p->all;
+    if (!l->n)
         return 0;
-    *out = p->cands;
-    *func = icpp_pathmap_node(pm, p->cands[0].node)->func;
-    return (uint32_t)p->ncands;
+    *out = l->v;
+    *func = icpp_pathmap_node(pm, l->v[0].node)->func;
+    return (uint32_t)l->n;
 }

@@ -16,7 +16,12 @@
  * adds `delta` bytes at the call gives a candidate context: the map's
  * paths at (F, height - delta); a site that reaches the stub by a tail
  * jmp (F's frame already gone) gives those paths' parents.  The union is
- * the sample's candidates, weighted by their training counts. */
+ * the sample's candidates, weighted by their training counts -- except
+ * where training saw some of those contexts call through their site and
+ * enter the callee at the sample's height: then only these (and the tail
+ * jmp ones, which training files under the caller's caller) are, weighted
+ * by those calls, as a sample at the callee's first instruction would be
+ * resolved; unless learning found that callee novel (icpp_cidx_novel). */
 
 typedef struct icpp_plt icpp_plt;
 

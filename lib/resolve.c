@@ -325,6 +325,11 @@ int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, ui
  * whose parent context no learn sample passed through at all, is a path of
  * a region this run was never seen in: where other candidates remain, it
  * is dropped (out->pruned counts them). */
+int icpp_cidx_novel(const icpp_cidx *x, uint32_t func)
+{
+    return func < x->nnovel && x->novel[func];
+}
+
 uint64_t icpp_cidx_node_learned(const icpp_cidx *x, uint32_t node)
 {
     return node < x->nact ? x->act[node] : 0;

@@ -43,6 +43,8 @@ void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
  * sample confirmed where known contexts recombine (ICPP_ROUTE_CONFIRM).
  * The array must outlive x. */
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
+/* Whether map function func is novel (icpp_cidx_set_novel). */
+int  icpp_cidx_novel(const icpp_cidx *x, uint32_t func);
 
 /* The recording's learn trail (lib/learn.h; NULL: none): with evidence on,
  * a one-candidate CID whose candidate the sample's thread passed through,

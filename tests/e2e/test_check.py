@@ -60,11 +60,11 @@ for e in corpus.load_list(built("tests/programs/corpus-list.txt")):
     c.check(good >= 0.98 * judged, f"{label}: correct {good} of {judged} ({b})")
     if e.prog == "plt" and "static" not in e.tags:
         # samples in the PLT stubs: an entry SP from binutils' CFA expression,
-        # charged to the calling context (main;spin, main;outer;spin)
+        # charged to the calling context (main;spin, main;outer;spin) -- precise,
+        # though main;twin's call site fits main;spin's samples (plt.c, lib/plt.h)
         p = d["plt_samples"]
         inplt = sum(p.values())
-        pgood = p["precise"] + p["ambiguous-containing-truth"]
-        c.check(inplt >= 20 and p["no_truth"] == 0 and pgood >= 0.95 * inplt,
+        c.check(inplt >= 20 and p["no_truth"] == 0 and p["precise"] >= 0.95 * inplt,
                 f"{label}: samples in PLT stubs {p}")
     total["judged"] += judged
     total["good"] += good

@@ -180,6 +180,28 @@ for e in entries:
         c.check(alone["by_samples"]["incorrect"] == 0, f"{label}: learned alone: incorrect {alone['incorrect_samples'][:2]}")
         c.check(s["precise"] + s["ambiguous-containing-truth"] >= 0.95, f"{label}: learned alone: {s}")
 
+# PLT stubs online (lib/plt.h): plt.c trained with twin's call of rand_r never
+# taken, sampled with it taken (argv[2] "twin"): a sample in rand_r's stub
+# called from main;twin fits main;spin's call site too, at the same height, and
+# only main;spin called through it in training.  The map alone charges it to
+# main;spin, wrong; learning finds rand_r called where training never saw it,
+# so such samples keep every call site's context, never precise and wrong.
+for e in entries:
+    if e.prog != "plt" or e.config not in ("O2-fp-pie", "O2-nofp-nopie"):
+        continue
+    label = f"{e.prog}.{e.config}"
+    mapfile, rec = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".twin.samples")
+    run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", e.binary, "8"])
+    sample(e.binary, ["8", "twin"], rec, ["-q", "--validate", "--learn=4"])
+    alone, after = check(mapfile, rec, ["--no-learn"]), check(mapfile, rec)
+    if not alone or not after:
+        continue
+    pa, pl = alone["plt_samples"], after["plt_samples"]
+    print(f"{label} online: PLT samples, map alone {pa}; learned {pl}")
+    c.check(pa["incorrect"] > 0, f"{label}: the map alone placed no twin sample in main;spin: {pa}")
+    c.check(pl["incorrect"] == 0 and pl["ambiguous-containing-truth"] > 0 and pl["precise"] > 0,
+            f"{label}: PLT samples with learning: {pl}")
+
 # The default learn rate follows the event: one in 2 for a software event (docs/resolve.md, "The learn rate").
 for e in entries:
     if e.prog == "workloads" and e.config == "O2-fp-pie":

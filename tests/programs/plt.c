@@ -15,14 +15,22 @@
  * stubs is the second in its 16 bytes, whose samples must be charged to
  * its own callers (spin_div calls only div), not to the first stub's.
  *
+ * twin is spin's code called with use = 0: its call of rand_r is never
+ * taken, but it has the same frame as spin and is called from main at the
+ * same height, so a sample in rand_r's stub fits main;twin's call site as
+ * well as main;spin's; training saw only main;spin call through it, so that
+ * is the sample's context (lib/plt.h).  With argv[2] = "twin" (an input
+ * training did not see, tests/e2e/test_learn.py) twin calls rand_r too.
+ *
  * ICPP-PATHS  (prefixes are implied)
  * main;spin
  * main;outer;spin
+ * main;twin
  * main;spin_div
  *
  * ICPP-EXPECT
  * exit 0
- * stdout plt checksum=00000077391108ad
+ * stdout plt checksum=00000135f52744ad
  */
 #include "corpus.h"
 
@@ -30,12 +38,21 @@
 
 CORPUS_DEFINE_SINK;
 
-NOIPA unsigned long spin(unsigned long n, unsigned int seed)
+NOIPA unsigned long spin(unsigned long n, unsigned int seed, int use)
 {
 	unsigned long x = 0;
 
 	for (unsigned long i = 0; i < n; i++)
-		x += (unsigned long)rand_r(&seed);
+		x += use ? (unsigned long)rand_r(&seed) : i ^ seed;
+	return x;
+}
+
+NOIPA unsigned long twin(unsigned long n, unsigned int seed, int use)
+{
+	unsigned long x = 0;
+
+	for (unsigned long i = 0; i < n; i++)
+		x += use ? (unsigned long)rand_r(&seed) : i ^ seed;
 	return x;
 }
 
@@ -53,7 +70,7 @@ void *volatile taken[2];
 
 NOIPA unsigned long outer(unsigned long n, unsigned int seed)
 {
-	unsigned long r = spin(n, seed);
+	unsigned long r = spin(n, seed, 1);
 
 	CORPUS_KEEP(r);
 	return r + 3;
@@ -63,13 +80,15 @@ int main(int argc, char **argv)
 {
 	long scale = corpus_scale(argc, argv);
 	unsigned long sum = 0, n = 16 * CORPUS_UNIT;
+	int use = argc > 2 && argv[2][0] == 't';
 
 	taken[0] = (void *)rand_r;
 	taken[1] = (void *)div;
 
 	for (long s = 0; s < scale; s++) {
-		sum += spin(n, (unsigned int)s);
+		sum += spin(n, (unsigned int)s, 1);
 		sum ^= outer(n, (unsigned int)s + 7);
+		sum += twin(n / 4, (unsigned int)s, use);
 		sum += spin_div(n, (unsigned int)s);
 	}
 	printf("plt checksum=%016lx\n", sum);
