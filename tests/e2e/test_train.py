@@ -162,9 +162,22 @@ def whole_process(label, binary, args, min_checked=20, min_unwinder=0):
     """Train binary with every module under icpp-gt: behaviour unchanged, libc paths
     present, and every complete sample's context (its identity path through the
     trained modules, functions named by build-id and address) in the map with its
-    height."""
-    mapfile = os.path.join(tmp, label + ".all.icppmap")
+    height.  icpp-gt learns the exec'd image's base from /proc when it handles the
+    exec, and a run can be past that point by then (seen once in CI: 0 samples to
+    compare); such a run is repeated once, as the per-binary runs above are."""
     plain = run([binary] + args)
+    for again in (False, True):
+        bad, checked, in_unwinder = whole_process_once(label, binary, args, plain)
+        if checked >= min_checked or again:
+            break
+        print(f"  {label} (all modules): {checked} sampled contexts, again")
+    c.check(checked >= min_checked and in_unwinder >= min_unwinder,
+            f"{label} (all modules): only {checked} sampled contexts, {in_unwinder} in the unwinder")
+    return bad, checked
+
+
+def whole_process_once(label, binary, args, plain):
+    mapfile = os.path.join(tmp, label + ".all.icppmap")
     r, trace = traced_training(binary, mapfile, "all", args)
     c.check(r.returncode == plain.returncode and r.stdout == plain.stdout,
             f"{label} (all modules): behaviour differs: rc {r.returncode}/{plain.returncode}")
@@ -222,9 +235,7 @@ def whole_process(label, binary, args, min_checked=20, min_unwinder=0):
                 print(f"  {label} (all): sampled {';'.join(smp.path)} h={h}: not in the map")
     print(f"  {label} (all modules): {checked} sampled contexts, {in_unwinder} in libgcc_s's unwinder, "
           f"{rewritten} after it rewrote its return address (its own frames compared), {bad} missing")
-    c.check(checked >= min_checked and in_unwinder >= min_unwinder,
-            f"{label} (all modules): only {checked} sampled contexts, {in_unwinder} in the unwinder")
-    return bad, checked
+    return bad, checked, in_unwinder
 
 
 # Whole-process training (libc too).
