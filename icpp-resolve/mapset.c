@@ -1,6 +1,8 @@
 /* mapset.c -- icpp-resolve's path maps: one per executable of a recording, chosen by build-id, and their union for the profile. */
 #include "mapset.h"
 
+#include "alias.h"
+
 #include "module.h"
 #include "names.h"
 #include "escape.h"
@@ -76,6 +78,18 @@ static const icpp_build_id *main_bid(const icpp_pathmap *pm)
 }
 
 /* Keep a map read from path; one of a build-id already kept is merged into it. */
+/* A sample in a body shared through an entry alias is the body's function,
+ * under the context training filed as the alias's (lib/alias.h): those
+ * contexts are added once per map, before it learns or resolves. */
+static int expand_aliases(ms_map *m, icpp_err *err)
+{
+    size_t added;
+    if (m->expanded)
+        return 0;
+    m->expanded = 1;
+    return icpp_alias_expand(m->pm, &added) < 0 ? icpp_err_set(err, ENOMEM, "out of memory") : 0;
+}
+
 static int keep(mapset *ms, const char *path, icpp_pathmap *pm, icpp_err *err)
 {
     const icpp_build_id *b = main_bid(pm);
@@ -335,6 +349,8 @@ static int build_union(mapset *ms, icpp_err *err)
         ms_map *m = &ms->maps[k];
         if (!m->used)
             continue;
+        if (expand_aliases(m, err) < 0)
+            return -1;
         m->x = icpp_cidx_build(m->pm, err);
         if (!m->x)
             return -1;
@@ -484,6 +500,8 @@ static int learn_rest(mapset *ms, const char *samples, const icpp_build_id *rec_
     }
     if (ms->learn_map < 0)
         return 0;
+    if (expand_aliases(&ms->maps[ms->learn_map], err) < 0)
+        return -1;
     if (icpp_learn_file_novel(samples, ms->maps[ms->learn_map].pm, &ms->ls, &ms->novel, &ms->nnovel,
                               &ms->trail, err) < 0)
         return -1;
@@ -539,6 +557,10 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
             const icpp_rmodule *rex = icpp_replay_exe_module(rp);
             int32_t k = rex && rex->build_id.len ? find_map(ms, &rex->build_id) : -1;
             if (k >= 0) {
+                if (expand_aliases(&ms->maps[k], err) < 0) {
+                    rc = -1;
+                    break;
+                }
                 if (!(lr = icpp_learner_new(ms->maps[k].pm))) {
                     rc = icpp_err_set(err, ENOMEM, "out of memory");
                     break;

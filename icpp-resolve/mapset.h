@@ -38,6 +38,7 @@ typedef struct ms_map {
                                            completion adds nodes and functions to pm while samples are
                                            resolved, and mapset_resolve adds them to the union */
     int           used;
+    int           expanded;     /* entry aliases' contexts added (lib/alias.h) */
 } ms_map;
 
 /* An executable of the recording and how its samples fared. */

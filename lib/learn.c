@@ -203,7 +203,7 @@ static int count_learned(learner *L, uint32_t node, int64_t height)
  * through an entry alias f (lib/alias.h: glibc's __mempcpy jumping into
  * __memcpy) runs in g's code, so an unwinder names g; training hooked f.
  * Then parent's child f trained at h is the same context: g is not novel
- * for it (docs/resolve.md, "Known limit: code entered by a jump into
+ * for it (docs/resolve.md, "Code entered by a jump into
  * another function's middle").  -ENOMEM when out of memory. */
 static int alias_trained(learner *L, const icpp_replay *rp, const icpp_rsample *s, uint32_t parent, uint32_t g,
                          int64_t h)

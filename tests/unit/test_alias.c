@@ -3,6 +3,7 @@
 #include "alias.h"
 #include "check.h"
 #include "module.h"
+#include "pathmap.h"
 
 #include <Zydis/Zydis.h>
 #include <string.h>
@@ -10,7 +11,9 @@
 /* al_body: a function; al_entry: two instructions and a jmp three bytes into
  * it (glibc's __mempcpy shape); al_tail: a jmp to al_body's entry (a tail
  * call, no alias); al_call: a call first (no alias); al_far: the jmp after
- * more instructions than an alias takes. */
+ * more instructions than an alias takes; al_push, al_lea: the jmp in another
+ * frame (a push, rsp moved by lea), whose entry SP the body's CFI would not
+ * give (no alias). */
 __asm__(".text\n"
         ".globl al_body\n.type al_body,@function\nal_body:\n.cfi_startproc\n"
         "mov %rdi,%rax\n"
@@ -34,8 +37,16 @@ __asm__(".text\n"
         ".globl al_far\n.type al_far,@function\nal_far:\n.cfi_startproc\n"
         "nop\nnop\nnop\nnop\n"
         "jmp al_body+3\n"
-        ".cfi_endproc\n.size al_far,.-al_far\n");
-long al_body(long), al_entry(long, long), al_tail(long), al_call(long), al_far(long);
+        ".cfi_endproc\n.size al_far,.-al_far\n"
+        ".globl al_push\n.type al_push,@function\nal_push:\n.cfi_startproc\n"
+        "push %rbx\n"
+        "jmp al_body+3\n"
+        ".cfi_endproc\n.size al_push,.-al_push\n"
+        ".globl al_lea\n.type al_lea,@function\nal_lea:\n.cfi_startproc\n"
+        "lea -8(%rsp),%rsp\n"
+        "jmp al_body+3\n"
+        ".cfi_endproc\n.size al_lea,.-al_lea\n");
+long al_body(long), al_entry(long, long), al_tail(long), al_call(long), al_far(long), al_push(long), al_lea(long);
 
 /* Zydis's reading: f's first ICPP_ALIAS_MAX_INSNS instructions end in a jmp
  * into g's code past its first byte (size gsz), with no branch before. */
@@ -67,6 +78,62 @@ static int zydis_alias(const icpp_module *m, uint64_t f, uint64_t g, uint64_t gs
     return 0;
 }
 
+/* The height of node c at h (its count), or 0. */
+static uint64_t count_at(const icpp_pathmap *pm, uint32_t c, int64_t h)
+{
+    const icpp_pm_node *n = icpp_pathmap_node(pm, c);
+    for (uint32_t j = 0; c && j < n->nheights; j++)
+        if (n->heights[j].height == h)
+            return n->heights[j].count;
+    return 0;
+}
+
+/* icpp_alias_expand on a map of this binary: main;al_entry at 64 (5 calls)
+ * gains main;al_body at 64, with its count and call site; main;al_far (no
+ * alias) gains nothing; a second expansion adds nothing; a map whose module
+ * has another build-id is left alone. */
+static void expand_check(icpp_module *self, uint64_t body, uint64_t entry, uint64_t far)
+{
+    for (int other = 0; other < 2; other++) {
+        icpp_pathmap *pm = icpp_pathmap_new();
+        icpp_build_id bid = *icpp_module_build_id(self);
+        if (other)
+            bid.bytes[0] ^= 1;
+        uint32_t mi, fm, fe, ff, nm, ne, nf;
+        int ok = pm && icpp_pathmap_add_module(pm, icpp_module_path(self), &bid, 0, &mi) == 0 &&
+                 icpp_pathmap_add_func(pm, mi, 0x10, "main", &fm) == 0 &&
+                 icpp_pathmap_add_func(pm, mi, entry, "al_entry", &fe) == 0 &&
+                 icpp_pathmap_add_func(pm, mi, far, "al_far", &ff) == 0 &&
+                 icpp_pathmap_child(pm, 0, fm, &nm) == 0 && icpp_pathmap_add_height(pm, nm, 0, 1) == 0 &&
+                 icpp_pathmap_child(pm, nm, fe, &ne) == 0 && icpp_pathmap_add_height(pm, ne, 64, 5) == 0 &&
+                 icpp_pathmap_add_site(pm, ne, mi, 0x1234, 5) == 0 &&
+                 icpp_pathmap_child(pm, nm, ff, &nf) == 0 && icpp_pathmap_add_height(pm, nf, 80, 2) == 0;
+        CHECK(ok, "build the map");
+        if (!ok) {
+            icpp_pathmap_free(pm);
+            continue;
+        }
+        icpp_pathmap_add_count(pm, ne, 5);
+        size_t before = icpp_pathmap_nnodes(pm), added = 99, again = 99;
+        CHECK(icpp_alias_expand(pm, &added) == 0, "expand");
+        int64_t g = icpp_pathmap_find_func(pm, mi, body);
+        uint32_t c = g >= 0 ? icpp_pathmap_find_child(pm, nm, (uint32_t)g) : 0;
+        if (other) {
+            CHECK(added == 0 && icpp_pathmap_nnodes(pm) == before && c == 0,
+                  "another build-id: nothing added (%zu, %zu nodes)", added, icpp_pathmap_nnodes(pm));
+        } else {
+            const icpp_pm_node *n = c ? icpp_pathmap_node(pm, c) : NULL;
+            CHECK(added == 1 && n && count_at(pm, c, 64) == 5 && n->count == 5 && n->nheights == 1 && n->nsites == 1 &&
+                      n->sites[0].addr == 0x1234 && icpp_pathmap_nnodes(pm) == before + 1,
+                  "main;al_body at 64 with al_entry's calls and site (added %zu, node %u)", added, c);
+            CHECK(icpp_alias_expand(pm, &again) == 0 && again == 0 && count_at(pm, c, 64) == 5 &&
+                      icpp_pathmap_nnodes(pm) == before + 1,
+                  "a second expansion adds nothing (%zu)", again);
+        }
+        icpp_pathmap_free(pm);
+    }
+}
+
 int main(int argc, char **argv)
 {
     icpp_err err;
@@ -86,9 +153,10 @@ int main(int argc, char **argv)
             const uint64_t *fs;
             size_t n = icpp_alias_entries(x, b->addr, &fs);
             CHECK(n == 1 && fs[0] == (uint64_t)(uintptr_t)al_entry - bias,
-                  "al_body's one alias is al_entry (not al_tail, al_call, al_far): %zu", n);
+                  "al_body's one alias is al_entry (not al_tail, al_call, al_far, al_push, al_lea): %zu", n);
             CHECK(icpp_alias_entries(x, (uint64_t)(uintptr_t)al_entry - bias, &fs) == 0, "al_entry has none");
             CHECK(al_entry(2, 3) == 6 && al_body(4) == 5, "the subjects run");
+            expand_check(self, b->addr, (uint64_t)(uintptr_t)al_entry - bias, (uint64_t)(uintptr_t)al_far - bias);
         }
         icpp_alias_index_free(x);
         icpp_module_close(self);
