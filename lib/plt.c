@@ -32,6 +32,7 @@ struct icpp_plt {
     cand_list  all;             /* the last sample's candidates: every call site's contexts */
     cand_list  conf;            /* ... those with a trained call through the site at the height */
     const icpp_pathmap *kids_pm;    /* the map kid_first/kids index (built on first use) */
+    size_t     kids_nn;         /* its nodes then (completion adds more later: not indexed) */
     uint32_t  *kid_first;       /* node i's children: kids[kid_first[i] .. kid_first[i+1]) */
     uint32_t  *kids;
 };
@@ -145,6 +146,7 @@ static int index_kids(icpp_plt *p, const icpp_pathmap *pm)
     p->kid_first = first;
     p->kids = kids;
     p->kids_pm = pm;
+    p->kids_nn = nn;
     return 0;
 }
 
@@ -154,6 +156,8 @@ static int index_kids(icpp_plt *p, const icpp_pathmap *pm)
 static uint32_t call_through(const icpp_plt *p, const icpp_pathmap *pm, uint32_t node, uint32_t module,
                              uint64_t ret, int64_t height, uint64_t *count)
 {
+    if (node >= p->kids_nn)
+        return 0;       /* added after the index (completion): no training call */
     for (uint32_t k = p->kid_first[node]; k < p->kid_first[node + 1]; k++) {
         const icpp_pm_node *c = icpp_pathmap_node(pm, p->kids[k]);
         int site = 0;
