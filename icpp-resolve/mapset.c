@@ -77,7 +77,6 @@ static const icpp_build_id *main_bid(const icpp_pathmap *pm)
     return m ? &m->build_id : &none;
 }
 
-/* Keep a map read from path; one of a build-id already kept is merged into it. */
 /* A sample in a body shared through an entry alias is the body's function,
  * under the context training filed as the alias's (lib/alias.h): those
  * contexts are added once per map, before it learns or resolves. */
@@ -90,6 +89,7 @@ static int expand_aliases(ms_map *m, icpp_err *err)
     return icpp_alias_expand(m->pm, &added) < 0 ? icpp_err_set(err, ENOMEM, "out of memory") : 0;
 }
 
+/* Keep a map read from path; one of a build-id already kept is merged into it. */
 static int keep(mapset *ms, const char *path, icpp_pathmap *pm, icpp_err *err)
 {
     const icpp_build_id *b = main_bid(pm);

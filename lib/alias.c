@@ -178,8 +178,10 @@ int icpp_alias_expand(icpp_pathmap *pm, size_t *added)
             if (gi < 0) {
                 const icpp_func *g = icpp_module_func_start(m, x->v[i].g);
                 uint32_t u;
-                if (icpp_pathmap_add_func(pm, mi, x->v[i].g, g && g->name ? g->name : "", &u) < 0)
+                if (icpp_pathmap_add_func(pm, mi, x->v[i].g, g && g->name ? g->name : "", &u) < 0) {
                     rc = -ENOMEM;
+                    break;
+                }
                 gi = u;
             }
             to[fi] = gi;

@@ -115,32 +115,26 @@ static int add(cand_list *l, uint32_t node, uint64_t count, uint64_t learned)
     return 0;
 }
 
-/* The children of every node of pm (the map keeps parents only), built once. */
+/* The children of every node of pm (the map keeps parents only), built once:
+ * counted at first[parent + 2], summed, then placed with first[parent + 1]
+ * as the cursor, which leaves first[i] at node i's first child. */
 static int index_kids(icpp_plt *p, const icpp_pathmap *pm)
 {
     if (p->kids_pm == pm)
         return 0;
     size_t nn = icpp_pathmap_nnodes(pm);
-    uint32_t *first = calloc(nn + 1, sizeof *first), *kids = malloc((nn ? nn : 1) * sizeof *kids);
+    uint32_t *first = calloc(nn + 2, sizeof *first), *kids = malloc((nn ? nn : 1) * sizeof *kids);
     if (!first || !kids) {
         free(first);
         free(kids);
         return -1;
     }
     for (size_t i = 1; i < nn; i++)
-        first[icpp_pathmap_node(pm, (uint32_t)i)->parent + 1]++;
-    for (size_t i = 0; i < nn; i++)
-        first[i + 1] += first[i];
-    uint32_t *at = malloc((nn ? nn : 1) * sizeof *at);
-    if (!at) {
-        free(first);
-        free(kids);
-        return -1;
-    }
-    memcpy(at, first, nn * sizeof *at);
+        first[icpp_pathmap_node(pm, (uint32_t)i)->parent + 2]++;
+    for (size_t i = 2; i < nn + 2; i++)
+        first[i] += first[i - 1];
     for (size_t i = 1; i < nn; i++)
-        kids[at[icpp_pathmap_node(pm, (uint32_t)i)->parent]++] = (uint32_t)i;
-    free(at);
+        kids[first[icpp_pathmap_node(pm, (uint32_t)i)->parent + 1]++] = (uint32_t)i;
     free(p->kid_first);
     free(p->kids);
     p->kid_first = first;

@@ -75,6 +75,11 @@ void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n)
     x->nnovel = n;
 }
 
+int icpp_cidx_novel(const icpp_cidx *x, uint32_t func)
+{
+    return func < x->nnovel && x->novel[func];
+}
+
 void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes)
 {
     x->votes = votes;
@@ -325,11 +330,6 @@ int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, ui
  * whose parent context no learn sample passed through at all, is a path of
  * a region this run was never seen in: where other candidates remain, it
  * is dropped (out->pruned counts them). */
-int icpp_cidx_novel(const icpp_cidx *x, uint32_t func)
-{
-    return func < x->nnovel && x->novel[func];
-}
-
 uint64_t icpp_cidx_node_learned(const icpp_cidx *x, uint32_t node)
 {
     return node < x->nact ? x->act[node] : 0;
@@ -543,7 +543,7 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
      * not sure.  (Also flagging confirmed CIDs that completion can reach by
      * an untrained path turned 70-80% of lua's online samples uncertain:
      * the static graph lets an interpreter reach almost anything.) */
-    int novel = (uint64_t)out->func < x->nnovel && x->novel[out->func];
+    int novel = out->func >= 0 && icpp_cidx_novel(x, (uint32_t)out->func);
     if (!seen && novel) {
         out->kind = ICPP_RES_UNCERTAIN;
     } else if (novel && x->evidence) {
