@@ -575,7 +575,12 @@ int main(int argc, char **argv)
     /* --time-limit bounds the searches: resizing gets 3/4 of it, wrapping 4/5
      * of the rest (of at least 1/4), cloning what is left (at least 1/16), so
      * rewriting stays within its bound (docs/rewrite.md). */
-    rw_search_opts so2 = {seed, tlimit * 0.75, (int64_t)floor((double)h0 * growth), 0, &progress};
+    /* The budget: h0 x growth, at most the largest height there can be
+     * (ICPP_HEIGHT_MAX; the map reader refuses larger ones), so that it
+     * neither overflows int64_t nor lets a height leave the bound. */
+    double hbudget = floor((double)h0 * growth);
+    rw_search_opts so2 = {seed, tlimit * 0.75,
+                          hbudget < (double)ICPP_HEIGHT_MAX ? (int64_t)hbudget : ICPP_HEIGHT_MAX - 1, 0, &progress};
     rw_search_result sr;
     int srr = rw_search_run(pm, plan.caller, plan.maxpad, &so2, &sr, &err);
     icpp_cli_progress_end(&progress);

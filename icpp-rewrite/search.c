@@ -186,8 +186,8 @@ static int64_t exact_hmax(const S *s)
 {
     int64_t m = INT64_MIN;
     for (size_t i = 1; i < s->nn; i++)
-        if (s->maxh0[i] != INT64_MIN && s->maxh0[i] + s->shift[i] > m)
-            m = s->maxh0[i] + s->shift[i];
+        if (s->maxh0[i] != INT64_MIN && icpp_height_add(s->maxh0[i], s->shift[i]) > m)
+            m = icpp_height_add(s->maxh0[i], s->shift[i]);
     return m;
 }
 
@@ -199,7 +199,7 @@ static int64_t moved_max(const S *s, uint32_t k, int32_t delta)
         uint32_t node = s->inode[e];
         if (s->maxh0[node] == INT64_MIN)
             continue;
-        int64_t h = s->maxh0[node] + s->shift[node] + (int64_t)s->imult[e] * delta;
+        int64_t h = icpp_height_add(icpp_height_add(s->maxh0[node], s->shift[node]), (int64_t)s->imult[e] * delta);
         if (h > m)
             m = h;
     }

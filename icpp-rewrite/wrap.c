@@ -521,7 +521,7 @@ static int move_all(const icpp_pathmap *pm, cidtab *t, const int64_t *base, cons
             continue;
         const icpp_pm_node *nd = icpp_pathmap_node(pm, i);
         for (uint32_t j = 0; j < nd->nheights; j++) {
-            int64_t h0 = nd->heights[j].height + base[i], h1 = h0 + delta[i];
+            int64_t h0 = icpp_height_add(nd->heights[j].height, base[i]), h1 = icpp_height_add(h0, delta[i]);
             uint64_t w = nd->heights[j].count;
             uint32_t f = func ? func[i] : nd->func;
             if (cid_move(t, f, dir > 0 ? h0 : h1, -1, w) < 0 || cid_move(t, f, dir > 0 ? h1 : h0, 1, w) < 0)

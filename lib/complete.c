@@ -202,8 +202,11 @@ icpp_completer *icpp_completer_new(icpp_pathmap *pm, const icpp_cidx *x, const i
         const icpp_pm_func *cf = icpp_pathmap_func(pm, n->func), *pf = icpp_pathmap_func(pm, p->func);
         int32_t hd = INT32_MIN;
         if (n->nheights == 1 && p->nheights == 1) {
-            int64_t d = n->heights[0].height - p->heights[0].height;
-            if (d >= 0 && d < INT32_MAX)
+            /* Learned heights come from a recording, not through the map
+             * reader's bound (ICPP_HEIGHT_MAX): an overflowing difference is
+             * no frame size either. */
+            int64_t d;
+            if (!__builtin_sub_overflow(n->heights[0].height, p->heights[0].height, &d) && d >= 0 && d < INT32_MAX)
                 hd = (int32_t)d;
         }
         uint64_t *v = icpp_hmap_get(&c->medge_ix, cf->addr, cf->module);
@@ -281,6 +284,8 @@ static int build_indirect(icpp_completer *c)
         for (int k = 0; k < 4 && (*v >> (16 * k)) & 0xffff; k++) {
             int64_t d = (int64_t)((*v >> (16 * k)) & 0xffff) - 1;
             for (uint32_t hk = 0; hk < n->nheights; hk++) {
+                if (!icpp_height_ok(n->heights[hk].height))
+                    continue;   /* a learned height past any stack: no callee there */
                 uint64_t h = (uint64_t)(n->heights[hk].height + d);
                 uint64_t *cnt = icpp_hmap_get(&c->ind_at, h, UINT64_MAX), m = cnt ? *cnt : 0;
                 if (icpp_hmap_put(&c->ind_at, h, m, i) < 0 || icpp_hmap_put(&c->ind_at, h, UINT64_MAX, m + 1) < 0)
@@ -498,6 +503,10 @@ static void search(icpp_completer *c, uint32_t mod, uint64_t addr, int64_t h)
     c->hits = 0;
     c->depth = 1;
     c->stack[0] = (frame){mod, addr};
+    /* A height past any stack (from a crafted recording) has no path, and
+     * the heights searched from a bounded one stay far inside int64_t. */
+    if (!icpp_height_ok(h))
+        return;
     double t0 = now_us(), g0 = c->st.graph_ms;
     /* Iterative deepening: shorter completions first, so that the result
      * bound keeps the likelier ones; the last round (max_frames) decides

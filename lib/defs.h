@@ -105,4 +105,28 @@ static inline int64_t icpp_height(uint64_t base, uint64_t entry_sp)
     return (int64_t)(base - entry_sp);
 }
 
+/* The largest |height| there can be: a height is the distance between two
+ * addresses of one stack, and no stack is larger than x86-64's user address
+ * space (2^56 bytes with 5-level paging).  A height past it comes from a
+ * crafted or corrupt file: maps holding one are refused when read
+ * (lib/pathmap.c), and code that computes on heights may assume the bound --
+ * sums and differences of a few heights and paddings cannot overflow int64_t. */
+#define ICPP_HEIGHT_MAX ((int64_t)1 << 56)
+
+static inline int icpp_height_ok(int64_t h)
+{
+    return h > -ICPP_HEIGHT_MAX && h < ICPP_HEIGHT_MAX;
+}
+
+/* a + b for heights and offsets, saturated at INT64_MIN/INT64_MAX: where a
+ * height's bound is not known to hold, a result past it stays past it (over
+ * any budget) instead of wrapping. */
+static inline int64_t icpp_height_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
 #endif

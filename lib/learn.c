@@ -255,6 +255,12 @@ static int learn_one(learner *L, const icpp_replay *rp, const icpp_rsample *s, i
             return 0;
         }
         ht[i] = icpp_height(s->base, l->entry_sp[i]);
+        if (!icpp_height_ok(ht[i])) {
+            /* farther from the base than any stack is long (a crafted
+             * recording): the base is not this stack's */
+            st->no_base++;
+            return 0;
+        }
         any |= fn[i] >= 0;
     }
     if (!any) {

@@ -547,6 +547,9 @@ icpp_pathmap *icpp_pathmap_decode(const uint8_t *buf, size_t len, icpp_err *err)
         for (uint64_t k = 0; k < nh; k++) {
             int64_t h = icpp_rbuf_sv(&r);
             uint64_t c = icpp_rbuf_uv(&r);
+            if (!r.bad && !icpp_height_ok(h))
+                FAIL("height %" PRId64 " of node %" PRIu64 " is beyond any stack (2^56 bytes): "
+                     "a corrupt or crafted map; train a new one", h, i);
             if (r.bad || icpp_pathmap_add_height(pm, idx, h, c) < 0)
                 FAIL("bad height %" PRIu64 " of node %" PRIu64, k, i);
         }

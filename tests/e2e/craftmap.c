@@ -7,11 +7,12 @@
 #include <string.h>
 
 static const char *usage =
-    "usage: craftmap IN OUT [--suffix STR] [--module-path I PATH] [--chain FUNC HEIGHT N]\n"
+    "usage: craftmap IN OUT [--suffix STR] [--module-path I PATH] [--chain FUNC HEIGHT N] [--height FUNC H]...\n"
     "  --suffix STR            append STR (any bytes: ESC, newline) to every function name\n"
     "  --module-path I PATH    module I's path becomes PATH\n"
     "  --chain FUNC HEIGHT N   under a node of FUNC entered at HEIGHT, N more calls of FUNC,\n"
-    "                          each at HEIGHT: N+1 paths share one context id\n";
+    "                          each at HEIGHT: N+1 paths share one context id\n"
+    "  --height FUNC H         every node of FUNC has the one height H (any int64: extreme heights)\n";
 
 int main(int argc, char **argv)
 {
@@ -22,6 +23,9 @@ int main(int argc, char **argv)
     const char *suffix = "", *mpath = NULL, *chain_fn = NULL;
     long mi = -1, n_chain = 0;
     int64_t chain_h = 0;
+    const char *hfn[16];
+    int64_t hval[16];
+    int nh = 0;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--suffix") && i + 1 < argc) {
             suffix = argv[++i];
@@ -32,6 +36,9 @@ int main(int argc, char **argv)
             chain_fn = argv[++i];
             chain_h = strtoll(argv[++i], NULL, 0);
             n_chain = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "--height") && i + 2 < argc && nh < 16) {
+            hfn[nh] = argv[++i];
+            hval[nh++] = strtoll(argv[++i], NULL, 0);
         } else {
             fputs(usage, stderr);
             return 2;
@@ -71,7 +78,18 @@ int main(int argc, char **argv)
         if (icpp_pathmap_child(out, map[n->parent], n->func, &map[i]) < 0)
             return 1;
         icpp_pathmap_add_count(out, map[i], n->count);
-        for (uint32_t k = 0; k < n->nheights; k++) {
+        const char *fname = icpp_pathmap_func(in, n->func)->name;
+        int set = -1;
+        for (int k = 0; k < nh; k++)
+            if (!strcmp(fname, hfn[k]))
+                set = k;
+        if (set >= 0) {
+            uint64_t cnt = 0;
+            for (uint32_t k = 0; k < n->nheights; k++)
+                cnt += n->heights[k].count;
+            icpp_pathmap_add_height(out, map[i], hval[set], cnt ? cnt : 1);
+        }
+        for (uint32_t k = 0; set < 0 && k < n->nheights; k++) {
             icpp_pathmap_add_height(out, map[i], n->heights[k].height, n->heights[k].count);
             if (n->func == chain_func && n->heights[k].height == chain_h && !anchor)
                 anchor = map[i];
