@@ -35,11 +35,22 @@ class Checker:
         sys.exit(1 if self.failed else 0)
 
 
+# What ASan, LSan and UBSan print on a report.  A tool of a sanitizer build
+# (ICPP_BUILD=build-san) that reports fails the test whatever the test checks:
+# an expected refusal (exit 1) must not hide one.  scripts/test also sends the
+# reports to files (log_path) and fails on any.
+SANITIZER_REPORT = re.compile(r"runtime error:|ERROR: (?:AddressSanitizer|LeakSanitizer)|AddressSanitizer:DEADLYSIGNAL")
+
+
 def run(cmd, **kw):
     kw.setdefault("capture_output", True)
     kw.setdefault("text", True)
     kw.setdefault("timeout", 300)
-    return subprocess.run(cmd, **kw)
+    r = subprocess.run(cmd, **kw)
+    err = r.stderr if isinstance(r.stderr, str) else (r.stderr or b"").decode("utf-8", "replace")
+    if SANITIZER_REPORT.search(err):
+        raise RuntimeError(f"sanitizer report from {cmd}:\n{err[-4000:]}")
+    return r
 
 
 SCRIPT_RE = re.compile(
