@@ -45,7 +45,8 @@ rw_cloner *rw_cloner_new(const icpp_module *m, const rw_image *img, icpp_err *er
             rw_cloner_free(c);
             return NULL;
         }
-        qsort(c->fde, c->nfde, sizeof *c->fde, fde_cmp);
+        if (c->nfde)    /* none: c->fde is NULL, which qsort must not get (UBSan nonnull-attribute) */
+            qsort(c->fde, c->nfde, sizeof *c->fde, fde_cmp);
     }
     return c;
 }
