@@ -2,6 +2,7 @@
 #include "basevote.h"
 #include "cli.h"
 #include "defs.h"
+#include "debuginfo.h"
 #include "escape.h"
 #include "fsafe.h"
 #include "learn.h"
@@ -108,8 +109,15 @@ static const char *usage_text =
     "                    the maps, as for a profile; else by their first sample)\n"
     "                    'inlined=G;H' when the address is in functions inlined\n"
     "                    into it (outermost first; not with --no-inline).\n"
+    "  --no-debuginfod   never ask a debuginfod server for debug files.\n"
+    "  --debuginfod-timeout SECONDS\n"
+    "                    all debuginfod queries of this run together take at\n"
+    "                    most this long (default 30); an answer larger than\n"
+    "                    DEBUGINFOD_MAXSIZE bytes (default 1 GiB) is stopped.\n"
+    "                    Only binaries that samples fall in are asked for.\n"
     "  -q, --quiet       no progress line (on a terminal, the samples resolved\n"
-    "                    and how far into the file are shown every second).\n"
+    "                    and how far into the file, and debuginfod transfers,\n"
+    "                    are shown every second).\n"
     "  --version         print icpp-resolve's version.\n"
     "  -h, --help        this text.\n"
     "\n"
@@ -193,13 +201,58 @@ static FILE *open_output(icpp_fs_out *o, const char *path)
 
 typedef enum { F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG } fmt_t;
 
+/* ---- debuginfod: within limits, progress on a terminal (docs/debuginfo.md) ---- */
+static icpp_cli_progress dfd_prog;
+
+static void dfd_progress(void *arg, const char *binary, long done, long total)
+{
+    (void)arg;
+    if (!icpp_cli_progress_due(&dfd_prog))
+        return;
+    char e[512];
+    if (total > 0)
+        icpp_cli_progress_show(&dfd_prog, "debuginfod: the debug file of %s, %.1f of %.1f MiB",
+                               icpp_escape(binary, e, sizeof e), done / 1048576.0, total / 1048576.0);
+    else
+        icpp_cli_progress_show(&dfd_prog, "debuginfod: asking for the debug file of %s (%.1f MiB so far)",
+                               icpp_escape(binary, e, sizeof e), (done > 0 ? done : 0) / 1048576.0);
+}
+
+/* What the limits cut short, once at exit (stderr). */
+static void dfd_note(void)
+{
+    icpp_cli_progress_end(&dfd_prog);
+    icpp_dfd_stats st;
+    icpp_debuginfo_stats(&st);
+    if (st.timed_out || st.skipped)
+        fprintf(stderr, "icpp-resolve: note: debuginfod: the time budget (%.0f s, --debuginfod-timeout) ran out: "
+                "%u quer%s stopped, %u not made; those binaries keep fn_ADDR names\n", st.seconds,
+                st.timed_out, st.timed_out == 1 ? "y" : "ies", st.skipped);
+    if (st.too_big)
+        fprintf(stderr, "icpp-resolve: note: debuginfod: %u answer%s larger than the size limit "
+                "(DEBUGINFOD_MAXSIZE, 1 GiB by default) stopped and not kept\n", st.too_big, st.too_big == 1 ? "" : "s");
+}
+
+static void dfd_setup(int off, double budget, int quiet)
+{
+    icpp_cli_progress_init(&dfd_prog, "icpp-resolve", quiet);
+    icpp_dfd_config c = {off, budget, 0, 1, dfd_progress, NULL};
+    icpp_debuginfo_configure(&c);
+    atexit(dfd_note);
+}
+
 int main(int argc, char **argv)
 {
-    if (trend_requested(argc, argv))
+    /* Files a recording or map names are read with its owner's rights
+     * (docs/file-safety.md, "Files named inside inputs"). */
+    icpp_fs_named_guard();
+    if (trend_requested(argc, argv)) {
+        dfd_setup(0, 0, 0);
         return trend_main(argc, argv);
+    }
     enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
            OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR,
-           OPT_FOLD, OPT_VERSION };
+           OPT_FOLD, OPT_VERSION, OPT_NODFD, OPT_DFDTIME };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"map-dir", required_argument, 0, OPT_MAPDIR},
@@ -219,10 +272,14 @@ int main(int argc, char **argv)
                                        {"no-complete", no_argument, 0, OPT_NOCOMPLETE},
                                        {"complete-stats", no_argument, 0, OPT_CSTATS},
                                        {"fold-recursion", no_argument, 0, OPT_FOLD},
+                                       {"no-debuginfod", no_argument, 0, OPT_NODFD},
+                                       {"debuginfod-timeout", required_argument, 0, OPT_DFDTIME},
                                        {"quiet", no_argument, 0, 'q'},
                                        {"version", no_argument, 0, OPT_VERSION},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
+    int no_dfd = 0;
+    double dfd_budget = 0;
     int c, quiet = 0, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0, fold = 0;
     uint32_t votes = ICPP_LEARN_VOTES;
     int evidence = -1;
@@ -311,6 +368,18 @@ int main(int argc, char **argv)
         case OPT_NOCOMPLETE: complete = 0; break;
         case OPT_CSTATS: cstats = 1; break;
         case 'q': quiet = 1; break;
+        case OPT_NODFD: no_dfd = 1; break;
+        case OPT_DFDTIME: {
+            char *e;
+            double v = strtod(optarg, &e);
+            if (*e || e == optarg || !(v > 0 && v <= 86400)) {     /* NaN fails both */
+                fprintf(stderr, "icpp-resolve: --debuginfod-timeout wants seconds (more than 0, at most 86400), "
+                                "not '%s'\n", optarg);
+                return 2;
+            }
+            dfd_budget = v;
+            break;
+        }
         case OPT_VERSION: icpp_cli_version(stdout, "icpp-resolve"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
@@ -321,6 +390,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *samples = argv[optind];
+    dfd_setup(no_dfd, dfd_budget, quiet);
     /* The output rule (lib/fsafe.h) before any work. */
     if ((out_path && icpp_fs_output_check(out_path, &err) < 0) ||
         (save_map && icpp_fs_output_check(save_map, &err) < 0)) {

@@ -1,6 +1,8 @@
 /* mapset.c -- icpp-resolve's path maps: one per executable of a recording, chosen by build-id, and their union for the profile. */
 #include "mapset.h"
 
+#include "fsafe.h"
+
 #include "alias.h"
 
 #include "module.h"
@@ -194,7 +196,12 @@ static int32_t find_map(const mapset *ms, const icpp_build_id *b)
 static int32_t try_file(mapset *ms, ms_bin *bn, const char *path)
 {
     icpp_err err;
-    icpp_pathmap *pm = icpp_pathmap_read(path, &err);
+    /* named by the recording (beside its binary): read with its owner's rights (lib/fsafe.h) */
+    icpp_pathmap *pm = NULL;
+    if (icpp_fs_named_begin(&err) == 0) {
+        pm = icpp_pathmap_read(path, &err);
+        icpp_fs_named_end();
+    }
     size_t o = strlen(bn->why);
     if (!pm) {
         if (err.code != ENOENT)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_DEBUG_DIRS "/usr/lib/debug"
@@ -76,10 +77,10 @@ static void refuse(look *lk, const char *cand, const char *fmt, ...)
 static int try_file(look *lk, const char *cand, icpp_dbg_via via, int check_crc, uint32_t crc)
 {
     struct stat st;
-    if (access(cand, F_OK) != 0)
-        return 0;               /* nothing there: the usual case, not a refusal */
     icpp_err err;
     int fd = icpp_fs_open_input(cand, &st, &err);
+    if (fd == -ENOENT || fd == -ENOTDIR)
+        return 0;               /* nothing there: the usual case, not a refusal */
     if (fd < 0) {
         refuse(lk, cand, "%s", strchr(err.msg, ':') ? strchr(err.msg, ':') + 2 : err.msg);
         return 0;
@@ -178,14 +179,107 @@ static int by_link_in_dir(look *lk, const char *dir, const void *arg)
     return try_file(lk, cand, ICPP_DBG_DEBUGLINK, 1, a->crc);
 }
 
-/* ---- debuginfod, through elfutils' client library when it is installed ---- */
+/* ---- debuginfod, through elfutils' client library when it is installed ----
+ * With limits of ICPP's own (docs/debuginfo.md): a time budget for all the
+ * queries of a run, a size limit per answer, queries only for the build-ids
+ * a tool says it needs (icpp_debuginfo_want), all enforced from the
+ * library's progress callback, which aborts a transfer when it returns
+ * nonzero. */
 
 typedef struct debuginfod_client debuginfod_client;
+typedef int (*dfd_progressfn)(debuginfod_client *, long, long);
 typedef struct dfd_api {
     debuginfod_client *(*begin)(void);
     void (*end)(debuginfod_client *);
     int (*find_debuginfo)(debuginfod_client *, const unsigned char *, int, char **);
+    void (*set_progressfn)(debuginfod_client *, dfd_progressfn);
 } dfd_api;
+
+#define DFD_BUDGET_DEFAULT  30.0
+#define DFD_MAXSIZE_DEFAULT ((uint64_t)1 << 30)
+
+static struct {
+    icpp_dfd_config cfg;
+    icpp_dfd_stats  st;
+    icpp_build_id  *want;       /* the build-ids queries may be made for (cfg.wanted_only) */
+    size_t          nwant, capwant;
+    double          t0;         /* this query's start (CLOCK_MONOTONIC seconds) */
+    const char     *binary;     /* this query's binary, for the progress callback */
+    int             why;        /* why the progress callback aborted: 1 time, 2 size */
+} dfd;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double dfd_budget(void) { return dfd.cfg.budget > 0 ? dfd.cfg.budget : DFD_BUDGET_DEFAULT; }
+
+static uint64_t dfd_maxsize(void)
+{
+    if (dfd.cfg.maxsize)
+        return dfd.cfg.maxsize;
+    const char *e = getenv("DEBUGINFOD_MAXSIZE");     /* libdebuginfod's own setting, when given */
+    char *end;
+    unsigned long long v = e && *e ? strtoull(e, &end, 10) : 0;
+    return v && !*end ? (uint64_t)v : DFD_MAXSIZE_DEFAULT;
+}
+
+void icpp_debuginfo_configure(const icpp_dfd_config *c) { dfd.cfg = *c; }
+void icpp_debuginfo_stats(icpp_dfd_stats *st) { *st = dfd.st; }
+
+int icpp_debuginfo_want(const icpp_build_id *b)
+{
+    if (!b->len)
+        return 0;
+    for (size_t i = 0; i < dfd.nwant; i++)
+        if (icpp_build_id_eq(&dfd.want[i], b))
+            return 0;
+    if (dfd.nwant == dfd.capwant) {
+        size_t nc = dfd.capwant ? 2 * dfd.capwant : 16;
+        icpp_build_id *nv = realloc(dfd.want, nc * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        dfd.want = nv;
+        dfd.capwant = nc;
+    }
+    dfd.want[dfd.nwant++] = *b;
+    return 0;
+}
+
+int icpp_debuginfo_remote_possible(const icpp_build_id *b)
+{
+    const char *urls = getenv("DEBUGINFOD_URLS");
+    return b->len && !dfd.cfg.off && urls && *urls;
+}
+
+static int wanted(const icpp_build_id *b)
+{
+    if (!dfd.cfg.wanted_only)
+        return 1;
+    for (size_t i = 0; i < dfd.nwant; i++)
+        if (icpp_build_id_eq(&dfd.want[i], b))
+            return 1;
+    return 0;
+}
+
+int icpp_debuginfo_remote_due(const icpp_build_id *b) { return icpp_debuginfo_remote_possible(b) && wanted(b); }
+
+static int dfd_progress(debuginfod_client *c, long done, long total)
+{
+    (void)c;
+    double el = now_s() - dfd.t0;
+    uint64_t max = dfd_maxsize();
+    if (dfd.st.seconds + el > dfd_budget())
+        return dfd.why = 1;
+    if ((total > 0 && (uint64_t)total > max) || (done > 0 && (uint64_t)done > max))
+        return dfd.why = 2;
+    if (dfd.cfg.progress)
+        dfd.cfg.progress(dfd.cfg.arg, dfd.binary, done, total);
+    return 0;
+}
 
 static const dfd_api *dfd_load(void)
 {
@@ -198,34 +292,55 @@ static const dfd_api *dfd_load(void)
             *(void **)&api.begin = dlsym(h, "debuginfod_begin");
             *(void **)&api.end = dlsym(h, "debuginfod_end");
             *(void **)&api.find_debuginfo = dlsym(h, "debuginfod_find_debuginfo");
-            if (!api.begin || !api.end || !api.find_debuginfo)
+            *(void **)&api.set_progressfn = dlsym(h, "debuginfod_set_progressfn");
+            /* without the progress callback the limits cannot hold: not used */
+            if (!api.begin || !api.end || !api.find_debuginfo || !api.set_progressfn)
                 api.begin = NULL;
         }
     }
     return api.begin ? &api : NULL;
 }
 
-static int by_debuginfod(look *lk, const icpp_build_id *b)
+static int by_debuginfod(look *lk, const char *binary, const icpp_build_id *b)
 {
-    const char *urls = getenv("DEBUGINFOD_URLS");
-    const dfd_api *api = urls && *urls ? dfd_load() : NULL;
+    if (!icpp_debuginfo_remote_possible(b) || !wanted(b))
+        return 0;
+    if (dfd.st.seconds >= dfd_budget()) {
+        dfd.st.skipped++;       /* the run's budget is spent */
+        return 0;
+    }
+    const dfd_api *api = dfd_load();
     debuginfod_client *c = api ? api->begin() : NULL;
     if (!c)
         return 0;
+    api->set_progressfn(c, dfd_progress);
     char *path = NULL;
+    dfd.t0 = now_s();
+    dfd.binary = binary;
+    dfd.why = 0;
+    dfd.st.queries++;
     int fd = api->find_debuginfo(c, b->bytes, b->len, &path);
     api->end(c);
+    dfd.st.seconds += now_s() - dfd.t0;
+    if (dfd.why == 1)
+        dfd.st.timed_out++;
+    else if (dfd.why == 2)
+        dfd.st.too_big++;
     int r = 0;
     if (fd >= 0) {
         close(fd);              /* opened again under our input rules */
         if (path)
             r = try_file(lk, path, ICPP_DBG_DEBUGINFOD, 0, 0);
+        dfd.st.found += r > 0;
     }
     free(path);
     return r;
 }
 
 /* ---- the lookups ---- */
+
+static int find_local(const char *path, const uint8_t *img, size_t len, const icpp_build_id *bidp,
+                      icpp_debuginfo *out);
 
 static void init_out(icpp_debuginfo *out)
 {
@@ -239,6 +354,30 @@ int icpp_debuginfo_find(const char *path, const uint8_t *img, size_t len, icpp_d
     icpp_build_id bid;
     if (icpp_functab_build_id(img, len, &bid) < 0)
         return 0;
+    icpp_err err;
+    if (icpp_fs_named_begin(&err) < 0) {    /* files named inside inputs: their owner's rights (lib/fsafe.h) */
+        snprintf(out->refused, sizeof out->refused, "%s", err.msg);
+        out->nrefused = 1;
+        return 0;
+    }
+    int r = find_local(path, img, len, &bid, out);
+    icpp_fs_named_end();
+    return r;
+}
+
+int icpp_debuginfo_find_remote(const char *path, const uint8_t *img, size_t len, icpp_debuginfo *out)
+{
+    icpp_build_id bid;
+    if (out->fd >= 0 || icpp_functab_build_id(img, len, &bid) < 0)
+        return 0;
+    look lk = {out, &bid, 0, 0};
+    int r = by_debuginfod(&lk, path, &bid);
+    return r < 0 ? r : 0;
+}
+
+static int find_local(const char *path, const uint8_t *img, size_t len, const icpp_build_id *bidp, icpp_debuginfo *out)
+{
+    icpp_build_id bid = *bidp;
     look lk = {out, &bid, 0, 0};
     struct stat st;
     if (stat(path, &st) == 0) {
@@ -270,8 +409,6 @@ int icpp_debuginfo_find(const char *path, const uint8_t *img, size_t len, icpp_d
             r = each_dir(&lk, by_link_in_dir, &(linkarg){real, name, crc});
         free(real);
     }
-    if (!r && bid.len)
-        r = by_debuginfod(&lk, &bid);
     return r < 0 ? r : 0;
 }
 
@@ -286,6 +423,9 @@ int icpp_debuginfo_find_alt(const char *dpath, const uint8_t *img, size_t len, i
         icpp_debuginfo_parse_altlink(sec, n, &name, &bid) < 0)
         return 0;
     look lk = {out, &bid, 0, 0};
+    icpp_err err;
+    if (icpp_fs_named_begin(&err) < 0)
+        return 0;
     int r = each_dir(&lk, by_build_id, &bid);
     if (!r) {
         char cand[2 * 4096];
@@ -296,6 +436,7 @@ int icpp_debuginfo_find_alt(const char *dpath, const uint8_t *img, size_t len, i
             snprintf(cand, sizeof cand, "%.*s/%s", (int)(sl - dpath), dpath, name);
         r = try_file(&lk, cand, ICPP_DBG_DEBUGLINK, 0, 0);
     }
+    icpp_fs_named_end();
     return r < 0 ? r : 0;
 }
 

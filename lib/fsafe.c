@@ -2,9 +2,13 @@
 #include "fsafe.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,17 +32,119 @@ static int set_blocking(int fd)
     return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 }
 
+/* ---- files named inside inputs ---- */
+
+#define NOBODY 65534u
+#define MAX_GROUPS 256
+
+static struct {
+    int    guard;               /* icpp_fs_named_guard was called */
+    int    depth;               /* named scopes entered */
+    int    owners;              /* 0: no other user's input read; 1: one (uid); 2: several */
+    uid_t  uid;                 /* whose rights (valid when owners) */
+    gid_t  gid;
+    gid_t  groups[MAX_GROUPS];  /* the owner's supplementary groups */
+    int    ngroups;
+    gid_t  saved[MAX_GROUPS];   /* ours, while in a scope */
+    int    nsaved;
+} named;
+
+void icpp_fs_named_guard(void) { named.guard = 1; }
+
+long icpp_fs_named_uid(void)
+{
+    return named.guard && named.owners && geteuid() == 0 ? (long)named.uid : -1;
+}
+
+/* The owner of an input the user named: another user's makes named files
+ * opened with that user's rights (several users': nobody's). */
+static void note_owner(const struct stat *st)
+{
+    if (!named.guard || geteuid() != 0 || st->st_uid == 0 || st->st_uid == geteuid())
+        return;
+    if (named.owners == 2 || (named.owners == 1 && named.uid == st->st_uid))
+        return;
+    named.ngroups = 0;
+    if (named.owners == 1) {    /* a second user: only what anyone may read */
+        named.owners = 2;
+        named.uid = NOBODY;
+        named.gid = NOBODY;
+        return;
+    }
+    named.owners = 1;
+    named.uid = st->st_uid;
+    named.gid = NOBODY;         /* a user with no passwd entry: nogroup, no groups */
+    struct passwd *pw = getpwuid(st->st_uid);
+    if (pw) {
+        int n = MAX_GROUPS;
+        named.gid = pw->pw_gid;
+        if (getgrouplist(pw->pw_name, pw->pw_gid, named.groups, &n) >= 0)
+            named.ngroups = n;
+        else
+            named.groups[named.ngroups++] = pw->pw_gid;
+    }
+}
+
+/* The thread's credentials, by system call: glibc's setgroups would change
+ * every thread's. */
+static int set_groups(int n, const gid_t *g) { return (int)syscall(SYS_setgroups, (size_t)n, g); }
+
+static void restore_ids(void)
+{
+    setfsuid(geteuid());
+    setfsgid(getegid());
+    set_groups(named.nsaved, named.saved);
+}
+
+int icpp_fs_named_begin(icpp_err *err)
+{
+    if (named.depth++ || icpp_fs_named_uid() < 0)
+        return 0;
+    named.nsaved = getgroups(MAX_GROUPS, named.saved);
+    if (named.nsaved < 0 || set_groups(named.ngroups, named.groups) < 0) {
+        int e = errno;
+        if (named.nsaved >= 0)
+            set_groups(named.nsaved, named.saved);
+        named.depth--;
+        return icpp_err_set(err, e, "cannot take the rights of uid %u to open the files a recording or map names: %s",
+                            (unsigned)named.uid, strerror(e));
+    }
+    /* setfsuid/setfsgid say only what was there: ask again to see it took */
+    setfsgid(named.gid);
+    setfsuid(named.uid);
+    if ((gid_t)setfsgid((gid_t)-1) != named.gid || (uid_t)setfsuid((uid_t)-1) != named.uid) {
+        restore_ids();
+        named.depth--;
+        return icpp_err_set(err, EPERM, "cannot take the rights of uid %u to open the files a recording or map names",
+                            (unsigned)named.uid);
+    }
+    return 0;
+}
+
+void icpp_fs_named_end(void)
+{
+    if (named.depth > 0 && --named.depth == 0 && icpp_fs_named_uid() >= 0)
+        restore_ids();
+}
+
 int icpp_fs_open_input(const char *path, struct stat *st, icpp_err *err)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0)
-        return icpp_err_set(err, errno, "%s: %s", path, strerror(errno));
+    if (fd < 0) {
+        int e = errno;
+        if (named.depth && icpp_fs_named_uid() >= 0 && (e == EACCES || e == EPERM))
+            return icpp_err_set(err, e, "%s: not readable for uid %u, who owns the input that names it", path,
+                                (unsigned)named.uid);
+        return icpp_err_set(err, e, "%s: %s", path, strerror(e));
+    }
     struct stat s;
     if (fstat(fd, &s) < 0) {
         int e = errno;
         close(fd);
         return icpp_err_set(err, e, "%s: %s", path, strerror(e));
     }
+    if (!named.depth)
+        note_owner(&s);
     if (!S_ISREG(s.st_mode)) {
         close(fd);
         return icpp_err_set(err, EINVAL, "%s: not a regular file (%s); give a file", path, kind_name(s.st_mode));

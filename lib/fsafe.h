@@ -22,6 +22,28 @@
  * Returns the descriptor, or -errno with *err set; *st (if given) is filled. */
 int icpp_fs_open_input(const char *path, struct stat *st, icpp_err *err);
 
+/* ---- files named inside inputs (docs/file-safety.md, "Files named inside
+ * inputs") ----
+ * A recording or a map names files the user never named: ELF modules, their
+ * debug files, the maps beside a binary.  Run as root over another user's
+ * recording, a tool would read them with root's rights.  A tool that reads
+ * such inputs (icpp-resolve) calls icpp_fs_named_guard() first.  From then
+ * on, every file icpp_fs_open_input opens outside a named scope (an input
+ * the user named: a recording, a map) notes its owner; and inside a named
+ * scope -- icpp_fs_named_begin/end, around every lookup of a file named
+ * inside an input -- files are looked up and opened with that owner's
+ * rights (fsuid, fsgid and groups; per thread) when the process runs as
+ * root and the owner is another user.  Inputs of several other users: the
+ * rights of nobody (65534).  Unguarded, or not root: scopes change nothing. */
+void icpp_fs_named_guard(void);
+/* Enter a named scope (they nest): 0, or -errno with *err set when the
+ * owner's rights cannot be taken -- then nothing may be opened, and end is
+ * not called. */
+int  icpp_fs_named_begin(icpp_err *err);
+void icpp_fs_named_end(void);
+/* The uid whose rights named files are opened with, or -1: the process's own. */
+long icpp_fs_named_uid(void);
+
 /* `path` names a regular file (links followed), checked without opening it:
  * for a program about to be run (exec would block on nothing, but the ELF
  * readers would). */

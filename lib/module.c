@@ -59,6 +59,9 @@ struct icpp_module {
     size_t           refs;      /* icpp_module_open calls not closed yet (open_mods) */
     struct stat      st;        /* the file as opened */
     char            *dbgenv;    /* what the debug-file lookup read from the environment (debug_env) */
+    int              has_syms, has_dwarf;   /* of the binary itself */
+    int              remote;    /* no debug file here: debuginfod may be asked once it is due (ensure_remote) */
+    int              needed;    /* a sample fell in it (icpp_module_need) */
 };
 
 /* Modules open in this process, shared.  A tool opens one file from several
@@ -213,27 +216,63 @@ static int name_from_debug(icpp_module *m, icpp_err *err)
     return 0;
 }
 
+/* The debug file m->dbg found: read it with libelf, and let it serve names and DWARF. */
+static void use_debug(icpp_module *m)
+{
+    if (m->dbg.fd < 0)
+        return;
+    m->dbg_elf = elf_begin(m->dbg.fd, ELF_C_READ_MMAP, NULL);
+    if (!m->dbg_elf || elf_kind(m->dbg_elf) != ELF_K_ELF)
+        return;
+    if (!m->has_dwarf)
+        m->dw_elf = m->dbg_elf;
+    m->dbg_names = !m->has_syms;    /* done when the function table is built (funcs_of) */
+}
+
 static int attach_debug(icpp_module *m, icpp_err *err)
 {
     size_t len = 0, n;
     const uint8_t *raw = (const uint8_t *)elf_rawfile(m->elf, &len), *sec;
     if (!raw)
         return 0;
-    int has_syms = icpp_functab_section(raw, len, ".symtab", &sec, &n) == 0;
-    int has_dwarf = icpp_functab_section(raw, len, ".debug_info", &sec, &n) == 0;
-    if (has_syms && has_dwarf)
+    m->has_syms = icpp_functab_section(raw, len, ".symtab", &sec, &n) == 0;
+    m->has_dwarf = icpp_functab_section(raw, len, ".debug_info", &sec, &n) == 0;
+    if (m->has_syms && m->has_dwarf)
         return 0;
     if (icpp_debuginfo_find(m->path, raw, len, &m->dbg) < 0)
         return icpp_err_set(err, ENOMEM, "%s: out of memory", m->path);
-    if (m->dbg.fd < 0)
-        return 0;
-    m->dbg_elf = elf_begin(m->dbg.fd, ELF_C_READ_MMAP, NULL);
-    if (!m->dbg_elf || elf_kind(m->dbg_elf) != ELF_K_ELF)
-        return 0;
-    if (!has_dwarf)
-        m->dw_elf = m->dbg_elf;
-    m->dbg_names = !has_syms;   /* done when the function table is built (funcs_of) */
+    /* nothing here: debuginfod is asked only when the names or DWARF are
+     * used, and only for a binary the tool needs (docs/debuginfo.md) */
+    m->remote = m->dbg.fd < 0 && icpp_debuginfo_remote_possible(&m->build_id);
+    use_debug(m);
     return 0;
+}
+
+/* Ask debuginfod for the debug file, once, when the module's names or DWARF
+ * are used and the query is due (icpp_debuginfo_remote_due). */
+static void ensure_remote(icpp_module *m)
+{
+    if (!m->remote || !icpp_debuginfo_remote_due(&m->build_id))
+        return;
+    m->remote = 0;
+    size_t len = 0;
+    const uint8_t *raw = (const uint8_t *)elf_rawfile(m->elf, &len);
+    if (!raw || icpp_debuginfo_find_remote(m->path, raw, len, &m->dbg) < 0 || m->dbg.fd < 0)
+        return;
+    use_debug(m);
+    icpp_err err;
+    if (m->funcs_built && m->dbg_names)
+        name_from_debug(m, &err);   /* the table was built before: name it now */
+    if (m->dw_tried && !m->dw && m->dw_elf == m->dbg_elf)
+        m->dw_tried = 0;            /* no DWARF then: look again */
+}
+
+void icpp_module_need(icpp_module *m)
+{
+    if (!m->needed) {
+        m->needed = 1;
+        icpp_debuginfo_want(&m->build_id);
+    }
 }
 
 static int read_headers(icpp_module *m, icpp_err *err)
@@ -307,7 +346,11 @@ int icpp_elf_build_id(const char *path, icpp_build_id *out, icpp_err *err)
     memset(out, 0, sizeof *out);
     if (!once_elf_version())
         return icpp_err_set(err, ICPP_EUNSUPPORTED, "libelf: version mismatch");
-    int fd = icpp_fs_open_input(path, NULL, err);
+    int fd = icpp_fs_named_begin(err);
+    if (fd < 0)
+        return fd;
+    fd = icpp_fs_open_input(path, NULL, err);
+    icpp_fs_named_end();
     if (fd < 0)
         return fd;
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -341,7 +384,11 @@ icpp_module *icpp_module_open(const char *path, icpp_err *err)
         return NULL;
     }
     m->dbg.fd = m->alt.fd = -1;     /* before any way out: icpp_module_close closes what is >= 0 */
+    /* a file named inside an input: read with its owner's rights (lib/fsafe.h) */
+    if (icpp_fs_named_begin(err) < 0)
+        goto fail;
     m->fd = icpp_fs_open_input(path, NULL, err);
+    icpp_fs_named_end();
     if (m->fd < 0)
         goto fail;
     m->dbgenv = debug_env();
@@ -433,6 +480,8 @@ const icpp_build_id *icpp_module_build_id(const icpp_module *m) { return &m->bui
 static const icpp_module *funcs_of(const icpp_module *cm)
 {
     icpp_module *m = (icpp_module *)cm;     /* the object is never const: only the table is filled in */
+    if (m->remote)
+        ensure_remote(m);
     if (!m->funcs_built) {
         icpp_err err;
         m->funcs_built = 1;
@@ -522,6 +571,8 @@ static void attach_alt(icpp_module *m)
 
 static Dwarf *module_dwarf(icpp_module *m)
 {
+    if (m->remote)
+        ensure_remote(m);
     if (!m->dw_tried) {
         m->dw_tried = 1;
         m->dw = dwarf_begin_elf(m->dw_elf, DWARF_C_READ, NULL);

@@ -45,6 +45,9 @@ const char          *icpp_module_path(const icpp_module *m);
  * serves icpp_module_srcline and icpp_module_inlines when the binary has
  * none. */
 const icpp_debuginfo *icpp_module_debuginfo(const icpp_module *m);
+/* A sample fell in m: its debug file may be asked of debuginfod (lib/debuginfo.h,
+ * icpp_debuginfo_want) when its names or DWARF are used. */
+void                 icpp_module_need(icpp_module *m);
 Elf                 *icpp_module_elf(const icpp_module *m);
 int                  icpp_module_fd(const icpp_module *m);
 icpp_module_kind     icpp_module_kind_of(const icpp_module *m);

@@ -394,6 +394,7 @@ static void resolve(icpp_replay *rp, icpp_rsample *s)
     }
     uint64_t bias = mc->bias;
     s->addr = s->ip - bias;
+    icpp_module_need(rm->mod);      /* its debug file may be asked of debuginfod (lib/debuginfo.h) */
     if (rm->last && s->addr >= rm->last_lo && s->addr < rm->last_hi)
         s->func = rm->last;     /* the function of the sample before, as is common */
     else if ((s->func = icpp_module_func_span(rm->mod, s->addr, &rm->last_lo, &rm->last_hi)))
