@@ -1114,18 +1114,28 @@ static void (*signal_as(int sig, void (*fn)(int), int flags, int mask_self))(int
     return sigaction(sig, &sa, &old) < 0 ? SIG_ERR : old.sa_handler;
 }
 
+typedef void (*(*signal_fn)(int, void (*)(int)))(int);
+
+/* Other signals, and SIGTRAP before the handler is installed, go to
+ * libc's own (siginterrupt's flags and all). */
+#define SIGNAL_LIKE(name, flags, mask_self)                                  \
+    REAL(name, signal_fn);                                                   \
+    if (sig != SIGTRAP || icpp_agent_trap_sigaction(NULL, NULL) < 0)         \
+        return real_##name(sig, fn);                                         \
+    return signal_as(sig, fn, flags, mask_self);
+
 API void (*signal(int sig, void (*fn)(int)))(int)
 {
-    return signal_as(sig, fn, SA_RESTART, 1);   /* BSD semantics, as glibc's */
+    SIGNAL_LIKE(signal, SA_RESTART, 1)          /* BSD semantics, as glibc's */
 }
 
 void (*bsd_signal(int sig, void (*fn)(int)))(int);
 API void (*bsd_signal(int sig, void (*fn)(int)))(int)
 {
-    return signal_as(sig, fn, SA_RESTART, 1);
+    SIGNAL_LIKE(bsd_signal, SA_RESTART, 1)
 }
 
 API void (*sysv_signal(int sig, void (*fn)(int)))(int)
 {
-    return signal_as(sig, fn, SA_RESETHAND | SA_NODEFER, 0);
+    SIGNAL_LIKE(sysv_signal, SA_RESETHAND | SA_NODEFER, 0)
 }
