@@ -74,6 +74,12 @@ static const char *usage_text =
     "(docs/debuginfo.md: /usr/lib/debug or ICPP_DEBUG_DIRS, .gnu_debuglink,\n"
     "debuginfod when DEBUGINFOD_URLS is set).\n"
     "\n"
+    "Each thread's calling-context tree may take ICPP_TRAIN_MAX_MB MiB (environment;\n"
+    "default 1024). A thread that fills it records no new paths: their entries\n"
+    "are counted (node-overflow and pair-overflow in --stats, which sums the\n"
+    "counters over all threads) and the summary says how many entries and paths\n"
+    "were lost; train again with a larger ICPP_TRAIN_MAX_MB.\n"
+    "\n"
     "Exit status: PROG's (128+N if signal N killed it); 1 if the map could not\n"
     "be written (the previous MAP is kept), 2 on bad usage.\n";
 
@@ -165,12 +171,21 @@ static int print_stats(const char *path)
                st.calls ? 100.0 * (double)st.hist_calls[b] / (double)st.calls : 0.0);
     static const char *keys[] = {"entries", "entries-slow", "patched-jmp", "patched-short-jmp", "patched-int3",
                                  "patched-int3-calls", "redirected-calls", "patched-none", "int3-entries",
-                                 "dropped-depth", "dropped-foreign", "node-overflow", "pair-overflow", "threads",
-                                 "processes"};
+                                 "dropped-depth", "dropped-foreign", "node-overflow", "node-overflow-paths",
+                                 "pair-overflow", "threads", "processes"};
+    const char *tc = icpp_pathmap_meta(pm, "thread-counters");
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const char *v = icpp_pathmap_meta(pm, keys[i]);
-        if (v)
-            printf("%-20s%s\n", keys[i], icpp_escape(v, eb, sizeof eb));
+        if (!v)
+            continue;
+        /* Per-thread counters: summed over the map's threads (its runs'),
+         * or -- a map from before they were summed -- one thread's. */
+        const char *note = "";
+        if (!strcmp(keys[i], "entries"))
+            note = tc ? " (all threads of all runs)" : " (one thread's: a map written before icpp-train summed them)";
+        if (!strcmp(keys[i], "node-overflow") && strcmp(v, "0"))
+            note = " (entries not recorded: the tree memory was full; raise ICPP_TRAIN_MAX_MB)";
+        printf("%-20s%s%s\n", keys[i], icpp_escape(v, eb, sizeof eb), note);
     }
     print_int3(stdout, pm, "  int3: ");
     icpp_pathmap_free(pm);
@@ -542,6 +557,104 @@ static void sum_int3_entries(icpp_pathmap *mine, const icpp_pathmap *part)
     }
 }
 
+/* ---- parts the agent could not write ---- */
+
+/* DIR/lost.PID.TID.NS.ERRNO.NAME: thread TID of process PID (program
+ * NAME) could not write its part at NS, for ERRNO (the agent makes it with
+ * mknod: no descriptor, no byte, so under the limits that stopped the part). */
+static int lost_name(const char *name, int *pid, int *tid, uint64_t *ns, int *err, const char **prog)
+{
+    int n = -1;
+    if (sscanf(name, "lost.%d.%d.%" SCNu64 ".%d.%n", pid, tid, ns, err, &n) != 4 || n < 0)
+        return -1;
+    *prog = name + n;
+    return 0;
+}
+
+static size_t recovered_unwritten;  /* live files recovered because a part could not be written */
+
+static int lost_marked(char *const *names, size_t n, int pid, int tid, uint64_t live_ns)
+{
+    for (size_t i = 0; i < n; i++) {
+        int p, t, e;
+        uint64_t ns;
+        const char *prog;
+        if (!lost_name(names[i], &p, &t, &ns, &e, &prog) && p == pid && t == tid && ns >= live_ns)
+            return 1;
+    }
+    return 0;
+}
+
+static const char *lost_why(int err)
+{
+    switch (err) {
+    case EFBIG: return "file size limit (RLIMIT_FSIZE)";
+    case EMFILE: return "open file limit (RLIMIT_NOFILE)";
+    case ENFILE: return "the system's open file limit";
+    case ENOSPC: return "no space left in the training directory";
+    case EDQUOT: return "disk quota exceeded in the training directory";
+    default: return strerror(err);
+    }
+}
+
+/* One line per thread whose part the agent could not write: which, why,
+ * and whether its live file still held its tree (docs/train.md). */
+static void report_lost(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    size_t shown = 0, more = 0;
+    while ((de = readdir(d)) != NULL) {
+        int pid, tid, err;
+        uint64_t ns;
+        const char *prog;
+        if (lost_name(de->d_name, &pid, &tid, &ns, &err, &prog) < 0)
+            continue;
+        if (shown == 20) {
+            more++;
+            continue;
+        }
+        /* Its live file stays when the part fails (and was recovered). */
+        int live = 0, lp, lt;
+        uint64_t lns;
+        DIR *d2 = opendir(dir);
+        struct dirent *e2;
+        while (d2 && (e2 = readdir(d2)) != NULL)
+            live |= icpp_recover_name(e2->d_name, "live.", &lp, &lt, &lns) == 0 && lp == pid && lt == tid && lns <= ns;
+        if (d2)
+            closedir(d2);
+        char eb[256];
+        fprintf(stderr, "icpp-train: pid %d (%s): thread %d's training could not be written: %s; %s\n", pid,
+                icpp_escape(prog, eb, sizeof eb), tid, lost_why(err),
+                live ? "its tree was recovered from its live file" : "it is lost");
+        shown++;
+    }
+    closedir(d);
+    if (more)
+        fprintf(stderr, "icpp-train: and %zu more threads whose training could not be written\n", more);
+}
+
+/* Per-thread counters (docs/train.md): each part holds its thread's, the
+ * map their sum over the run's threads (and over its runs, as "threads"). */
+static const char *const thread_counters[] = {"entries", "entries-slow", "dropped-depth", "dropped-foreign",
+                                              "dropped-reentrant", "node-overflow", "node-overflow-paths",
+                                              "node-overflow-paths-more", "pair-overflow"};
+#define NTHREAD_COUNTERS (sizeof thread_counters / sizeof *thread_counters)
+static size_t overflow_threads;     /* threads whose tree memory was full */
+
+/* A part's counters add to the ones already merged (merging keeps the
+ * first value of a key; a key mine lacks comes with the merge). */
+static void sum_thread_counts(icpp_pathmap *mine, const icpp_pathmap *part)
+{
+    const char *v = icpp_pathmap_meta(part, "node-overflow"), *w = icpp_pathmap_meta(part, "pair-overflow");
+    overflow_threads += (v && strcmp(v, "0")) || (w && strcmp(w, "0"));
+    for (size_t i = 0; mine && i < NTHREAD_COUNTERS; i++)
+        if ((v = icpp_pathmap_meta(part, thread_counters[i])) && icpp_pathmap_meta(mine, thread_counters[i]))
+            add_meta(mine, thread_counters[i], strtoull(v, NULL, 10));
+}
+
 /* Merge the part files of `dir`, and the live files of threads that wrote
  * no part (their process was killed: recover.h), into a map per main
  * binary; the one of `want` (build-id) goes to *mine (the first part
@@ -558,7 +671,7 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
     char **names = NULL;
     size_t nnames = 0, cap = 0;
     while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "part.", 5) && strncmp(de->d_name, "live.", 5))
+        if (strncmp(de->d_name, "part.", 5) && strncmp(de->d_name, "live.", 5) && strncmp(de->d_name, "lost.", 5))
             continue;
         if (nnames == cap) {
             cap = cap ? 2 * cap : 64;
@@ -594,7 +707,9 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
                     fprintf(stderr, "icpp-train: skipping %s: %s\n", name, err.msg);
                 continue;
             }
-            recovered = 1;
+            /* Not killed: the agent could not write the part (lost.*). */
+            recovered = !lost_marked(names, nnames, pid, tid, ns);
+            recovered_unwritten += !recovered;
         } else if (!strncmp(name, "part.", 5)) {
             char path[PATH_MAX + 256];
             snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -618,6 +733,7 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
         }
         if (*mine)
             sum_int3_entries(*mine, part);
+        sum_thread_counts(*mine, part);
         if (*mine && icpp_pathmap_merge(*mine, part, &err) < 0)
             fprintf(stderr, "icpp-train: %s: %s\n", name, err.msg);
         const char *pidm = icpp_pathmap_meta(part, "pid");
@@ -649,6 +765,33 @@ static void add_meta(icpp_pathmap *dst, const char *key, uint64_t v)
     char buf[32];
     snprintf(buf, sizeof buf, "%" PRIu64, (uint64_t)(old ? strtoull(old, NULL, 10) : 0) + v);
     icpp_pathmap_set_meta(dst, key, buf);
+}
+
+static uint64_t meta_n(const icpp_pathmap *pm, const char *key)
+{
+    const char *v = icpp_pathmap_meta(pm, key);
+    return v ? strtoull(v, NULL, 10) : 0;
+}
+
+/* The run's threads whose calling-context tree memory was full: what the
+ * map lacks, and what to do (docs/train.md, "Tree memory"). */
+static void overflow_warning(const icpp_pathmap *pm, size_t nthr)
+{
+    const char *mb = getenv("ICPP_TRAIN_MAX_MB");
+    uint64_t lost = meta_n(pm, "node-overflow"), paths = meta_n(pm, "node-overflow-paths"),
+             pairs = meta_n(pm, "pair-overflow"), all = meta_n(pm, "entries");
+    fprintf(stderr,
+            "icpp-train: warning: the tree memory of %zu thread%s was full (ICPP_TRAIN_MAX_MB=%s MiB per thread): "
+            "%" PRIu64 " of %" PRIu64 " entries (%.1f%%) were not recorded, on %s%" PRIu64
+            " call paths that found no room and every path below them",
+            nthr, nthr == 1 ? "" : "s", mb && *mb ? mb : "1024", lost, all,
+            all ? 100.0 * (double)lost / (double)all : 0.0, meta_n(pm, "node-overflow-paths-more") ? "more than " : "",
+            paths);
+    if (pairs)
+        fprintf(stderr, ", %" PRIu64 " heights or call sites of recorded paths were dropped", pairs);
+    double now = mb && strtod(mb, NULL) > 0 ? strtod(mb, NULL) : 1024;
+    fprintf(stderr, "; set ICPP_TRAIN_MAX_MB higher (e.g. ICPP_TRAIN_MAX_MB=%.0f) and train again\n",
+            now * 4 < 1 ? 1 : now * 4);
 }
 
 int main(int argc, char **argv)
@@ -775,6 +918,8 @@ int main(int argc, char **argv)
     size_t nparts = 0, nthreads = 0, nprocs = 0, nrecovered = 0;
     if (merge_parts(tdir, &want, &pm, &nparts, &nthreads, &nprocs, &nrecovered, quiet) < 0)
         die(1, "cannot read the training data in %s", tdir);
+    if (!quiet)
+        report_lost(tdir);
     rm_dir(tdir);
     janitor_say(janitor, 'D', 0);
     if (!quiet && WIFSIGNALED(wst) && nrecovered)
@@ -798,11 +943,24 @@ int main(int argc, char **argv)
     }
     size_t old_paths = old ? icpp_pathmap_nnodes(old) - 1 : 0;
     icpp_pathmap *result = pm;
+    /* The per-thread counters add over runs too; a map written before
+     * they were summed holds one thread's: then the sum is not marked. */
+    int had[NTHREAD_COUNTERS], summed = !old || icpp_pathmap_meta(old, "thread-counters") ||
+                                        !icpp_pathmap_meta(old, "entries");
+    for (size_t i = 0; i < NTHREAD_COUNTERS; i++)
+        had[i] = old && icpp_pathmap_meta(old, thread_counters[i]);
     if (old) {
         if (icpp_pathmap_merge(old, pm, &err) < 0)
             die(1, "%s", err.msg);
         result = old;
+        for (size_t i = 0; i < NTHREAD_COUNTERS; i++) {
+            const char *v = icpp_pathmap_meta(pm, thread_counters[i]);
+            if (had[i] && v)
+                add_meta(old, thread_counters[i], strtoull(v, NULL, 10));
+        }
     }
+    if (summed)
+        icpp_pathmap_set_meta(result, "thread-counters", "summed");
     /* Names for people: symbols or a separate debug file, demangled C++. */
     char note[1024];
     if (icpp_names_refresh(result, note, sizeof note, &err) < 0)
@@ -835,6 +993,8 @@ int main(int argc, char **argv)
                 refused && strcmp(refused, "0") ? "; functions not hookable: " : "",
                 refused && strcmp(refused, "0") ? refused : "", refused && strcmp(refused, "0") ? " (--stats)" : "");
     }
+    if (!quiet && overflow_threads)
+        overflow_warning(pm, overflow_threads);
     if (verbose)
         print_int3(stderr, pm, "icpp-train: int3: ");
     icpp_pathmap_free(pm);

@@ -203,6 +203,9 @@ typedef struct icpp_agent_thread_info {
     uint64_t dropped_depth;   /* entries past max_depth (not recorded) */
     uint64_t dropped_foreign; /* entries on another stack than the thread's own (not recorded) */
     uint64_t node_overflow;   /* entries folded into the OVERFLOW node */
+    uint64_t lost_paths;      /* of those, distinct paths that left the recorded tree
+                                 (a call from a recorded node that found no memory) */
+    int      lost_paths_more; /* more than lost_paths (their set, 65536, filled) */
     uint64_t pair_overflow;   /* height/site pairs that found no memory */
     const char *live_file;    /* the tree's live file; "" if in anonymous memory */
 } icpp_agent_thread_info;

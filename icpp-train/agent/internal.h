@@ -119,7 +119,13 @@ struct icpp_agent_thread {
     char               live_path[ICPP_AGENT_LIVE_PATH_MAX];   /* "" if anonymous */
     uint64_t           span;          /* own stack: base - entry SP < span (else a foreign stack) */
     uint64_t           dropped_foreign; /* entries on a foreign stack (sigaltstack, coroutine): no height */
+    uint64_t          *lost;          /* tree memory full: hashes of the calls that left the tree
+                                         (parent, function), ICPP_AGENT_LOST_SLOTS; mmap'd at the first */
+    uint64_t           lost_paths;    /* distinct such calls (paths not recorded) */
+    int                lost_more;     /* the set filled: more than lost_paths */
 };
+
+#define ICPP_AGENT_LOST_SLOTS (1u << 16)
 
 /* Per-thread state, initial-exec TLS (a %fs-relative load, no call). */
 typedef struct icpp_agent_tls {
@@ -213,6 +219,21 @@ void icpp_agent_int3_reset(void) ICPP_AGENT_HIDDEN;
 
 /* Install the SIGTRAP handler (once); 0 or -errno. */
 int icpp_agent_trap_install(void) ICPP_AGENT_HIDDEN;
+
+/* The kernel's struct sigaction (rt_sigaction's), for the program's. */
+typedef struct icpp_agent_ksigaction {
+    void         *handler;
+    unsigned long flags;
+    void         *restorer;
+    uint64_t      mask;
+} icpp_agent_ksigaction;
+
+/* Once the handler is installed, the program's sigaction(SIGTRAP) and
+ * signal(SIGTRAP) (interposed by preload.c) read and set the action the
+ * handler passes the traps that are not the agent's to, and the kernel
+ * keeps the agent's handler first.  Returns 0, or -1 if the handler is not
+ * installed (then the program's call goes to the kernel as it is). */
+int icpp_agent_trap_sigaction(const icpp_agent_ksigaction *act, icpp_agent_ksigaction *old) ICPP_AGENT_HIDDEN;
 
 /* Live patching, step "no thread inside bytes 1..4": signal every other
  * thread; each handler moves its interrupted RIP out of the first bytes of

@@ -1,5 +1,6 @@
 /* preload.c -- icpp-train's in-process front end: pick modules, patch them, write path-map parts at exit, fork, exec, dlopen and fatal signals. */
 #include "agent.h"
+#include "internal.h"
 #include "live.h"
 #include "sys.h"
 
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -91,6 +93,60 @@ static void msg(const char *fmt, ...)
         (void)!write(2, b, (size_t)(n < (int)sizeof b ? n : (int)sizeof b - 1));
 }
 
+/* ---- the agent's own file writes ----
+ * They must not change what the program experiences: under the program's
+ * RLIMIT_FSIZE a write past the limit raises SIGXFSZ, which kills it (exit
+ * status 153 instead of its own), and under RLIMIT_NOFILE an open fails.
+ * Around them the soft limits are raised to the hard ones (when they are
+ * lower) and restored, and SIGXFSZ is blocked in this thread (the kernel
+ * sends it to the writing thread): a write past a limit still in force
+ * returns EFBIG and the signal it left pending is taken back before the
+ * mask is restored.  Async-signal-safe (raw syscalls). */
+
+typedef struct io_guard {
+    sigset_t mask;              /* the thread's mask before */
+    int      xfsz_pending;      /* SIGXFSZ was pending before (the program's) */
+    int      raised[2];         /* RLIMIT_FSIZE, RLIMIT_NOFILE raised: restore */
+    struct rlimit saved[2];
+    int      efbig;             /* a write of ours ran into RLIMIT_FSIZE */
+} io_guard;
+
+static const int guard_limits[2] = {RLIMIT_FSIZE, RLIMIT_NOFILE};
+
+static void io_begin(io_guard *g)
+{
+    sigset_t x, pend;
+    sigemptyset(&x);
+    sigaddset(&x, SIGXFSZ);
+    memset(g, 0, sizeof *g);
+    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &x, &g->mask, 8);
+    g->xfsz_pending = syscall(SYS_rt_sigpending, &pend, 8) == 0 && sigismember(&pend, SIGXFSZ);
+    for (int i = 0; i < 2; i++) {
+        struct rlimit up;
+        if (syscall(SYS_prlimit64, 0, guard_limits[i], NULL, &g->saved[i]) == 0 &&
+            g->saved[i].rlim_cur < g->saved[i].rlim_max) {
+            up = g->saved[i];
+            up.rlim_cur = up.rlim_max;
+            g->raised[i] = syscall(SYS_prlimit64, 0, guard_limits[i], &up, NULL) == 0;
+        }
+    }
+}
+
+static void io_end(io_guard *g)
+{
+    for (int i = 0; i < 2; i++)
+        if (g->raised[i])
+            syscall(SYS_prlimit64, 0, guard_limits[i], &g->saved[i], NULL);
+    sigset_t x, pend;
+    sigemptyset(&x);
+    sigaddset(&x, SIGXFSZ);
+    if (!g->xfsz_pending && syscall(SYS_rt_sigpending, &pend, 8) == 0 && sigismember(&pend, SIGXFSZ)) {
+        struct timespec zero = {0, 0};
+        g->efbig = syscall(SYS_rt_sigtimedwait, &x, NULL, &zero, 8) == SIGXFSZ;
+    }
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &g->mask, NULL, 8);
+}
+
 /* ---- the function table for recovery (live.h) ---- */
 
 
@@ -117,9 +173,13 @@ static void syms_create(const char *from, size_t copy)
     p = icpp_agent_utoa(p, ns);
     size_t n = (size_t)(p - path);
     syms_path[0] = 0;
+    io_guard g;
+    io_begin(&g);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
+    if (fd < 0) {
+        io_end(&g);
         return;
+    }
     int ok;
     if (from) {
         int in = open(from, O_RDONLY | O_CLOEXEC);
@@ -134,10 +194,11 @@ static void syms_create(const char *from, size_t copy)
         copy = 8;
     }
     close(fd);
-    if (!ok) {
+    if (!ok)
         unlink(path);
+    io_end(&g);
+    if (!ok)
         return;
-    }
     memcpy(syms_path, path, n + 1);
     syms_len = copy;
     icpp_agent_set_live_tag(ns);
@@ -184,6 +245,8 @@ static void rec_end(rec *r)
     if (syms_path[0] && r->p && r->cap != (size_t)-1 && r->len - 5 <= UINT32_MAX) {
         uint32_t size = (uint32_t)(r->len - 5);
         memcpy(r->p, &size, 4);
+        io_guard g;
+        io_begin(&g);
         int fd = open(syms_path, O_WRONLY | O_APPEND | O_CLOEXEC);
         if (fd >= 0) {
             if (write(fd, r->p, r->len) == (ssize_t)r->len)
@@ -192,6 +255,7 @@ static void rec_end(rec *r)
                 syms_path[0] = 0;   /* a hole would shift every later record */
             close(fd);
         }
+        io_end(&g);
     }
     free(r->p);
 }
@@ -527,6 +591,39 @@ static void int3_meta_one(uint32_t index, uint64_t traps, void *arg)
     m->listed++;
 }
 
+/* Why the last part could not be written (an errno). */
+static int part_errno;
+
+/* Tell icpp-train that thread tid's part could not be written, and why:
+ * an empty file DIR/lost.PID.TID.NS.ERRNO.NAME made with mknod (no
+ * descriptor, no byte written: it works under the limits that made the
+ * part fail).  Returns 0, or -1 if it could not be made either. */
+static int mark_lost(int pid, int tid, int err)
+{
+    char path[4400], *p = path;
+    size_t dl = strlen(dir);
+    memcpy(p, dir, dl);
+    memcpy(p + dl, "/lost.", 6);
+    p = icpp_agent_utoa(p + dl + 6, (uint64_t)pid);
+    *p++ = '.';
+    p = icpp_agent_utoa(p, (uint64_t)tid);
+    *p++ = '.';
+    p = icpp_agent_utoa(p, mono_ns());
+    *p++ = '.';
+    p = icpp_agent_utoa(p, (uint64_t)(err > 0 ? err : EIO));
+    *p++ = '.';
+    const char *name = cmdline, *e = strchr(cmdline, ' ');
+    size_t nl = e ? (size_t)(e - cmdline) : strlen(cmdline);
+    for (size_t i = 0; i < nl; i++)
+        if (cmdline[i] == '/')
+            name = cmdline + i + 1;
+    nl -= (size_t)(name - cmdline);
+    for (size_t i = 0; i < nl && i < 64; i++)
+        *p++ = name[i] == '/' ? '_' : name[i];
+    *p = 0;
+    return mknod(path, S_IFREG | 0600, 0);
+}
+
 static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
 {
     icpp_agent_thread_info ti;
@@ -548,14 +645,17 @@ static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
         if (func_mark == MAP_FAILED) {
             func_mark = NULL;
             func_mark_cap = 0;
+            part_errno = ENOMEM;
             return -1;
         }
     }
     memset(func_mark, 0, nfuncs * sizeof *func_mark);
     size_t wcap = 1 << 16, wn = 0;
     witem *ws = mmap(NULL, wcap * sizeof *ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (ws == MAP_FAILED)
+    if (ws == MAP_FAILED) {
+        part_errno = ENOMEM;
         return -1;
+    }
     icpp_wbuf b;
     memset(&b, 0, sizeof b);
     b.mmapped = 1;
@@ -639,6 +739,11 @@ static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
     meta_u(&e, "dropped-foreign", ti.dropped_foreign);
     meta_u(&e, "dropped-reentrant", ti.dropped_reentrant);
     meta_u(&e, "node-overflow", ti.node_overflow + skipped);
+    if (ti.node_overflow) {
+        meta_u(&e, "node-overflow-paths", ti.lost_paths);
+        if (ti.lost_paths_more)
+            meta_u(&e, "node-overflow-paths-more", 1);
+    }
     meta_u(&e, "pair-overflow", ti.pair_overflow);
     meta_u(&e, "max-depth", ti.max_depth_seen);
     meta_u(&e, "patched-jmp", totals.how[ICPP_AGENT_HOW_JMP]);
@@ -660,6 +765,7 @@ static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
             meta_u(&e, k, totals.reason[r]);
         }
     int rc = icpp_pmenc_end(&e);
+    part_errno = rc < 0 ? ENOMEM : 0;
     if (rc == 0) {
         /* Written as tmp.part.*, renamed when complete: a part file is
          * whole, and supersedes the thread's live file (its NS is later). */
@@ -679,6 +785,7 @@ static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
         memcpy(tmp + dl + 5, path + dl + 1, strlen(path + dl + 1) + 1);   /* DIR/tmp.part.... */
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) {
+            part_errno = errno;
             rc = -1;
         } else {
             const uint8_t *q = b.p;
@@ -688,25 +795,27 @@ static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
                 if (w < 0 && errno == EINTR)
                     continue;
                 if (w <= 0) {
+                    part_errno = w < 0 ? errno : ENOSPC;
                     rc = -1;
                     break;
                 }
                 q += w;
                 left -= (size_t)w;
             }
-            if (close(fd) < 0)
+            if (close(fd) < 0 && rc == 0) {
+                part_errno = errno;
                 rc = -1;
-            if (rc == 0 && rename(tmp, path) < 0)
+            }
+            if (rc == 0 && rename(tmp, path) < 0) {
+                part_errno = errno;
                 rc = -1;
+            }
             if (rc < 0)
                 unlink(tmp);
             else if (ti.live_file[0])
                 unlink(ti.live_file);
         }
     }
-    if (rc < 0)
-        msg("icpp-train: agent: cannot write a part file in %s (disk full?): thread %d's training %s\n", dir,
-            ti.tid, ti.live_file[0] ? "stays in its live file" : "is lost");
     icpp_wbuf_free(&b);
     return rc;
 }
@@ -724,8 +833,22 @@ static void dump_all(void)
     icpp_agent_enter_critical();
     icpp_agent_patch_totals(&totals);
     int proc_meta = 1;
-    for (const icpp_agent_thread *t = icpp_agent_thread_first(); t; t = icpp_agent_thread_next(t))
-        write_part(t, pid, &proc_meta);
+    for (const icpp_agent_thread *t = icpp_agent_thread_first(); t; t = icpp_agent_thread_next(t)) {
+        io_guard g;
+        io_begin(&g);
+        int rc = write_part(t, pid, &proc_meta);
+        io_end(&g);
+        /* icpp-train says which thread's part is missing and why (past
+         * RLIMIT_FSIZE: the signal says so when a short write hid EFBIG). */
+        if (rc < 0) {
+            int err = g.efbig ? EFBIG : part_errno;
+            icpp_agent_thread_info ti;
+            icpp_agent_thread_get_info(t, &ti);
+            if (mark_lost(pid, ti.tid, err) < 0)
+                msg("icpp-train: agent: cannot write a part file in %s (%s): thread %d's training %s\n", dir,
+                    strerror(err), ti.tid, ti.live_file[0] ? "stays in its live file" : "is lost");
+        }
+    }
     icpp_agent_leave_critical();
 }
 
@@ -795,8 +918,8 @@ __attribute__((constructor(101))) static void agent_start(void)
     memset(&cfg, 0, sizeof cfg);
     if ((m = getenv("ICPP_TRAIN_MAX_DEPTH")))
         cfg.max_depth = (uint32_t)strtoul(m, NULL, 10);
-    if ((m = getenv("ICPP_TRAIN_MAX_MB")))
-        cfg.max_cct_bytes = strtoull(m, NULL, 10) << 20;
+    if ((m = getenv("ICPP_TRAIN_MAX_MB")) && strtod(m, NULL) > 0)     /* MiB; fractions too (0.25) */
+        cfg.max_cct_bytes = (uint64_t)(strtod(m, NULL) * 1048576.0);
     cfg.live_dir = dir;
     icpp_err err;
     if (icpp_agent_init(&cfg, &err) < 0) {
@@ -941,4 +1064,78 @@ API int execle(const char *path, const char *arg, ...)
     char *const *envp = va_arg(ap, char *const *);
     va_end(ap);
     return execve(path, argv, envp);
+}
+
+/* ---- the program's SIGTRAP action ----
+ * Once the agent's SIGTRAP handler is installed (int3 hooks, live
+ * patches), it stays the kernel's: the program's sigaction/signal for
+ * SIGTRAP set and read the action it passes the traps that are not the
+ * agent's to (trap.c).  A program that installed its own handler (LLVM's
+ * crash reports) used to take the agent's traps and crash at the byte
+ * after an int3-hooked entry.  Other signals go to libc as they are. */
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+
+API int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    REAL(sigaction, sigaction_fn);
+    if (sig == SIGTRAP) {
+        icpp_agent_ksigaction k, o;
+        if (act) {
+            k.handler = (void *)act->sa_handler;
+            k.flags = (unsigned long)(unsigned)act->sa_flags | 0x04000000 /* SA_RESTORER, as libc adds */;
+            k.restorer = NULL;
+            memcpy(&k.mask, &act->sa_mask, sizeof k.mask);
+        }
+        if (icpp_agent_trap_sigaction(act ? &k : NULL, old ? &o : NULL) == 0) {
+            if (old) {
+                memset(old, 0, sizeof *old);
+                old->sa_handler = (void (*)(int))o.handler;
+                old->sa_flags = (int)o.flags;
+                old->sa_restorer = (void (*)(void))o.restorer;
+                memcpy(&old->sa_mask, &o.mask, sizeof o.mask);
+            }
+            return 0;
+        }
+    }
+    return real_sigaction(sig, act, old);
+}
+
+/* libc's signal() calls its internal sigaction, not this one. */
+static void (*signal_as(int sig, void (*fn)(int), int flags, int mask_self))(int)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fn;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    if (mask_self && sig > 0 && sig < 65)
+        sigaddset(&sa.sa_mask, sig);
+    return sigaction(sig, &sa, &old) < 0 ? SIG_ERR : old.sa_handler;
+}
+
+typedef void (*(*signal_fn)(int, void (*)(int)))(int);
+
+/* Other signals, and SIGTRAP before the handler is installed, go to
+ * libc's own (siginterrupt's flags and all). */
+#define SIGNAL_LIKE(name, flags, mask_self)                                  \
+    REAL(name, signal_fn);                                                   \
+    if (sig != SIGTRAP || icpp_agent_trap_sigaction(NULL, NULL) < 0)         \
+        return real_##name(sig, fn);                                         \
+    return signal_as(sig, fn, flags, mask_self);
+
+API void (*signal(int sig, void (*fn)(int)))(int)
+{
+    SIGNAL_LIKE(signal, SA_RESTART, 1)          /* BSD semantics, as glibc's */
+}
+
+void (*bsd_signal(int sig, void (*fn)(int)))(int);
+API void (*bsd_signal(int sig, void (*fn)(int)))(int)
+{
+    SIGNAL_LIKE(bsd_signal, SA_RESTART, 1)
+}
+
+API void (*sysv_signal(int sig, void (*fn)(int)))(int)
+{
+    SIGNAL_LIKE(sysv_signal, SA_RESETHAND | SA_NODEFER, 0)
 }

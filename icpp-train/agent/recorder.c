@@ -403,6 +403,46 @@ static void hash_grow(icpp_agent_thread *t)
     t->hash_mask = nslots - 1;
 }
 
+/* A call from a recorded node found no memory for its node (the tree
+ * memory is full): count the path once (a set of 65536 hashes; when it
+ * fills, lost_more says there were more). */
+static __attribute__((noinline)) void lost_note(icpp_agent_thread *t, icpp_agent_node *parent, uint32_t func)
+{
+    if (!t->lost) {
+        t->lost = map_anon(ICPP_AGENT_LOST_SLOTS * sizeof *t->lost, 0);
+        if (!t->lost) {
+            t->lost_more = 1;
+            return;
+        }
+    }
+    uint64_t k = hash_of(parent, func) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)parent ^ func;
+    k |= 1;
+    uint64_t j = k & (ICPP_AGENT_LOST_SLOTS - 1);
+    for (uint32_t probe = 0; probe < 64; probe++, j = (j + 1) & (ICPP_AGENT_LOST_SLOTS - 1)) {
+        if (t->lost[j] == k)
+            return;
+        if (!t->lost[j]) {
+            if (t->lost_paths * 4 >= ICPP_AGENT_LOST_SLOTS * 3ull) {
+                t->lost_more = 1;       /* full enough: stop adding */
+                return;
+            }
+            t->lost[j] = k;
+            t->lost_paths++;
+            return;
+        }
+    }
+    t->lost_more = 1;
+}
+
+static void lost_reset(icpp_agent_thread *t)
+{
+    if (t->lost)
+        icpp_sys_munmap(t->lost, ICPP_AGENT_LOST_SLOTS * sizeof *t->lost);
+    t->lost = 0;
+    t->lost_paths = 0;
+    t->lost_more = 0;
+}
+
 static __attribute__((noinline)) icpp_agent_node *child_slow(icpp_agent_thread *t,
                                                              icpp_agent_node *parent, uint32_t func)
 {
@@ -645,6 +685,8 @@ static inline void record(icpp_agent_thread *t, uint32_t func, uint64_t s)
         }
     } else {
         t->node_overflow++;
+        if (parent != &t->overflow)
+            lost_note(t, parent, func);
     }
     f++;
     f->sp = s;
@@ -746,6 +788,7 @@ void icpp_agent_thread_reset_counts(const icpp_agent_thread *ct)
     t->overflow.count = 0;
     t->slow = t->hit_conflicts = 0;
     t->dropped_critical = t->dropped_reentrant = t->dropped_depth = t->node_overflow = 0;
+    lost_reset(t);
 }
 
 /* Fork child: t (the forking thread) gets a new tree -- a new live file --
@@ -783,6 +826,7 @@ static int thread_reroot(icpp_agent_thread *t)
     t->max_top = t->top;
     t->slow = t->hit_conflicts = 0;
     t->dropped_critical = t->dropped_reentrant = t->dropped_depth = t->node_overflow = 0;
+    lost_reset(t);
     return 0;
 }
 
@@ -855,6 +899,8 @@ void icpp_agent_thread_get_info(const icpp_agent_thread *t, icpp_agent_thread_in
     o->dropped_reentrant = t->dropped_reentrant;
     o->dropped_depth = t->dropped_depth;
     o->node_overflow = t->node_overflow;
+    o->lost_paths = t->lost_paths;
+    o->lost_paths_more = t->lost_more;
     /* Sums need a tree walk (the fast path counts only in the nodes); done
      * here, off the hot path. */
     uint64_t po = 0, en = t->overflow.count + t->dropped_depth;

@@ -16,6 +16,7 @@
 #define ICPP_SYS_sched_yield 24
 #define ICPP_SYS_munmap      11
 #define ICPP_SYS_rt_sigaction 13
+#define ICPP_SYS_rt_sigprocmask 14
 #define ICPP_SYS_madvise     28
 #define ICPP_SYS_getpid      39
 #define ICPP_SYS_gettid     186

@@ -17,20 +17,60 @@
 
 icpp_agent_modsites *volatile icpp_agent_mods;
 
-/* The kernel's struct sigaction (rt_sigaction), not libc's. */
+/* The kernel's struct sigaction (rt_sigaction), not libc's (internal.h). */
 #ifndef SA_RESTORER
 #define SA_RESTORER 0x04000000
 #endif
 
-typedef struct ksigaction {
-    void         *handler;
-    unsigned long flags;
-    void         *restorer;
-    uint64_t      mask;
-} ksigaction;
+typedef icpp_agent_ksigaction ksigaction;
 
+/* The program's SIGTRAP action while ours is installed (the kernel keeps
+ * ours: icpp_agent_trap_sigaction).  Guarded by a spin lock: the program
+ * may change it while another thread's trap reads it. */
 static ksigaction prev;
-static int installed;
+static volatile int installed;
+static volatile int prev_lock;
+static ksigaction ours;             /* what the kernel holds */
+
+/* Holders block every signal: a handler of the program entering a trap
+ * on the holder's thread would spin for ever. */
+static uint64_t lock_all(void)
+{
+    uint64_t all = ~0ull, old = 0;
+    icpp_sys6(ICPP_SYS_rt_sigprocmask, 0 /* SIG_BLOCK */, (long)&all, (long)&old, 8, 0, 0);
+    return old;
+}
+
+static void unlock_all(uint64_t old)
+{
+    icpp_sys6(ICPP_SYS_rt_sigprocmask, 2 /* SIG_SETMASK */, (long)&old, 0, 8, 0, 0);
+}
+
+static void prev_lock_take(void)
+{
+    while (__atomic_exchange_n(&prev_lock, 1, __ATOMIC_ACQUIRE))
+        icpp_sys3(ICPP_SYS_sched_yield, 0, 0, 0);
+}
+
+static void prev_lock_drop(void)
+{
+    __atomic_store_n(&prev_lock, 0, __ATOMIC_RELEASE);
+}
+
+static ksigaction prev_get(void)
+{
+    prev_lock_take();
+    ksigaction p = prev;
+    prev_lock_drop();
+    return p;
+}
+
+static void prev_set(const ksigaction *p)
+{
+    prev_lock_take();
+    prev = *p;
+    prev_lock_drop();
+}
 
 /* The element of v[0..n) (each `stride` bytes, sorted by a leading
  * uint64_t address) whose address is addr, or NULL. */
@@ -127,9 +167,13 @@ static void trap_handler(int sig, siginfo_t *si, void *ucv)
             return;
         }
     }
-    if (prev.handler == SIG_IGN)
+    /* Not ours: the program's action, as the kernel would have taken it.
+     * An int3 of the program's own with SIGTRAP ignored kills it (the
+     * kernel forces trap signals: ignored becomes the default). */
+    ksigaction p = prev_get();
+    if (p.handler == SIG_IGN && si->si_code != SI_KERNEL)
         return;
-    if (prev.handler == SIG_DFL) {
+    if (p.handler == SIG_DFL || p.handler == SIG_IGN) {
         ksigaction dfl = { SIG_DFL, 0, 0, 0 };
         icpp_sys6(ICPP_SYS_rt_sigaction, SIGTRAP, (long)&dfl, 0, 8, 0, 0);
         if (si->si_code == SI_KERNEL)
@@ -138,10 +182,22 @@ static void trap_handler(int sig, siginfo_t *si, void *ucv)
             icpp_sys3(ICPP_SYS_tgkill, icpp_sys_getpid(), icpp_sys_gettid(), SIGTRAP);
         return;
     }
-    if (prev.flags & SA_SIGINFO)
-        ((void (*)(int, siginfo_t *, void *))prev.handler)(sig, si, ucv);
+    if (p.flags & SA_RESETHAND) {       /* the kernel would reset it before the call */
+        ksigaction dfl = { SIG_DFL, 0, 0, 0 };
+        prev_set(&dfl);
+    }
+    /* The handler's sa_mask while it runs (SIGTRAP itself stays unblocked:
+     * a trap while it is blocked would kill the process).  The mask the
+     * program interrupted comes back at sigreturn (uc_sigmask). */
+    uint64_t mask = p.mask & ~(1ull << (SIGTRAP - 1)), old = 0;
+    if (mask)
+        icpp_sys6(ICPP_SYS_rt_sigprocmask, 0 /* SIG_BLOCK */, (long)&mask, (long)&old, 8, 0, 0);
+    if (p.flags & SA_SIGINFO)
+        ((void (*)(int, siginfo_t *, void *))p.handler)(sig, si, ucv);
     else
-        ((void (*)(int))prev.handler)(sig);
+        ((void (*)(int))p.handler)(sig);
+    if (mask)
+        icpp_sys6(ICPP_SYS_rt_sigprocmask, 2 /* SIG_SETMASK */, (long)&old, 0, 8, 0, 0);
 }
 
 int icpp_agent_trap_install(void)
@@ -154,10 +210,46 @@ int icpp_agent_trap_install(void)
         .restorer = icpp_agent_restore_rt,
         .mask = 0,
     };
+    uint64_t m = lock_all();
+    prev_lock_take();
     long r = icpp_sys6(ICPP_SYS_rt_sigaction, SIGTRAP, (long)&sa, (long)&prev, 8, 0, 0);
-    if (r < 0)
-        return (int)r;
-    installed = 1;
+    if (r == 0) {
+        sa.flags |= prev.flags & SA_ONSTACK;
+        if (sa.flags & SA_ONSTACK)
+            icpp_sys6(ICPP_SYS_rt_sigaction, SIGTRAP, (long)&sa, 0, 8, 0, 0);
+        ours = sa;
+        installed = 1;
+    }
+    prev_lock_drop();
+    unlock_all(m);
+    return r < 0 ? (int)r : 0;
+}
+
+int icpp_agent_trap_sigaction(const icpp_agent_ksigaction *act, icpp_agent_ksigaction *old)
+{
+    if (!installed)
+        return -1;
+    uint64_t m = lock_all();
+    prev_lock_take();
+    if (old) {
+        old->handler = prev.handler;
+        old->flags = prev.flags;
+        old->restorer = prev.restorer;
+        old->mask = prev.mask;
+    }
+    if (act) {
+        prev.handler = act->handler;
+        prev.flags = act->flags;
+        prev.restorer = act->restorer;
+        prev.mask = act->mask;
+        /* The program's handler runs on the alternate stack if it asked. */
+        if ((ours.flags ^ act->flags) & SA_ONSTACK) {
+            ours.flags ^= SA_ONSTACK;
+            icpp_sys6(ICPP_SYS_rt_sigaction, SIGTRAP, (long)&ours, 0, 8, 0, 0);
+        }
+    }
+    prev_lock_drop();
+    unlock_all(m);
     return 0;
 }
 
