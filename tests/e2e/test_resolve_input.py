@@ -168,6 +168,58 @@ rooted = [line for line in paths.splitlines() if "\t__libc_start_main" in line o
 c.check(not rooted, f"--save-map with another binary at the path learned {len(rooted)} paths through "
         f"__libc_start_main: {rooted[:2]}")
 
+# ---- --map-dir with bad *.icppmap files beside a good one: each skipped with a warning,
+# the result that of the good map alone.
+import resource  # noqa: E402
+import time  # noqa: E402
+mdir = os.path.join(tmp, "maps")
+os.mkdir(mdir)
+shutil.copy(omap, os.path.join(mdir, "orders.icppmap"))
+open(os.path.join(mdir, "a-junk.icppmap"), "wb").write(b"junk")
+os.mkfifo(os.path.join(mdir, "b-fifo.icppmap"))
+os.mkdir(os.path.join(mdir, "c-dir.icppmap"))
+r = run([RESOLVE, "--map-dir", mdir, "--format", "json", samples], timeout=60)
+warned = [w for w in ("a-junk", "b-fifo", "c-dir") if any(w in line and "skipped" in line
+                                                            for line in r.stderr.splitlines())]
+c.check(r.returncode == 0 and len(warned) == 3, f"--map-dir with bad maps: rc={r.returncode} warned for {warned} "
+        f"{r.stderr[-400:]!r}")
+gd = os.path.join(tmp, "goodonly")
+os.mkdir(gd)
+shutil.copy(omap, os.path.join(gd, "orders.icppmap"))
+ref = run([RESOLVE, "--map-dir", gd, "--format", "json", samples], timeout=60)
+
+
+def paths_of(out):
+    try:
+        return sorted((tuple(p["path"]), json.dumps(p.get("self"))) for p in json.loads(out)["paths"])
+    except (ValueError, KeyError):
+        return None
+
+
+c.check(ref.returncode == 0 and paths_of(r.stdout) == paths_of(ref.stdout) and paths_of(ref.stdout),
+        "--map-dir with bad maps: the paths differ from the good map's alone")
+# A sparse map (a small header, 3.5 GB apparent, a few KiB on disk), and one whose header
+# claims that size: refused at once, without reading it into memory -- for icpp-resolve and
+# icpp-train --stats.
+for name, blen in (("sparse", 100), ("claims", 3500 * 2**20 - 28)):
+    sp = os.path.join(tmp, name + ".icppmap")
+    with open(sp, "wb") as f:
+        f.write(b"ICPPMAP\n" + struct.pack("<IIQ", 1, 0, blen) + b"\x01" * 4000)
+        f.truncate(3500 * 2**20)
+    for args, who in (([RESOLVE, "-m", sp, samples], "icpp-resolve"), ([tool("icpp-train"), "--stats", sp],
+                                                                        "icpp-train --stats")):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        t0 = time.monotonic()
+        rr = run(args, timeout=120)
+        dt = time.monotonic() - t0
+        maxrss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss      # KiB, the largest child so far
+        lines = rr.stderr.strip().splitlines()
+        c.check(rr.returncode == 1 and len(lines) == 1 and sp in rr.stderr and ("length field" in rr.stderr
+                or "hole" in rr.stderr), f"{who}, {name} map: rc={rr.returncode} {rr.stderr[-300:]!r}")
+        c.check(maxrss < 200 * 1024 and dt < 2.0, f"{who}, {name} map: {dt:.2f} s, max RSS {maxrss / 1024:.0f} MB "
+                f"(before: {before / 1024:.0f} MB)")
+    os.unlink(sp)
+
 # Call sites: where each function on a path was called from, as file:line from DWARF;
 # the line must hold a call of that function in the source.
 import re  # noqa: E402
