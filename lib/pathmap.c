@@ -608,7 +608,7 @@ static int precheck(int fd, const struct stat *st, icpp_err *err)
             break;
         got += (size_t)r;
     }
-    if (got >= sizeof MAGIC && memcmp(h, MAGIC, sizeof MAGIC))
+    if (got < sizeof MAGIC || memcmp(h, MAGIC, sizeof MAGIC))
         return icpp_err_set(err, ICPP_EFORMAT, "not an ICPP path map (bad magic)");
     if (got < sizeof h)
         return icpp_err_set(err, ICPP_EFORMAT, "truncated header (%zu bytes)", got);
