@@ -138,8 +138,9 @@ static int name_cmp(const void *a, const void *b)
 }
 
 /* Every *.icppmap of the --map-dir directories, in name order.  A directory
- * that cannot be read, or a map in it that is corrupt, is an error: the
- * user named it. */
+ * that cannot be read is an error: the user named it.  A file in it that is
+ * no readable map (corrupt, a FIFO, a directory) is skipped with a warning:
+ * the maps beside it still serve (docs/resolve.md). */
 static int read_dirs(mapset *ms, icpp_err *err)
 {
     for (size_t d = 0; d < ms->ndirs; d++) {
@@ -150,7 +151,7 @@ static int read_dirs(mapset *ms, icpp_err *err)
             return icpp_err_set(err, e, "%s: cannot read the --map-dir directory: %s",
                                 icpp_escape(ms->dirs[d], e1, sizeof e1), strerror(e));
         }
-        char **names = NULL;
+        char **names = NULL, e2[1024];
         size_t n = 0;
         struct dirent *e;
         int rc = 0;
@@ -171,8 +172,18 @@ static int read_dirs(mapset *ms, icpp_err *err)
         if (names)
             qsort(names, n, sizeof *names, name_cmp);
         for (size_t i = 0; i < n; i++) {
-            if (rc == 0 && mapset_add_map(ms, names[i], err) < 0)
-                rc = -1;
+            icpp_err e1;
+            if (rc == 0 && mapset_add_map(ms, names[i], &e1) < 0) {
+                if (e1.code == ENOMEM) {
+                    *err = e1;
+                    rc = -1;
+                } else {
+                    /* one bad file (junk, a FIFO, a directory) does not hide the good maps beside it */
+                    char eb[2048];
+                    fprintf(stderr, "icpp-resolve: warning: %s; skipped it (--map-dir %s): remove or replace it\n",
+                            icpp_escape(e1.msg, eb, sizeof eb), icpp_escape(ms->dirs[d], e2, sizeof e2));
+                }
+            }
             free(names[i]);
         }
         free(names);
@@ -480,6 +491,19 @@ static int32_t learn_target(const mapset *ms, const icpp_build_id *rec_bid)
     return k;
 }
 
+/* Learn samples refused because a module of theirs is another build now
+ * (lib/learn.c): which file, and what to do. */
+static void warn_changed(const mapset *ms)
+{
+    if (!ms->ls.unreadable || !ms->changed[0])
+        return;
+    char e1[1024];
+    fprintf(stderr, "icpp-resolve: warning: %s is not the file the recording mapped (its build-id differs): "
+                    "%" PRIu64 " learn samples through it were not learned, and --save-map keeps nothing of them; "
+                    "put the recorded build back at that path and resolve again\n",
+            icpp_escape(ms->changed, e1, sizeof e1), ms->ls.unreadable);
+}
+
 /* After the prepare pass (which learned into ms->learn_map where the
  * recording's executable had its map from the start): with no map at all
  * and none named, learn into a new one; where the map the pass learned
@@ -488,9 +512,12 @@ static int32_t learn_target(const mapset *ms, const icpp_build_id *rec_bid)
 static int learn_rest(mapset *ms, const char *samples, const icpp_build_id *rec_bid, icpp_learner *lr, icpp_err *err)
 {
     int32_t k = learn_target(ms, rec_bid);
-    if (lr && k == ms->learn_map)
-        return icpp_learner_end(lr, &ms->ls, &ms->novel, &ms->nnovel, &ms->trail) < 0
-                   ? icpp_err_set(err, ENOMEM, "out of memory learning contexts from %s", samples) : 0;
+    if (lr && k == ms->learn_map) {
+        if (icpp_learner_end(lr, &ms->ls, &ms->novel, &ms->nnovel, &ms->trail) < 0)
+            return icpp_err_set(err, ENOMEM, "out of memory learning contexts from %s", samples);
+        warn_changed(ms);
+        return 0;
+    }
     icpp_learner_free(lr);      /* not reached with lr set: a pass learns only into learn_target's map */
     int any = 0, learned_only = 0;
     for (size_t i = 0; i < ms->nbins; i++)
@@ -512,8 +539,12 @@ static int learn_rest(mapset *ms, const char *samples, const icpp_build_id *rec_
     if (icpp_learn_file_novel(samples, ms->maps[ms->learn_map].pm, &ms->ls, &ms->novel, &ms->nnovel,
                               &ms->trail, err) < 0)
         return -1;
+    warn_changed(ms);
     if (learned_only) {
         char e1[1024];
+        if (!ms->ls.learned && ms->ls.unreadable && ms->changed[0])
+            return icpp_err_set(err, ENOENT, "no path map for %s, and none of its learn samples could be learned "
+                                "(the warning above says why)", icpp_escape(samples, e1, sizeof e1));
         if (!ms->ls.learned)
             return icpp_err_set(err, ENOENT, "no path map for %s, and it has no learn samples to resolve with: train "
                                 "the program with icpp-train, or record with icpp-sample --learn",
@@ -582,6 +613,10 @@ int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)
     }
     const icpp_rmodule *rex = icpp_replay_exe_module(rp);
     icpp_build_id rec_bid = rex ? rex->build_id : (icpp_build_id){0, {0}};
+    ms->changed[0] = 0;
+    for (uint32_t i = 0; i < icpp_replay_nmodules(rp) && !ms->changed[0]; i++)
+        if (icpp_replay_module(rp, i)->status == ICPP_RS_CHANGED)
+            snprintf(ms->changed, sizeof ms->changed, "%s", icpp_replay_module(rp, i)->path);
     mapset_replay_close(ms, rp);
     if (rc < 0) {
         icpp_learner_free(lr);

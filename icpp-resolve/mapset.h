@@ -67,6 +67,7 @@ typedef struct mapset {
     const char  **dirs;         /* --map-dir, in order */
     size_t        ndirs;
     int           dirs_read;
+    char          changed[1024]; /* a recorded module whose file is another build now ("" if none) */
     int           explicit;     /* -m or --map-dir given: no lookup by file name */
     int32_t      *modbin;       /* replay module -> bin (-1 none, -2 unknown) */
     size_t        nmodbin;

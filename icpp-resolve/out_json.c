@@ -76,8 +76,8 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
                 p->by_kind[e][ICPP_RES_MISSING], p->by_kind[e][ICPP_RES_UNRESOLVED], p->by_kind[e][ICPP_RES_UNCERTAIN],
                 p->by_kind[e][ICPP_RES_INFERRED]);
     }
-    fprintf(f, "],\n  \"samples\": %" PRIu64 ", \"lost\": %" PRIu64 ", \"truncated_bytes\": %zu,\n", all, p->lost,
-            p->truncated);
+    fprintf(f, "],\n  \"samples\": %" PRIu64 ", \"lost\": %" PRIu64 ",%s \"truncated_bytes\": %zu,\n", all, p->lost,
+            p->lost_saturated ? " \"lost_saturated\": true," : "", p->truncated);
     if (p->learn)
         fprintf(f, "  \"learning\": {\"learn_samples\": %" PRIu64 ", \"learned\": %" PRIu64 ", \"new_contexts\": %" PRIu64
                    ", \"new_paths\": %" PRIu64 ", \"foreign\": %" PRIu64 "},\n",

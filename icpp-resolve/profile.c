@@ -525,6 +525,7 @@ int prof_finish(profile *p, const icpp_replay *rp)
     for (uint32_t e = 0; e < p->nev; e++)
         snprintf(p->ev_names[e], sizeof p->ev_names[e], "%s", in->event_names[e][0] ? in->event_names[e] : "samples");
     p->lost = in->lost;
+    p->lost_saturated = in->lost_saturated;
     p->truncated = in->truncated;
     p->clean_end = in->clean_end;
     snprintf(p->command, sizeof p->command, "%s", in->command);
@@ -549,6 +550,25 @@ void prof_warn_incomplete(FILE *f, const char *path, const icpp_replay_info *in)
     else if (!in->clean_end)
         fprintf(f, "icpp-resolve: %s: the recording ended without its closing record (the sampler was killed?); "
                    "read all it holds\n", path);
+    /* What does not add up in the file (docs/samples-format.md, "What a reader checks") */
+    if (in->lost_saturated)
+        fprintf(f, "icpp-resolve: warning: %s: its LOST records add up to more than %" PRIu64 " lost samples, which "
+                   "no sampler loses: the file is damaged or forged; shares are not to be trusted\n", path, UINT64_MAX);
+    if (in->clean_end && in->end_samples != in->before_end)
+        fprintf(f, "icpp-resolve: warning: %s: its closing record counts %" PRIu64 " samples, the file holds %" PRIu64
+                   ": %s; shares are not to be trusted\n", path, in->end_samples, in->before_end,
+                in->end_samples > in->before_end ? "samples are missing (the file was cut or altered)"
+                                                 : "samples were added (the file was altered)");
+    if (in->after_end)
+        fprintf(f, "icpp-resolve: warning: %s: %" PRIu64 " samples after its closing record were left out (the file "
+                   "was appended to)\n", path, in->after_end);
+    if (in->after_exit)
+        fprintf(f, "icpp-resolve: warning: %s: %" PRIu64 " samples of threads after their exit record were left "
+                   "out (the file was altered)\n", path, in->after_exit);
+    if (in->unknown_event)
+        fprintf(f, "icpp-resolve: warning: %s: %" PRIu64 " samples of an event no EVENT record declares (id %" PRIu32
+                   "%s) were left out (the file was altered)\n", path, in->unknown_event, in->first_unknown,
+                in->unknown_event > 1 ? " and others" : "");
 }
 
 double prof_total(const profile *p, uint32_t ev)
@@ -612,8 +632,10 @@ void prof_header(const profile *p, FILE *out, const char *lead)
         icpp_escape_fputs(p->ev_names[e], out);
         fprintf(out, " %" PRIu64, p->samples[e]);
     }
-    fprintf(out, ")  lost: %" PRIu64 "%s\n", p->lost,
-            p->lost ? " (the sampler's ring buffer overflowed; shares may be biased)" : "");
+    fprintf(out, ")  lost: %s%" PRIu64 "%s\n", p->lost_saturated ? "more than " : "", p->lost,
+            p->lost_saturated ? " (the LOST records add up past 2^64: the file is damaged)"
+            : p->lost        ? " (the sampler's ring buffer overflowed; shares may be biased)"
+                             : "");
     fprintf(out, "%sprecise %.1f%%  ambiguous %.1f%%  missing %.1f%%  unresolved %.1f%%", lead,
             pct(k[ICPP_RES_PRECISE], all), pct(k[ICPP_RES_AMBIGUOUS], all), pct(k[ICPP_RES_MISSING], all),
             pct(k[ICPP_RES_UNRESOLVED], all));

@@ -103,6 +103,7 @@ typedef struct profile {
     uint64_t     by_status[ICPP_RS_MAX];        /* unresolved samples by replay status, all events */
     uint64_t     lost;
     size_t       truncated;
+    int          lost_saturated;    /* lost is 2^64 - 1 because the LOST records add up past it */
     int          clean_end;
     char         command[1024];
     char         binary[1024];          /* main module of the map */

@@ -1,6 +1,7 @@
 /* main.c -- icpp-sample: record PC, SP and BP per sample through perf_event_open, nothing else. */
 #include "autoperiod.h"
 #include "cli.h"
+#include "escape.h"
 #include "defs.h"
 #include "events.h"
 #include "fsafe.h"
@@ -27,7 +28,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <limits.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -764,6 +768,58 @@ static void add_default_bytes(session *s, int argc, char **argv)
 
 /* ---- the steps of main ---- */
 
+/* The program's file as execvp would find it (realpath), or NULL. */
+static char *find_in_path(const char *prog)
+{
+    if (strchr(prog, '/'))
+        return realpath(prog, NULL);
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/bin:/bin";
+    char *dup = strdup(path), *save = NULL;
+    for (char *d = dup ? strtok_r(dup, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+        char buf[PATH_MAX];
+        snprintf(buf, sizeof buf, "%s/%s", *d ? d : ".", prog);
+        if (access(buf, X_OK) == 0) {
+            free(dup);
+            return realpath(buf, NULL);
+        }
+    }
+    free(dup);
+    return NULL;
+}
+
+/* A traced exec (spawn_stopped) does not raise privileges: the kernel runs
+ * a set-user-ID or set-group-ID program, or one with file capabilities, with
+ * the tracer's credentials unless the tracer could trace the privileged
+ * process anyway (root).  Say so: the program may then behave otherwise. */
+static void warn_privileges(const char *prog)
+{
+    if (geteuid() == 0)
+        return;
+    char *path = find_in_path(prog);
+    struct stat st;
+    if (!path || stat(path, &st) < 0) {
+        free(path);
+        return;
+    }
+    const char *what = NULL;
+    if ((st.st_mode & S_ISUID) && st.st_uid != geteuid())
+        what = "set-user-ID";
+    else if ((st.st_mode & S_ISGID) && st.st_gid != getegid())
+        what = "set-group-ID";
+    else if (getxattr(path, "security.capability", NULL, 0) > 0)
+        what = "file capabilities";
+    if (what) {
+        fputs("icpp-sample: warning: ", stderr);
+        icpp_escape_fputs(path, stderr);
+        fprintf(stderr, " is %s%s, but a traced program starts without them: it runs with your privileges "
+                        "and may behave otherwise (sample it as root to keep them)\n",
+                what[0] == 'f' ? "given " : "", what);
+    }
+    free(path);
+}
+
 /* Fork the child that runs cmd: it waits for a byte on go[0], then asks to be
  * traced (so that it stops at its exec) and execs cmd; errno of a failed
  * exec comes back on ep.  Leaves the parent's ends go[1] and ep[0] open. */
@@ -805,6 +861,28 @@ static void kill_child(void)
         kill(child_pid, SIGKILL);
         waitpid(child_pid, NULL, 0);
     }
+}
+
+/* Can this machine count ev at all (a hardware event: is there a PMU)?
+ * A counter on ourselves, opened disabled and closed at once. */
+static int event_available(const icpp_event *ev)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = ev->attr.type;
+    a.config = ev->attr.config;
+    a.config1 = ev->attr.config1;
+    a.config2 = ev->attr.config2;
+    a.disabled = 1;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    int fd = icpp_perf_event_open(&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return 1;
+    }
+    return !(errno == ENOENT || errno == EOPNOTSUPP || errno == ENODEV);
 }
 
 /* Open the events on every CPU for target; without a hardware PMU (a VM)
@@ -1073,6 +1151,14 @@ int main(int argc, char **argv)
         jitter_init(&jit, jitter_r);
         s.jit = &jit;
     }
+    int pilot_fell_back = 0;
+    if (auto_period && !user_chose && s.ev[0].hardware && !event_available(&s.ev[0])) {
+        /* The pilots sample what the run will: without a hardware PMU (a
+         * VM) that is the clock, as open_events would choose. */
+        s.nev = 0;
+        parse_events(&s, "cpu-clock");
+        pilot_fell_back = 1;
+    }
     if (auto_period) {
         char self[4096];
         ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -1114,8 +1200,10 @@ int main(int argc, char **argv)
     icpp_err err;
     int go[2] = {-1, -1}, ep[2] = {-1, -1};
     pid_t target = attach;
-    if (!attach)
+    if (!attach) {
+        warn_privileges(argv[optind]);
         target = spawn_stopped(argv + optind, go, ep);
+    }
     int fell_back = open_events(&s, target, !attach, user_chose, amd, ring_owner);
     s.w = icpp_swriter_open(out, &err);
     if (!s.w) {
@@ -1134,7 +1222,7 @@ int main(int argc, char **argv)
     }
 
     /* Said only now that sampling runs, so that an error stays one line. */
-    if (fell_back && !quiet)
+    if ((fell_back || pilot_fell_back) && !quiet)
         fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
                         "sampling cpu-clock instead\n");
 
@@ -1145,10 +1233,11 @@ int main(int argc, char **argv)
     tq_free(&s.tq);
     /* The summary says what the file holds: after a write error (a full
      * disk) that is less than what was sampled. */
-    int werr = icpp_swriter_finish(s.w, s.samples, s.lost, &err);
+    /* END counts the sample records in the file: readers check it */
+    int werr = icpp_swriter_finish(s.w, icpp_swriter_samples(s.w), s.lost, &err);
     uint64_t bytes, in_file;
     icpp_swriter_written(s.w, &bytes, &in_file);
-    if (icpp_swriter_close(s.w, s.samples, s.lost, &err) < 0)
+    if (icpp_swriter_close(s.w, icpp_swriter_samples(s.w), s.lost, &err) < 0)
         werr = -1;
     if (werr < 0 && !werr_said)
         fprintf(stderr, "icpp-sample: %s\n", err.msg);

@@ -153,8 +153,16 @@ static int64_t frame_func(learner *L, const icpp_replay *rp, uint32_t pid, uint6
 {
     int32_t mi;
     uint64_t link;
-    if (icpp_replay_locate(rp, pid, addr, &mi, &link) < 0)
+    if (icpp_replay_locate(rp, pid, addr, &mi, &link) < 0) {
+        /* a file that is not the one recorded (another build at its path):
+         * leaving its frames out would make a path of the frames around
+         * them (__libc_start_main's alone), so the sample is refused */
+        int32_t any = icpp_replay_module_at(rp, pid, addr);
+        const icpp_rmodule *rm = any >= 0 ? icpp_replay_module(rp, (uint32_t)any) : NULL;
+        if (rm && rm->status == ICPP_RS_CHANGED)
+            return -2;
         return -1;      /* no file mapping: JIT or vdso code, which training never hooks either */
+    }
     int32_t pmm = pm_module(L, rp, (uint32_t)mi);
     if (pmm < 0)
         return -1;

@@ -3,6 +3,7 @@
 #include "vec.h"
 
 #include "codec.h"
+#include "fsafe.h"
 #include "hmap.h"
 
 #include <assert.h>
@@ -10,6 +11,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char MAGIC[8] = {'I', 'C', 'P', 'P', 'M', 'A', 'P', '\n'};
 #define MAX_STR   (1u << 16)        /* paths, names, metadata */
@@ -592,12 +595,78 @@ int icpp_pathmap_write(const icpp_pathmap *pm, const char *path, icpp_err *err)
     return r;
 }
 
+/* The container's header against the file's size, and the file for holes,
+ * before its bytes are read into memory: a damaged map (a sparse file of
+ * gigabytes behind a small header) is refused at once, not after reading
+ * it all (docs/pathmap-format.md, "Container").  0, or -errno. */
+static int precheck(int fd, const struct stat *st, icpp_err *err)
+{
+    uint8_t h[24];
+    size_t got = 0;
+    while (got < sizeof h) {
+        ssize_t r = pread(fd, h + got, sizeof h - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got < sizeof MAGIC || memcmp(h, MAGIC, sizeof MAGIC))
+        return icpp_err_set(err, ICPP_EFORMAT, "not an ICPP path map (bad magic)");
+    if (got < sizeof h)
+        return icpp_err_set(err, ICPP_EFORMAT, "truncated header (%zu bytes)", got);
+    uint32_t version = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 | (uint32_t)h[11] << 24;
+    if (version != ICPP_PATHMAP_VERSION)
+        return icpp_err_set(err, ICPP_EVERSION, "path map version %u; this build reads version %u", version,
+                            ICPP_PATHMAP_VERSION);
+    uint64_t blen = 0;
+    for (int i = 7; i >= 0; i--)
+        blen = blen << 8 | h[16 + i];
+    uint64_t size = (uint64_t)st->st_size;
+    if (size < 28 || blen != size - 28)
+        return icpp_err_set(err, ICPP_EFORMAT,
+                            "length field says %" PRIu64 " bytes of body, file has %" PRIu64
+                            " (truncated or appended to)", blen, size >= 28 ? size - 28 : 0);
+    if (size > MAX_FILE)
+        return icpp_err_set(err, EFBIG, "%" PRIu64 " bytes is more than the %zu this reader accepts", size,
+                            MAX_FILE);
+    /* A map is written out in full: a hole is bytes never written. */
+    off_t hole = lseek(fd, 0, SEEK_HOLE);
+    if (hole >= 0 && (uint64_t)hole < size)
+        return icpp_err_set(err, ICPP_EFORMAT, "the file has a hole at byte %lld (%" PRIu64 " bytes, %lld on disk): "
+                            "it is damaged", (long long)hole, size, (long long)st->st_blocks * 512);
+    return 0;
+}
+
 icpp_pathmap *icpp_pathmap_read(const char *path, icpp_err *err)
 {
-    uint8_t *buf;
-    size_t len;
-    if (icpp_read_file(path, MAX_FILE, &buf, &len, err) < 0)
+    struct stat st;
+    int fd = icpp_fs_open_input(path, &st, err);
+    if (fd < 0)
         return NULL;
+    size_t len = (size_t)st.st_size, got = 0;
+    uint8_t *buf = NULL;
+    if (precheck(fd, &st, err) == 0 && !(buf = malloc(len ? len : 1)))
+        icpp_err_set(err, ENOMEM, "out of memory");
+    if (!buf) {
+        close(fd);
+        icpp_err_prefix(err, "%s", path);
+        return NULL;
+    }
+    while (got < len) {
+        ssize_t r = pread(fd, buf + got, len - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != len) {
+        free(buf);
+        icpp_err_set(err, EIO, "%s: short read", path);
+        return NULL;
+    }
     icpp_pathmap *pm = icpp_pathmap_decode(buf, len, err);
     free(buf);
     if (!pm)

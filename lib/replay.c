@@ -44,6 +44,7 @@ struct icpp_replay {
         uint64_t    bias;
     } mcache[64];
     uint64_t         mgen;
+    uint64_t         declared[4];   /* event ids (< 256) an EVENT record declared */
 };
 
 void icpp_replay_select(icpp_replay *rp, unsigned what)
@@ -268,6 +269,17 @@ int icpp_replay_locate(const icpp_replay *crp, uint32_t pid, uint64_t addr, int3
     return 0;
 }
 
+int32_t icpp_replay_module_at(const icpp_replay *crp, uint32_t pid, uint64_t addr)
+{
+    icpp_replay *rp = (icpp_replay *)crp;
+    rproc *p = get_proc(rp, pid, 0);
+    const icpp_mapping *m = p ? icpp_maps_find(&p->maps, addr) : NULL;
+    if (!m || !m->path || m->path[0] != '/')
+        return -1;
+    icpp_build_id none = {0, {0}};
+    return get_module(rp, m->path, &none);
+}
+
 const icpp_cfi *icpp_replay_cfi(icpp_replay *rp, uint32_t i)
 {
     if (i >= rp->nmods || !rp->mods[i].mod)
@@ -433,6 +445,8 @@ int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err)
     case ICPP_SREC_EVENT:
         if (r->u.event.role == ICPP_EVENT_LEARN && r->u.event.id < 16)
             rp->learn_of[r->u.event.id] = r->u.event.of + 1;
+        if (r->u.event.id < 256)
+            rp->declared[r->u.event.id / 64] |= 1ull << (r->u.event.id % 64);
         if (r->u.event.id < 8 && !r->u.event.role) {
             snprintf(rp->info.event_names[r->u.event.id], 128, "%s", r->u.event.name);
             if (r->u.event.id + 1 > rp->info.nevents)
@@ -453,7 +467,12 @@ int icpp_replay_feed(icpp_replay *rp, const icpp_srec *r, icpp_err *err)
         break;
     }
     case ICPP_SREC_LOST:
-        rp->info.lost += r->u.lost.count;
+        if (rp->info.lost + r->u.lost.count < rp->info.lost) {
+            rp->info.lost = UINT64_MAX;     /* no kernel loses 2^64 samples: said, not wrapped */
+            rp->info.lost_saturated = 1;
+        } else {
+            rp->info.lost += r->u.lost.count;
+        }
         break;
     default:
         break;
@@ -469,7 +488,22 @@ int icpp_replay_next(icpp_replay *rp, icpp_rsample *out, icpp_err *err)
         if (rc <= 0) {
             rp->info.truncated = rp->pd ? icpp_perfdata_truncated(rp->pd) : icpp_sreader_truncated(rp->rd);
             rp->info.clean_end = rp->pd ? icpp_perfdata_clean_end(rp->pd) : icpp_sreader_clean_end(rp->rd);
+            if (rp->rd) {
+                icpp_sreader_tally t;
+                icpp_sreader_get_tally(rp->rd, &t);
+                rp->info.end_samples = t.end_samples;
+                rp->info.before_end = t.before_end;
+                rp->info.after_end = t.after_end;
+                rp->info.after_exit = t.after_exit;
+            }
             return rc;
+        }
+        if ((r.type == ICPP_SREC_SAMPLE || r.type == ICPP_SREC_LSAMPLE) &&
+            (r.u.sample.event >= 256 || !(rp->declared[r.u.sample.event / 64] >> (r.u.sample.event % 64) & 1))) {
+            /* no EVENT record says what it counts: not taken for event 0 */
+            if (!rp->info.unknown_event++)
+                rp->info.first_unknown = r.u.sample.event;
+            continue;
         }
         if (r.type == ICPP_SREC_LSAMPLE)
             rp->info.learn_samples++;

@@ -121,6 +121,15 @@ typedef struct icpp_replay_info {
     uint64_t learn_samples;     /* of `samples`, learn samples (icpp-sample --learn) */
     char     command[1024];
     char     exe[1024];         /* the first process's executable */
+    /* What does not add up (sample files; docs/samples-format.md, "What a
+     * reader checks"): */
+    int      lost_saturated;    /* the LOST records add up past 2^64 - 1: lost is that bound */
+    uint64_t end_samples;       /* the END record's count (when clean_end) */
+    uint64_t before_end;        /* sample records before it */
+    uint64_t after_end;         /* sample records after it: left out */
+    uint64_t after_exit;        /* samples of a thread after its EXIT record: left out */
+    uint64_t unknown_event;     /* samples of an event id no EVENT record declared: left out */
+    uint32_t first_unknown;     /* the first such id */
 } icpp_replay_info;
 const icpp_replay_info *icpp_replay_info_get(const icpp_replay *rp);
 size_t              icpp_replay_nmodules(const icpp_replay *rp);
@@ -130,6 +139,9 @@ void                icpp_replay_position(const icpp_replay *rp, size_t *done, si
  * as the mappings stand now; -1 if no readable module holds it. */
 int icpp_replay_locate(const icpp_replay *rp, uint32_t pid, uint64_t addr, int32_t *module, uint64_t *link_addr);
 const icpp_rmodule *icpp_replay_module(const icpp_replay *rp, uint32_t i);
+/* The module of the file mapping holding `addr` in process pid, whatever
+ * its status (a file changed since the recording too); -1 if none. */
+int32_t icpp_replay_module_at(const icpp_replay *rp, uint32_t pid, uint64_t addr);
 /* Which stack is thread (pid, tid)'s own (docs/definitions.md): the one
  * whose mapping ends at `top`.  Without this, a thread other than the main
  * one takes the mapping of its first sample -- wrong when that sample was on

@@ -225,12 +225,14 @@ void icpp_swriter_mmap(icpp_swriter *w, uint32_t pid, uint64_t start, uint64_t l
         icpp_wbuf_bytes(&w->blk, bid->bytes, bl);
 }
 
+#define THREAD_EXITED UINT64_MAX     /* w->threads: an EXIT record was written */
+
 /* The writer's index of thread (pid, tid), announced by a THREAD record
  * the first time; -1 after an error. */
 static ssize_t thread_index(icpp_swriter *w, uint32_t pid, uint32_t tid)
 {
     uint64_t *ix = icpp_hmap_get(&w->threads, pid, tid);
-    if (ix)
+    if (ix && *ix != THREAD_EXITED)
         return (ssize_t)*ix;
     if (w->nts == w->capts) {
         size_t nc = w->capts ? 2 * w->capts : 64;
@@ -351,6 +353,12 @@ void icpp_swriter_exit(icpp_swriter *w, uint32_t pid, uint32_t tid)
 {
     if (rec_begin(w, ICPP_SREC_EXIT, 12) < 0)
         return;
+    /* a reader leaves out samples of a thread index after its EXIT: a
+     * later sample of this (pid, tid) -- the tid used again, or a sample
+     * that arrived late -- is announced as a new thread */
+    uint64_t *ix = icpp_hmap_get(&w->threads, pid, tid);
+    if (ix)
+        *ix = THREAD_EXITED;
     icpp_wbuf_uv(&w->blk, pid);
     icpp_wbuf_uv(&w->blk, tid);
 }
@@ -372,6 +380,11 @@ int icpp_swriter_error(const icpp_swriter *w, icpp_err *err)
     if (err)
         *err = w->err;
     return -w->err.code;
+}
+
+uint64_t icpp_swriter_samples(const icpp_swriter *w)
+{
+    return w->file_samples + w->blk_samples;
 }
 
 uint64_t icpp_swriter_bytes(const icpp_swriter *w)
@@ -425,6 +438,7 @@ typedef struct rthread {
     uint32_t pid, tid;
     uint64_t ip, sp, bp;
     lchain   last;          /* frames of its last learn sample */
+    int      exited;        /* an EXIT record named it: later samples of this index are left out */
 } rthread;
 
 struct icpp_sreader {
@@ -445,6 +459,10 @@ struct icpp_sreader {
     uint64_t      *fd_pc, *fd_d; /* LSAMPLE frame dictionary (version 3) */
     size_t         nfd, capfd;
     int            skim;        /* icpp_sreader_skip_frames: LSAMPLE frames parsed, not kept */
+    icpp_hmap      tix;         /* (pid, tid) -> 1 + its latest thread index */
+    uint64_t       nsamples;    /* sample records read before the END record */
+    uint64_t       end_samples; /* what the END record says */
+    uint64_t       after_end, after_exit;   /* sample records left out */
 };
 
 /* A version 3 LSAMPLE caller frame: uv index + 1 into the dictionary, or
@@ -512,6 +530,7 @@ icpp_sreader *icpp_sreader_mem(const uint8_t *buf, size_t len, icpp_err *err)
         return NULL;
     }
     r->version = v;
+    icpp_hmap_init(&r->tix);
     icpp_fmap_mem(&r->map, buf, len);
     r->buf = buf;
     r->len = len;
@@ -547,6 +566,7 @@ void icpp_sreader_close(icpp_sreader *r)
         free(r->th[i].last.esp);
     }
     free(r->th);
+    icpp_hmap_free(&r->tix);
     free(r->fd_pc);
     free(r->fd_d);
     free(r->s1);
@@ -641,6 +661,7 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             r->pos += 8 + (size_t)plen;
         }
         icpp_rbuf *q = &r->blk;
+        size_t sample_thread = 0;
         const uint8_t *tp = icpp_rbuf_bytes(q, 1);
         int type = tp ? *tp : 0;
         /* a sample's record is set field by field: zeroing the whole union
@@ -727,7 +748,9 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
                 r->th = nt;
                 r->capth = nc;
             }
-            r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0, {NULL, NULL, 0, 0}};
+            if (icpp_hmap_put(&r->tix, pid, tid, r->nth + 1) < 0)
+                return icpp_err_set(err, ENOMEM, "out of memory");
+            r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0, {NULL, NULL, 0, 0}, 0};
             continue;       /* internal */
         }
         case ICPP_SREC_SAMPLE:
@@ -738,6 +761,7 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
             if (q->bad || t >= r->nth || ev > UINT32_MAX)
                 BAD("sample of unknown thread %llu", icpp_rbuf_pos(q), (unsigned long long)t);
             rthread *th = &r->th[t];
+            sample_thread = (size_t)t;
             r->time += (uint64_t)dt;
             th->ip += (uint64_t)di;
             th->sp += (uint64_t)ds;
@@ -833,19 +857,48 @@ int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
                 q->bad = 1;
             rec->u.exit.pid = (uint32_t)pid;
             rec->u.exit.tid = (uint32_t)tid;
+            /* the thread is gone: a tid used again is a new thread, announced
+             * by a new THREAD record (docs/samples-format.md, "Meaning") */
+            uint64_t *ix = q->bad ? NULL : icpp_hmap_get(&r->tix, pid, tid);
+            if (ix && *ix)
+                r->th[*ix - 1].exited = 1;
             break;
         }
         case ICPP_SREC_END:
             rec->u.end.samples = icpp_rbuf_uv(q);
             rec->u.end.lost = icpp_rbuf_uv(q);
-            if (!q->bad)
+            if (!q->bad && !r->clean_end) {
                 r->clean_end = 1;
+                r->end_samples = rec->u.end.samples;
+            }
             break;
         default:
             BAD("unknown record type %d", icpp_rbuf_pos(q), type);
         }
         if (q->bad)
             BAD("record type %d is cut short or out of range", icpp_rbuf_pos(q), type);
+        if (rec->type == ICPP_SREC_SAMPLE || rec->type == ICPP_SREC_LSAMPLE) {
+            /* read in full above (the deltas and the frame dictionary go on),
+             * but no sample follows the END record or its thread's EXIT */
+            if (r->clean_end) {
+                r->after_end++;
+                continue;
+            }
+            if (r->th[sample_thread].exited) {
+                r->after_exit++;
+                r->nsamples++;
+                continue;
+            }
+            r->nsamples++;
+        }
         return 1;
     }
+}
+
+void icpp_sreader_get_tally(const icpp_sreader *r, icpp_sreader_tally *c)
+{
+    c->end_samples = r->end_samples;
+    c->before_end = r->nsamples;
+    c->after_end = r->after_end;
+    c->after_exit = r->after_exit;
 }

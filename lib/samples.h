@@ -121,6 +121,8 @@ void icpp_swriter_discard(icpp_swriter *w);
  * error, records are dropped and counted. */
 int  icpp_swriter_error(const icpp_swriter *w, icpp_err *err);
 uint64_t icpp_swriter_bytes(const icpp_swriter *w);
+/* Sample records written so far (what the END record should count). */
+uint64_t icpp_swriter_samples(const icpp_swriter *w);
 
 /* ---- reader ---- */
 typedef struct icpp_sreader icpp_sreader;
@@ -146,6 +148,14 @@ void icpp_sreader_skip_frames(icpp_sreader *r, int skip);
  * whether an END record was seen. */
 size_t icpp_sreader_truncated(const icpp_sreader *r);
 int    icpp_sreader_clean_end(const icpp_sreader *r);
+/* After the end: the samples the END record counts and the sample records
+ * read before it (they differ in a damaged file), and the sample records
+ * left out -- those after the END record, and those of a thread after its
+ * EXIT record (counted in before_end too): the writer writes neither. */
+typedef struct icpp_sreader_tally {
+    uint64_t end_samples, before_end, after_end, after_exit;
+} icpp_sreader_tally;
+void   icpp_sreader_get_tally(const icpp_sreader *r, icpp_sreader_tally *c);
 /* How far the reader is: *done bytes of the file's *len read (for a
  * progress line). */
 void   icpp_sreader_position(const icpp_sreader *r, size_t *done, size_t *len);

@@ -3,6 +3,7 @@
 what the program measured itself, pass-through of output and exit status, unprivileged
 use, and clear errors for bad input."""
 import collections
+import json
 import os
 import shutil
 import subprocess
@@ -131,6 +132,46 @@ bad(["--", "/nonexistent/prog"], 127, ["cannot run", "/nonexistent/prog"], "nopr
 r = run([SAMPLE, "-o", "/nonexistent-dir/x.samples", "--", "true"])
 c.check(r.returncode == 1 and "cannot create" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
         f"unwritable output: rc={r.returncode} {r.stderr!r}")
+
+# --auto-period as a user types it, with no -e: where there is no hardware PMU the pilots
+# sample cpu-clock as a plain run does (they asked for cycles and failed), and so does the run.
+nopmu = not os.path.exists("/sys/bus/event_source/devices/cpu")
+out = os.path.join(tmp, "auto.samples")
+r = run([SAMPLE, "--auto-period", "-o", out, "--", WITNESS, os.path.join(tmp, "auto.truth"), "1"], timeout=120)
+want_ev = "cpu-clock" if nopmu else "cycles"
+c.check(r.returncode == 0 and r.stdout == "witness ok\n" and f"-> period" in r.stderr and f"on {want_ev}" in r.stderr,
+        f"--auto-period without -e: rc={r.returncode} {r.stderr[-400:]!r}")
+if r.returncode == 0:
+    rj = run([tool("icpp-resolve"), "--format", "json", out])
+    evs = [e["name"] for e in json.loads(rj.stdout)["events"]] if rj.returncode == 0 else []
+    c.check(evs == [want_ev], f"--auto-period without -e recorded {evs}, want [{want_ev}]")
+
+# A set-user-ID program run by another user: a traced exec drops its privileges, so
+# icpp-sample says so in one line; run as root (who keeps them), nothing is said.
+suid_dir = tempfile.mkdtemp(prefix="icpp-suid-")
+os.chmod(suid_dir, 0o755)
+suid = os.path.join(suid_dir, "witness-suid")
+shutil.copy(WITNESS, suid)
+os.chown(suid, 0, 0)
+os.chmod(suid, 0o4755)
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+if os.geteuid() == 0:
+    nout = os.path.join(tmp, "nobody-suid.samples")
+    r = run(NOBODY + [SAMPLE, "-q", "-e", "cpu-clock", "-o", nout, "--", suid, os.path.join(tmp, "n.truth"), "1"])
+    warn = [line for line in r.stderr.splitlines() if "set-user-ID" in line]
+    c.check(r.returncode == 0 and len(warn) == 1 and suid in warn[0] and "your privileges" in warn[0],
+            f"nobody samples a set-user-ID program: rc={r.returncode} {r.stderr[-400:]!r}")
+    r = run([SAMPLE, "-q", "-e", "cpu-clock", "-o", os.path.join(tmp, "root-suid.samples"), "--", suid,
+             os.path.join(tmp, "r.truth"), "1"])
+    c.check(r.returncode == 0 and "set-user-ID" not in r.stderr and "privileges" not in r.stderr,
+            f"root samples a set-user-ID program: rc={r.returncode} {r.stderr[-400:]!r}")
+    os.chmod(suid, 0o755)
+    r = run(NOBODY + [SAMPLE, "-q", "-e", "cpu-clock", "-o", os.path.join(tmp, "nobody-plain.samples"), "--", suid,
+                      os.path.join(tmp, "p.truth"), "1"])
+    c.check(r.returncode == 0 and "privileges" not in r.stderr, f"nobody samples a plain program: {r.stderr[-300:]!r}")
+else:
+    print("SKIP: the set-user-ID checks need root (setpriv to nobody)")
+shutil.rmtree(suid_dir, ignore_errors=True)
 
 shutil.rmtree(tmp, ignore_errors=True)
 c.done()

@@ -101,13 +101,19 @@ static size_t rewrite(const uint8_t *buf, size_t len, want *w)
     FUZZ_CHECK(sw != NULL, "swriter_open: %s", err.msg);
     size_t ns = 0;
     uint32_t learn_of[16] = {0};    /* learn event id -> its profile event + 1 */
+    uint64_t declared[4] = {0};     /* event ids an EVENT record declared: the replay leaves out samples of others */
     icpp_srec rec;
     for (int k = 0; k < MAX_RECORDS && icpp_sreader_next(r, &rec, &err) == 1; k++) {
+        if ((rec.type == ICPP_SREC_SAMPLE || rec.type == ICPP_SREC_LSAMPLE) &&
+            (rec.u.sample.event >= 256 || !(declared[rec.u.sample.event / 64] >> (rec.u.sample.event % 64) & 1)))
+            continue;
         switch (rec.type) {
         case ICPP_SREC_INFO:
             icpp_swriter_info(sw, rec.u.info.key, rec.u.info.val);
             break;
         case ICPP_SREC_EVENT:
+            if (rec.u.event.id < 256)
+                declared[rec.u.event.id / 64] |= 1ull << (rec.u.event.id % 64);
             if (rec.u.event.role == ICPP_EVENT_LEARN && rec.u.event.id < 16)
                 learn_of[rec.u.event.id] = rec.u.event.of + 1;
             icpp_swriter_event(sw, rec.u.event.id, rec.u.event.name, rec.u.event.type, rec.u.event.config,
@@ -156,7 +162,7 @@ static size_t rewrite(const uint8_t *buf, size_t len, want *w)
         }
     }
     icpp_sreader_close(r);
-    FUZZ_CHECK(icpp_swriter_close(sw, ns, 0, &err) == 0, "swriter_close: %s", err.msg);
+    FUZZ_CHECK(icpp_swriter_close(sw, icpp_swriter_samples(sw), 0, &err) == 0, "swriter_close: %s", err.msg);
     return ns;
 }
 
@@ -207,6 +213,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const icpp_replay_info *info = icpp_replay_info_get(rp);
     FUZZ_CHECK(n == nw && info->samples == nw, "%zu samples written, %zu replayed, info says %llu", nw, n,
                (unsigned long long)info->samples);
+    /* what the writer wrote adds up (docs/samples-format.md, "What a reader checks") */
+    FUZZ_CHECK(info->clean_end && info->end_samples == info->before_end && info->before_end == nw &&
+                   !info->after_end && !info->after_exit && !info->unknown_event,
+               "the written file does not add up: END %llu, %llu before it, %llu after, %llu after exits, "
+               "%llu of undeclared events", (unsigned long long)info->end_samples,
+               (unsigned long long)info->before_end, (unsigned long long)info->after_end,
+               (unsigned long long)info->after_exit, (unsigned long long)info->unknown_event);
     FUZZ_CHECK(info->clean_end && info->truncated == 0, "file written whole reads as cut short");
     FUZZ_CHECK(info->nevents <= 8, "nevents %u", info->nevents);
     icpp_replay_close(rp);

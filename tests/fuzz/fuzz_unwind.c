@@ -202,6 +202,7 @@ static void init(void)
     icpp_swriter *sw = icpp_swriter_open(file, &err);
     FUZZ_CHECK(sw != NULL, "swriter_open: %s", err.msg);
     snap_take(&mm);
+    icpp_swriter_event(sw, 0, "cpu-clock", 1, 0, 1000, 0, 0, 0, 0);   /* a sample's event is declared */
     icpp_swriter_proc(sw, PID, 1, snap_r[DW_RSP] + snap_size, mods[0].path, 0);
     record_maps(sw, &mm);
     icpp_swriter_sample(sw, PID, PID, 0, 1, snap_r[DW_RIP], snap_r[DW_RSP], snap_r[6], NULL);
