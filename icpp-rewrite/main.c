@@ -344,8 +344,9 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
 }
 
 /* Refuse, before any work, an OUT that is PROG itself, that cannot be
- * written, or that the output rule (lib/fsafe.h) refuses; the same for its map. */
-static void check_outputs(const char *prog, const char *out, const char *out_map)
+ * written, or that the output rule (lib/fsafe.h) refuses; the same for its
+ * map; and either of them when it is an input (PROG or MAP: the same-file rule). */
+static void check_outputs(const char *prog, const char *map_path, const char *out, const char *out_map)
 {
     icpp_err err;
     struct stat sp, so;
@@ -368,6 +369,9 @@ static void check_outputs(const char *prog, const char *out, const char *out_map
         die(1, "%s (it would be %s's map)", err.msg, out);
     if (k == ICPP_FS_CHARDEV)
         die(1, "%s exists and is not a regular file (it would be %s's map)", out_map, out);
+    const char *inputs[] = {prog, map_path};
+    if (icpp_fs_output_not_input(out, inputs, 2, &err) < 0 || icpp_fs_output_not_input(out_map, inputs, 2, &err) < 0)
+        die(1, "%s", err.msg);
     free(d1);
 }
 
@@ -535,7 +539,7 @@ int main(int argc, char **argv)
     if (!icpp_build_id_eq(&mm->build_id, bid))     /* bid->len > 0: checked above */
         die(1, "%s is a map of %s (build-id %s), not of %s (build-id %s): train this program with icpp-train",
             map_path, icpp_escape(mm->path, mpe, sizeof mpe), hex_map, prog, hex_old);
-    check_outputs(prog, out, out_map);
+    check_outputs(prog, map_path, out, out_map);
 
     /* Analysis. */
     t_read = icpp_cli_cpu_seconds();

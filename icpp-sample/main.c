@@ -28,6 +28,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -762,6 +763,50 @@ static void add_default_bytes(session *s, int argc, char **argv)
     }
 }
 
+/* The file execvp runs for cmd (PATH searched when it has no '/', an empty
+ * entry being the current directory), in buf; NULL when there is none (the
+ * exec then says so). */
+static const char *program_file(const char *cmd, char *buf, size_t n)
+{
+    if (strchr(cmd, '/'))
+        return cmd;
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/bin:/usr/bin";     /* glibc's default */
+    for (const char *p = path;; ) {
+        const char *e = strchrnul(p, ':');
+        int len = (int)(e - p);
+        struct stat st;
+        if ((size_t)snprintf(buf, n, "%.*s%s%s", len, p, len ? "/" : "", cmd) < n && access(buf, X_OK) == 0 &&
+            stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+            return buf;
+        if (!*e)
+            return NULL;
+        p = e + 1;
+    }
+}
+
+/* The same-file rule (lib/fsafe.h): the recording is not the program, and
+ * neither is OUT.old when an existing OUT is moved there. */
+static void check_not_program(const char *out, pid_t attach, const char *cmd)
+{
+    char buf[4096], old[4096];
+    const char *prog;
+    if (attach) {
+        snprintf(buf, sizeof buf, "/proc/%d/exe", (int)attach);
+        prog = buf;
+    } else {
+        prog = program_file(cmd, buf, sizeof buf);
+    }
+    icpp_err err;
+    if (icpp_fs_output_not_input(out, &prog, 1, &err) < 0)
+        die("%s", err.msg);
+    struct stat st;
+    snprintf(old, sizeof old, "%s.old", out);
+    if (lstat(out, &st) == 0 && S_ISREG(st.st_mode) && icpp_fs_output_not_input(old, &prog, 1, &err) < 0)
+        die("%s (the previous %s would be moved there)", err.msg, out);
+}
+
 /* ---- the steps of main ---- */
 
 /* Fork the child that runs cmd: it waits for a byte on go[0], then asks to be
@@ -1057,6 +1102,7 @@ int main(int argc, char **argv)
     icpp_err ferr;
     if (icpp_fs_output_check(out, &ferr) < 0)
         die("%s", ferr.msg);
+    check_not_program(out, attach, attach ? NULL : argv[optind]);
     if (!attach && strchr(argv[optind], '/') && icpp_fs_check_regular(argv[optind], &ferr) < 0 &&
         ferr.code == EINVAL)
         die("%s", ferr.msg);
