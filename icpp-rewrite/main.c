@@ -680,14 +680,29 @@ int main(int argc, char **argv)
     if (icpp_pathmap_stats(npm, &after, &err) < 0)
         die(1, "%s", err.msg);
     t_map = icpp_cli_cpu_seconds();
-    if (rw_image_write(&img, out, &err) < 0)
-        die(1, "%s", err.msg);
-    if (icpp_pathmap_write(npm, out_map, &err) < 0) {
-        struct stat ost;
-        if (lstat(out, &ost) == 0 && S_ISREG(ost.st_mode))
-            unlink(out);    /* never leave a binary without its map (a device stays) */
-        die(1, "%s (%s removed)", err.msg, out);
+    /* The binary and its map belong together: both new files are written
+     * first, then both replace the previous ones, or neither does (the map
+     * is put in place first, the binary last: lib/fsafe.h). */
+    icpp_fs_out ob, om;
+    uint8_t *mbuf;
+    size_t mlen;
+    if (icpp_pathmap_encode(npm, &mbuf, &mlen, &err) < 0)
+        die(1, "%s: %s", out_map, err.msg);
+    if (rw_image_write(&img, &ob, out, &err) < 0)
+        die(1, "%s (neither %s nor %s was changed)", err.msg, out, out_map);
+    if (icpp_fs_out_begin(&om, out_map, ICPP_FS_MODE_PLAIN, &err) < 0) {
+        icpp_fs_out_abort(&ob);
+        die(1, "%s (neither %s nor %s was changed)", err.msg, out, out_map);
     }
+    int we = icpp_fs_write_all(om.fd, mbuf, mlen);
+    free(mbuf);
+    if (we) {
+        icpp_fs_out_abort(&om);
+        icpp_fs_out_abort(&ob);
+        die(1, "%s: write failed: %s (neither %s nor %s was changed)", out_map, strerror(we), out, out_map);
+    }
+    if (icpp_fs_out_commit_pair(&om, &ob, &err) < 0)
+        die(1, "%s", err.msg);
     t_write = icpp_cli_cpu_seconds();
 
     if (!quiet) {
