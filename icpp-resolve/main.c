@@ -239,6 +239,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: out of memory\n");
         return 1;
     }
+    icpp_fs_remove_temps_on_signal();   /* -o's and --save-map's new files, not yet in place */
     while ((c = getopt_long(argc, argv, "m:o:n:qh", lo, NULL)) != -1) {
         switch (c) {
         case OPT_SCRIPT: do_script = 1; break;

@@ -990,6 +990,7 @@ int trend_main(int argc, char **argv)
         free(o.dirs);
         return 2;
     }
+    icpp_fs_remove_temps_on_signal();   /* -o's and the plots' new files, not yet in place */
     icpp_err err;
     if ((o.out && icpp_fs_output_check(o.out, &err) < 0)) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);

@@ -517,6 +517,8 @@ int main(int argc, char **argv)
     char out_map[PATH_MAX + 16];
     snprintf(out_map, sizeof out_map, "%s.icppmap", out);
 
+    /* A new file not yet in place is removed when SIGINT, SIGTERM or SIGHUP end us. */
+    icpp_fs_remove_temps_on_signal();
     /* Inputs, checked before any work. */
     double t_start = icpp_cli_cpu_seconds(), t_read, t_analysis, t_search, t_map, t_write;
     icpp_err err;
