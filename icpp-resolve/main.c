@@ -289,10 +289,19 @@ int main(int argc, char **argv)
     icpp_err err;
     fmt_t fmt = F_TEXT;
     out_opts oo = {20, 0, 0, 0.5, 0};
+    /* Every file read, for the same-file rule (lib/fsafe.h): -m maps, then the recording. */
+    const char **inputs = malloc(((size_t)argc + 1) * sizeof *inputs);
+    size_t ninputs = 0;
+    if (!inputs) {
+        fprintf(stderr, "icpp-resolve: out of memory\n");
+        return 1;
+    }
+    icpp_fs_remove_temps_on_signal();   /* -o's and --save-map's new files, not yet in place */
     while ((c = getopt_long(argc, argv, "m:o:n:qh", lo, NULL)) != -1) {
         switch (c) {
         case OPT_SCRIPT: do_script = 1; break;
         case 'm':
+            inputs[ninputs++] = optarg;
             if (mapset_add_map(&ms, optarg, &err) < 0) {
                 fprintf(stderr, "icpp-resolve: %s\n", err.msg);
                 return 1;
@@ -391,12 +400,18 @@ int main(int argc, char **argv)
     }
     const char *samples = argv[optind];
     dfd_setup(no_dfd, dfd_budget, quiet);
-    /* The output rule (lib/fsafe.h) before any work. */
+    inputs[ninputs++] = samples;
+    /* The output rule and the same-file rule (lib/fsafe.h) before any work:
+     * -o is none of the inputs; --save-map may be a map read (it adds to it),
+     * never the recording. */
     if ((out_path && icpp_fs_output_check(out_path, &err) < 0) ||
-        (save_map && icpp_fs_output_check(save_map, &err) < 0)) {
+        (save_map && icpp_fs_output_check(save_map, &err) < 0) ||
+        (out_path && icpp_fs_output_not_input(out_path, inputs, ninputs, &err) < 0) ||
+        (save_map && icpp_fs_output_not_input(save_map, &samples, 1, &err) < 0)) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
+    free(inputs);
     if (do_script) {
         int r = script(samples, inlines, &ms);
         mapset_free(&ms);
@@ -411,6 +426,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         mapset_free(&ms);
         return 1;
+    }
+    /* -o against the maps found by name or in --map-dir too. */
+    for (size_t i = 0; out_path && i < ms.nmaps; i++) {
+        const char *mp = ms.maps[i].path;
+        if (icpp_fs_output_not_input(out_path, &mp, 1, &err) < 0) {
+            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+            mapset_free(&ms);
+            return 1;
+        }
     }
     const icpp_pathmap *pm = ms.all;
     char map_path[4096];

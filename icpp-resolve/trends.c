@@ -358,6 +358,23 @@ static int same_program(trend_ctx *t, size_t r, const mapset *ms)
     return 0;
 }
 
+/* The same-file rule (lib/fsafe.h): `out` is none of the recordings and
+ * none of the maps given (`more`: the maps a run found, or NULL); 0, or -1
+ * after saying why. */
+static int not_an_input(const trend_ctx *t, const topts *o, const char *out, const mapset *more)
+{
+    icpp_err err;
+    int bad = icpp_fs_output_not_input(out, (const char *const *)t->runs, t->nruns, &err) < 0 ||
+              icpp_fs_output_not_input(out, o->maps, o->nmaps, &err) < 0;
+    for (size_t i = 0; !bad && more && i < more->nmaps; i++) {
+        const char *mp = more->maps[i].path;
+        bad = icpp_fs_output_not_input(out, &mp, 1, &err) < 0;
+    }
+    if (bad)
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+    return bad ? -1 : 0;
+}
+
 /* Resolve run r as icpp-resolve resolves one recording, and add its paths'
  * samples to the series. */
 static int resolve_run(trend_ctx *t, size_t r, const topts *o)
@@ -382,7 +399,7 @@ static int resolve_run(trend_ctx *t, size_t r, const topts *o)
         icpp_err_prefix(&err, "%s", path);
         goto fail;
     }
-    if (same_program(t, r, &ms) < 0)
+    if (same_program(t, r, &ms) < 0 || (o->out && not_an_input(t, o, o->out, &ms) < 0))
         goto out;
     rp = icpp_replay_open(path, &err);
     if (!rp)
@@ -854,6 +871,8 @@ static int write_plots(const trend_ctx *t, tfit **v, const topts *o)
         char path[4096], *buf = NULL;
         size_t len = 0;
         snprintf(path, sizeof path, "%s/trend-%02zu.svg", o->plots, i + 1);
+        if (not_an_input(t, o, path, NULL) < 0)
+            return -1;
         FILE *m = open_memstream(&buf, &len);
         if (!m) {
             fprintf(stderr, "icpp-resolve: out of memory\n");
@@ -971,11 +990,14 @@ int trend_main(int argc, char **argv)
         free(o.dirs);
         return 2;
     }
+    icpp_fs_remove_temps_on_signal();   /* -o's and the plots' new files, not yet in place */
     icpp_err err;
     if ((o.out && icpp_fs_output_check(o.out, &err) < 0)) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         goto out;
     }
+    if (o.out && not_an_input(&t, &o, o.out, NULL) < 0)
+        goto out;
     if (!(t.x = calloc(t.nruns, sizeof *t.x)))
         goto oom;
     if (read_headers(&t, &o) < 0)

@@ -123,13 +123,21 @@ int rw_image_set_build_id(rw_image *img, const icpp_build_id *bid, icpp_err *err
     return 0;
 }
 
-int rw_image_write(const rw_image *img, const char *path, icpp_err *err)
+int rw_image_write(const rw_image *img, icpp_fs_out *o, const char *path, icpp_err *err)
 {
     /* Execute wherever read is allowed, as the original (a program); created
      * with that mode under the output rule (lib/fsafe.h), never chmod'ed by
      * name afterwards (a name can be a link to someone else's file). */
     mode_t mode = (img->mode | ((img->mode & 0444) >> 2) | 0100) & 07777;
-    return icpp_fs_write_file(path, img->bytes, img->len, mode, err) < 0 ? -1 : 0;
+    if (icpp_fs_out_begin(o, path, mode, err) < 0)
+        return -1;
+    int e = icpp_fs_write_all(o->fd, img->bytes, img->len);
+    if (e) {
+        icpp_fs_out_abort(o);
+        icpp_err_set(err, e, "%s: write failed: %s", path, strerror(e));
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- a new segment (docs/rewrite.md, "The new segment") ---- */

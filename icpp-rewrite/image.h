@@ -8,6 +8,7 @@
 
 #include "defs.h"
 #include "err.h"
+#include "fsafe.h"
 #include "module.h"
 
 #define RW_MAX_SEGS 64
@@ -47,9 +48,11 @@ uint8_t *rw_image_code(const rw_image *img, uint64_t addr, size_t *avail);
 /* Replace the build-id descriptor (same length). */
 int rw_image_set_build_id(rw_image *img, const icpp_build_id *bid, icpp_err *err);
 
-/* Write the image to `path` (temporary file beside it, fsync, rename) with the
- * original's permission bits plus execute for whoever may read it. */
-int rw_image_write(const rw_image *img, const char *path, icpp_err *err);
+/* Begin `o` at `path` under the output rule (a new file beside it) with the
+ * original's permission bits plus execute for whoever may read it, and
+ * write the image into it; the caller commits it together with its map
+ * (icpp_fs_out_commit_pair) or aborts.  On failure o is aborted, -1. */
+int rw_image_write(const rw_image *img, icpp_fs_out *o, const char *path, icpp_err *err);
 
 /* A segment to append (docs/rewrite.md, "The new segment"): data[0..len)
  * loaded at vaddr (rw_image_new_vaddr), whose first rw_image_phdr_room

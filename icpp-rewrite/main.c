@@ -344,8 +344,9 @@ static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
 }
 
 /* Refuse, before any work, an OUT that is PROG itself, that cannot be
- * written, or that the output rule (lib/fsafe.h) refuses; the same for its map. */
-static void check_outputs(const char *prog, const char *out, const char *out_map)
+ * written, or that the output rule (lib/fsafe.h) refuses; the same for its
+ * map; and either of them when it is an input (PROG or MAP: the same-file rule). */
+static void check_outputs(const char *prog, const char *map_path, const char *out, const char *out_map)
 {
     icpp_err err;
     struct stat sp, so;
@@ -368,6 +369,9 @@ static void check_outputs(const char *prog, const char *out, const char *out_map
         die(1, "%s (it would be %s's map)", err.msg, out);
     if (k == ICPP_FS_CHARDEV)
         die(1, "%s exists and is not a regular file (it would be %s's map)", out_map, out);
+    const char *inputs[] = {prog, map_path};
+    if (icpp_fs_output_not_input(out, inputs, 2, &err) < 0 || icpp_fs_output_not_input(out_map, inputs, 2, &err) < 0)
+        die(1, "%s", err.msg);
     free(d1);
 }
 
@@ -513,6 +517,8 @@ int main(int argc, char **argv)
     char out_map[PATH_MAX + 16];
     snprintf(out_map, sizeof out_map, "%s.icppmap", out);
 
+    /* A new file not yet in place is removed when SIGINT, SIGTERM or SIGHUP end us. */
+    icpp_fs_remove_temps_on_signal();
     /* Inputs, checked before any work. */
     double t_start = icpp_cli_cpu_seconds(), t_read, t_analysis, t_search, t_map, t_write;
     icpp_err err;
@@ -535,7 +541,7 @@ int main(int argc, char **argv)
     if (!icpp_build_id_eq(&mm->build_id, bid))     /* bid->len > 0: checked above */
         die(1, "%s is a map of %s (build-id %s), not of %s (build-id %s): train this program with icpp-train",
             map_path, icpp_escape(mm->path, mpe, sizeof mpe), hex_map, prog, hex_old);
-    check_outputs(prog, out, out_map);
+    check_outputs(prog, map_path, out, out_map);
 
     /* Analysis. */
     t_read = icpp_cli_cpu_seconds();
@@ -681,14 +687,29 @@ int main(int argc, char **argv)
     if (icpp_pathmap_stats(npm, &after, &err) < 0)
         die(1, "%s", err.msg);
     t_map = icpp_cli_cpu_seconds();
-    if (rw_image_write(&img, out, &err) < 0)
-        die(1, "%s", err.msg);
-    if (icpp_pathmap_write(npm, out_map, &err) < 0) {
-        struct stat ost;
-        if (lstat(out, &ost) == 0 && S_ISREG(ost.st_mode))
-            unlink(out);    /* never leave a binary without its map (a device stays) */
-        die(1, "%s (%s removed)", err.msg, out);
+    /* The binary and its map belong together: both new files are written
+     * first, then both replace the previous ones, or neither does (the map
+     * is put in place first, the binary last: lib/fsafe.h). */
+    icpp_fs_out ob, om;
+    uint8_t *mbuf;
+    size_t mlen;
+    if (icpp_pathmap_encode(npm, &mbuf, &mlen, &err) < 0)
+        die(1, "%s: %s", out_map, err.msg);
+    if (rw_image_write(&img, &ob, out, &err) < 0)
+        die(1, "%s (neither %s nor %s was changed)", err.msg, out, out_map);
+    if (icpp_fs_out_begin(&om, out_map, ICPP_FS_MODE_PLAIN, &err) < 0) {
+        icpp_fs_out_abort(&ob);
+        die(1, "%s (neither %s nor %s was changed)", err.msg, out, out_map);
     }
+    int we = icpp_fs_write_all(om.fd, mbuf, mlen);
+    free(mbuf);
+    if (we) {
+        icpp_fs_out_abort(&om);
+        icpp_fs_out_abort(&ob);
+        die(1, "%s: write failed: %s (neither %s nor %s was changed)", out_map, strerror(we), out, out_map);
+    }
+    if (icpp_fs_out_commit_pair(&om, &ob, &err) < 0)
+        die(1, "%s", err.msg);
     t_write = icpp_cli_cpu_seconds();
 
     if (!quiet) {

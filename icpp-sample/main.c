@@ -766,28 +766,51 @@ static void add_default_bytes(session *s, int argc, char **argv)
     }
 }
 
-/* ---- the steps of main ---- */
-
-/* The program's file as execvp would find it (realpath), or NULL. */
-static char *find_in_path(const char *prog)
+/* The file execvp runs for cmd (PATH searched when it has no '/', an empty
+ * entry being the current directory), in buf; NULL when there is none (the
+ * exec then says so). */
+static const char *program_file(const char *cmd, char *buf, size_t n)
 {
-    if (strchr(prog, '/'))
-        return realpath(prog, NULL);
+    if (strchr(cmd, '/'))
+        return cmd;
     const char *path = getenv("PATH");
     if (!path)
-        path = "/usr/bin:/bin";
-    char *dup = strdup(path), *save = NULL;
-    for (char *d = dup ? strtok_r(dup, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
-        char buf[PATH_MAX];
-        snprintf(buf, sizeof buf, "%s/%s", *d ? d : ".", prog);
-        if (access(buf, X_OK) == 0) {
-            free(dup);
-            return realpath(buf, NULL);
-        }
+        path = "/bin:/usr/bin";     /* glibc's default */
+    for (const char *p = path;; ) {
+        const char *e = strchrnul(p, ':');
+        int len = (int)(e - p);
+        struct stat st;
+        if ((size_t)snprintf(buf, n, "%.*s%s%s", len, p, len ? "/" : "", cmd) < n && access(buf, X_OK) == 0 &&
+            stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+            return buf;
+        if (!*e)
+            return NULL;
+        p = e + 1;
     }
-    free(dup);
-    return NULL;
 }
+
+/* The same-file rule (lib/fsafe.h): the recording is not the program, and
+ * neither is OUT.old when an existing OUT is moved there. */
+static void check_not_program(const char *out, pid_t attach, const char *cmd)
+{
+    char buf[4096], old[4096];
+    const char *prog;
+    if (attach) {
+        snprintf(buf, sizeof buf, "/proc/%d/exe", (int)attach);
+        prog = buf;
+    } else {
+        prog = program_file(cmd, buf, sizeof buf);
+    }
+    icpp_err err;
+    if (icpp_fs_output_not_input(out, &prog, 1, &err) < 0)
+        die("%s", err.msg);
+    struct stat st;
+    snprintf(old, sizeof old, "%s.old", out);
+    if (lstat(out, &st) == 0 && S_ISREG(st.st_mode) && icpp_fs_output_not_input(old, &prog, 1, &err) < 0)
+        die("%s (the previous %s would be moved there)", err.msg, out);
+}
+
+/* ---- the steps of main ---- */
 
 /* A traced exec (spawn_stopped) does not raise privileges: the kernel runs
  * a set-user-ID or set-group-ID program, or one with file capabilities, with
@@ -797,12 +820,11 @@ static void warn_privileges(const char *prog)
 {
     if (geteuid() == 0)
         return;
-    char *path = find_in_path(prog);
+    char buf[4096];
+    const char *path = program_file(prog, buf, sizeof buf);
     struct stat st;
-    if (!path || stat(path, &st) < 0) {
-        free(path);
+    if (!path || stat(path, &st) < 0)
         return;
-    }
     const char *what = NULL;
     if ((st.st_mode & S_ISUID) && st.st_uid != geteuid())
         what = "set-user-ID";
@@ -817,7 +839,6 @@ static void warn_privileges(const char *prog)
                         "and may behave otherwise (sample it as root to keep them)\n",
                 what[0] == 'f' ? "given " : "", what);
     }
-    free(path);
 }
 
 /* Fork the child that runs cmd: it waits for a byte on go[0], then asks to be
@@ -1135,6 +1156,7 @@ int main(int argc, char **argv)
     icpp_err ferr;
     if (icpp_fs_output_check(out, &ferr) < 0)
         die("%s", ferr.msg);
+    check_not_program(out, attach, attach ? NULL : argv[optind]);
     if (!attach && strchr(argv[optind], '/') && icpp_fs_check_regular(argv[optind], &ferr) < 0 &&
         ferr.code == EINVAL)
         die("%s", ferr.msg);

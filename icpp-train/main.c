@@ -864,8 +864,10 @@ int main(int argc, char **argv)
         free(b);
         out = defmap;
     }
-    /* The output rule (lib/fsafe.h), before the program runs. */
-    if (icpp_fs_output_check(out, &err) < 0)
+    /* The output rule and the same-file rule (lib/fsafe.h), before the
+     * program runs: the map is never the program (nor, below, the agent). */
+    const char *exe_in = exe;
+    if (icpp_fs_output_check(out, &err) < 0 || icpp_fs_output_not_input(out, &exe_in, 1, &err) < 0)
         die(1, "%s", err.msg);
     icpp_pathmap *old = NULL;
     struct stat st;
@@ -888,6 +890,9 @@ int main(int argc, char **argv)
         die(1, "cannot find libicpp-agent.so next to icpp-train, nor installed (" ICPP_AGENT_PATH "): set ICPP_AGENT to its path");
     if (icpp_fs_check_regular(agent, &err) < 0)      /* ld.so would block on a FIFO */
         die(1, "ICPP_AGENT: %s", err.msg);
+    const char *agent_in = agent;
+    if (icpp_fs_output_not_input(out, &agent_in, 1, &err) < 0)
+        die(1, "%s", err.msg);
 
     char tdir[PATH_MAX];
     if (make_train_dir(tdir, sizeof tdir) < 0)

@@ -225,6 +225,20 @@ int icpp_fs_output_check(const char *path, icpp_err *err)
     return r < 0 ? r : ICPP_FS_REGULAR;
 }
 
+int icpp_fs_output_not_input(const char *out, const char *const *inputs, size_t n, icpp_err *err)
+{
+    struct stat so, si;
+    if (stat(out, &so) < 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (inputs[i] && stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+            return icpp_err_set(err, EINVAL,
+                                "%s is the same file as the input %s: ICPP never writes over its input; choose "
+                                "another output path",
+                                out, inputs[i]);
+    return 0;
+}
+
 /* Open the character device at path for writing, checking it still is one. */
 static int open_device(const char *path, icpp_err *err)
 {
@@ -268,6 +282,85 @@ static int create_beside(const char *path, mode_t mode, char **tmpp, icpp_err *e
     return icpp_err_set(err, EEXIST, "%s: cannot create a file beside it: too many taken names", path);
 }
 
+/* New files a signal should remove (icpp_fs_remove_temps_on_signal): a few
+ * slots of pointers to their malloc'd names, set while a name exists and
+ * cleared before it is freed, so the handler reads only stable strings and
+ * calls only unlink, signal and raise (async-signal-safe). */
+enum { SIG_SLOTS = 8 };
+static char *volatile sig_tmps[SIG_SLOTS];
+static volatile sig_atomic_t sig_enabled;
+static const int sig_nums[] = {SIGINT, SIGTERM, SIGHUP};
+
+static void on_signal(int sig)
+{
+    for (int i = 0; i < SIG_SLOTS; i++) {
+        char *t = sig_tmps[i];
+        if (t)
+            unlink(t);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);     /* blocked until the handler returns: then the default action */
+}
+
+/* Our handler on each of sig_nums whose action is the default (a tool's
+ * own handler or an ignored signal is left alone). */
+static void install_handlers(void)
+{
+    for (size_t i = 0; i < sizeof sig_nums / sizeof *sig_nums; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sig_nums[i], NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+            old.sa_handler == SIG_DFL) {
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_signal;
+            sigaction(sig_nums[i], &sa, NULL);
+        }
+    }
+}
+
+static void sig_register(char *tmp)
+{
+    int free_slot = -1;
+    for (int i = 0; i < SIG_SLOTS; i++) {
+        if (sig_tmps[i] == tmp)
+            return;
+        if (!sig_tmps[i] && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot >= 0)
+        sig_tmps[free_slot] = tmp;
+}
+
+static void sig_unregister(const char *tmp)
+{
+    for (int i = 0; i < SIG_SLOTS && tmp; i++)
+        if (sig_tmps[i] == tmp)
+            sig_tmps[i] = NULL;
+}
+
+void icpp_fs_remove_temps_on_signal(void)
+{
+    sig_enabled = 1;
+    install_handlers();
+}
+
+void icpp_fs_out_remove_on_signal(icpp_fs_out *o)
+{
+    icpp_fs_remove_temps_on_signal();
+    if (o->tmp)
+        sig_register(o->tmp);
+}
+
+/* Block the signals the handler catches (while a new file is created and
+ * registered, or a pair renamed); *old receives the previous mask. */
+static void sig_block(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof sig_nums / sizeof *sig_nums; i++)
+        sigaddset(&set, sig_nums[i]);
+    sigprocmask(SIG_BLOCK, &set, old);
+}
+
 int icpp_fs_out_begin(icpp_fs_out *o, const char *path, mode_t mode, icpp_err *err)
 {
     memset(o, 0, sizeof *o);
@@ -277,7 +370,21 @@ int icpp_fs_out_begin(icpp_fs_out *o, const char *path, mode_t mode, icpp_err *e
         return k;
     if (!(o->path = strdup(path)))
         return icpp_err_set(err, ENOMEM, "%s: out of memory", path);
-    int fd = k == ICPP_FS_CHARDEV ? open_device(path, err) : create_beside(path, mode, &o->tmp, err);
+    int fd;
+    if (k == ICPP_FS_CHARDEV)
+        fd = open_device(path, err);
+    else if (!sig_enabled)
+        fd = create_beside(path, mode, &o->tmp, err);
+    else {
+        /* No signal between the new file's creation and its registration. */
+        sigset_t old;
+        sig_block(&old);
+        install_handlers();
+        fd = create_beside(path, mode, &o->tmp, err);
+        if (fd >= 0)
+            sig_register(o->tmp);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+    }
     if (fd < 0) {
         free(o->path);
         o->path = NULL;
@@ -294,38 +401,9 @@ FILE *icpp_fs_out_fopen(icpp_fs_out *o)
     return o->fp;
 }
 
-/* The new file a signal should remove (icpp_fs_out_remove_on_signal). */
-static char *volatile sig_tmp;
-
-static void on_signal(int sig)
-{
-    char *t = sig_tmp;
-    if (t)
-        unlink(t);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-void icpp_fs_out_remove_on_signal(icpp_fs_out *o)
-{
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    if (!o->tmp)
-        return;
-    sig_tmp = o->tmp;
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
-        struct sigaction old, sa;
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = on_signal;
-            sigaction(sigs[i], &sa, NULL);
-        }
-    }
-}
-
 static void out_free(icpp_fs_out *o)
 {
-    if (sig_tmp && sig_tmp == o->tmp)
-        sig_tmp = NULL;
+    sig_unregister(o->tmp);
     free(o->path);
     free(o->tmp);
     o->path = o->tmp = NULL;
@@ -333,7 +411,8 @@ static void out_free(icpp_fs_out *o)
     o->fp = NULL;
 }
 
-int icpp_fs_out_commit(icpp_fs_out *o, icpp_err *err)
+/* Flush, fsync (a new file) and close o: 0 or the errno of the first failure. */
+static int out_finish(icpp_fs_out *o)
 {
     int e = 0;
     if (o->fp) {
@@ -345,6 +424,14 @@ int icpp_fs_out_commit(icpp_fs_out *o, icpp_err *err)
         e = errno;
     if ((o->fp ? fclose(o->fp) : close(o->fd)) != 0 && !e)
         e = errno;
+    o->fd = -1;
+    o->fp = NULL;
+    return e;
+}
+
+int icpp_fs_out_commit(icpp_fs_out *o, icpp_err *err)
+{
+    int e = out_finish(o);
     if (e) {
         if (o->tmp)
             unlink(o->tmp);
@@ -362,6 +449,77 @@ int icpp_fs_out_commit(icpp_fs_out *o, icpp_err *err)
     }
     out_free(o);
     return 0;
+}
+
+/* Put a's new file at a's path so that it can be undone: 1 when the
+ * previous file was exchanged with it (now at a->tmp), 2 when there was no
+ * previous file, 3 when it was replaced for good (a file system without
+ * RENAME_EXCHANGE); -errno when nothing changed. */
+static int pair_first(icpp_fs_out *a)
+{
+    if (renameat2(AT_FDCWD, a->tmp, AT_FDCWD, a->path, RENAME_EXCHANGE) == 0)
+        return 1;
+    if (errno == ENOENT && renameat2(AT_FDCWD, a->tmp, AT_FDCWD, a->path, RENAME_NOREPLACE) == 0)
+        return 2;
+    if ((errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) && rename(a->tmp, a->path) == 0)
+        return 3;
+    return -errno;
+}
+
+int icpp_fs_out_commit_pair(icpp_fs_out *first, icpp_fs_out *last, icpp_err *err)
+{
+    icpp_fs_out *both[2] = {first, last};
+    icpp_fs_out *bad = NULL;
+    int e = 0;
+    for (int i = 0; i < 2; i++) {
+        int ei = out_finish(both[i]);
+        if (ei && !e)
+            e = ei, bad = both[i];
+    }
+    char *fp = first->path, *lp = last->path;
+    if (e) {
+        for (int i = 0; i < 2; i++)
+            if (both[i]->tmp)
+                unlink(both[i]->tmp);
+        icpp_err_set(err, e, "%s: write failed: %s (neither %s nor %s was changed)", bad->path, strerror(e), fp, lp);
+        out_free(first);
+        out_free(last);
+        return -e;
+    }
+    /* Both complete; no signal while they are renamed (it would remove the
+     * second while the first is in place). */
+    sigset_t old;
+    sig_block(&old);
+    int how = first->tmp ? pair_first(first) : 0;
+    if (how < 0) {
+        e = -how;
+        unlink(first->tmp);
+        if (last->tmp)
+            unlink(last->tmp);
+        icpp_err_set(err, e, "%s: cannot replace: %s (neither %s nor %s was changed)", fp, strerror(e), fp, lp);
+    } else if (last->tmp && rename(last->tmp, last->path) < 0) {
+        e = errno;
+        unlink(last->tmp);
+        /* Undo the first: its previous file back (or none, as before). */
+        int undone = how == 1 ? renameat2(AT_FDCWD, first->tmp, AT_FDCWD, fp, RENAME_EXCHANGE) == 0
+                   : how == 2 ? unlink(fp) == 0
+                              : 0;
+        if (undone) {
+            if (how == 1)
+                unlink(first->tmp);
+            icpp_err_set(err, e, "%s: cannot replace: %s (neither %s nor %s was changed)", lp, strerror(e), fp, lp);
+        } else {
+            icpp_err_set(err, e, "%s: cannot replace: %s, and %s, already replaced, could not be put back: the two "
+                                 "do not belong together; remove both",
+                         lp, strerror(e), fp);
+        }
+    } else if (how == 1) {
+        unlink(first->tmp);     /* the previous file */
+    }
+    out_free(first);
+    out_free(last);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return e ? -e : 0;
 }
 
 void icpp_fs_out_abort(icpp_fs_out *o)

@@ -67,6 +67,14 @@ typedef enum icpp_fs_kind {
  * one-line message naming the path and what to do. */
 int icpp_fs_output_check(const char *path, icpp_err *err);
 
+/* The same-file rule: refuse `out` when it is the same file (device and
+ * inode, links followed) as any of the n paths in `inputs` (NULL entries
+ * skipped): "OUT is the same file as the input IN: ...".  An absent output,
+ * or an input that cannot be stat'ed, is no conflict.  Every tool checks
+ * every output against every input it reads, before any work.  0, or -EINVAL
+ * with *err set. */
+int icpp_fs_output_not_input(const char *out, const char *const *inputs, size_t n, icpp_err *err);
+
 typedef struct icpp_fs_out {
     int   fd;       /* where to write (-1 once committed or aborted) */
     FILE *fp;       /* set by icpp_fs_out_fopen; then fd belongs to it */
@@ -83,11 +91,22 @@ FILE *icpp_fs_out_fopen(icpp_fs_out *o);
  * failure (a write error the stream latched, a full disk) the new file is
  * removed and the previous one kept; returns -errno with *err set. */
 int icpp_fs_out_commit(icpp_fs_out *o, icpp_err *err);
+/* Two outputs that belong together (icpp-rewrite's binary and its map):
+ * both or neither are replaced.  Both new files are completed (flushed,
+ * fsynced, closed) before either is renamed; then `first` is put in place
+ * (exchanged with its previous file, RENAME_EXCHANGE), then `last` renamed
+ * over its path; if that fails, `first`'s previous file is put back (or the
+ * new one removed when there was none).  On failure *err says so, naming
+ * both ("neither A nor B was changed"); both new files are removed. */
+int icpp_fs_out_commit_pair(icpp_fs_out *first, icpp_fs_out *last, icpp_err *err);
 /* Give up: close and remove the new file; the previous one stays. */
 void icpp_fs_out_abort(icpp_fs_out *o);
-/* Until o is committed or aborted, SIGINT, SIGTERM or SIGHUP (where their
- * action is the default) first remove o's new file, then end the process as
- * before.  For a tool's main (never inside another program: the agent). */
+/* For a tool's main, once (never inside another program: the agent): from
+ * now on, SIGINT, SIGTERM or SIGHUP (those whose action is the default)
+ * first remove every new file not yet committed or aborted, then end the
+ * process as before.  SIGKILL cannot be caught: it leaves PATH.tmp.XXXXXX. */
+void icpp_fs_remove_temps_on_signal(void);
+/* The same, and o's new file is among them (o begun before the call). */
 void icpp_fs_out_remove_on_signal(icpp_fs_out *o);
 
 /* The whole of `buf` to `path` under the rule (begin, write, commit). */

@@ -202,5 +202,83 @@ int main(void)
     CHECK(icpp_fs_write_file(P("sticky/mine"), "new", 3, 0644, &err) == 0 && has(P("sticky/mine"), "new"),
           "own file in a sticky directory: %s", err.msg);
     CHECK(temporaries(dir) == 0 && temporaries(P("sticky")) == 0, "temporaries left");
+
+    /* The same-file rule: an output that is an input (the same path, a hard
+     * link) is refused, naming both; another file or an absent output is not. */
+    put(P("input"), "input");
+    CHECK(link(P("input"), P("hardlink")) == 0, "link");
+    char in_other[512], in_input[512];     /* P()'s buffers are reused */
+    snprintf(in_other, sizeof in_other, "%s", P("other"));
+    snprintf(in_input, sizeof in_input, "%s", P("input"));
+    const char *ins[] = {in_other, NULL, in_input};
+    put(P("other"), "other");
+    CHECK(icpp_fs_output_not_input(P("input"), ins, 3, &err) == -EINVAL && strstr(err.msg, "same file") &&
+          strstr(err.msg, "input"), "output = input: %s", err.msg);
+    CHECK(icpp_fs_output_not_input(P("hardlink"), ins, 3, &err) == -EINVAL && strstr(err.msg, P("hardlink")) &&
+          strstr(err.msg, P("input")), "output = a hard link of an input: %s", err.msg);
+    CHECK(icpp_fs_output_not_input(P("fresh"), ins, 3, &err) == 0, "absent output refused: %s", err.msg);
+    CHECK(icpp_fs_output_not_input(P("out"), ins, 3, &err) == 0, "another file refused: %s", err.msg);
+
+    /* Pairs: both or neither. */
+    mkdir(P("pair"), 0755);
+    icpp_fs_out pa, pb;
+    put(P("pair/a"), "old a");
+    put(P("pair/b"), "old b");
+    CHECK(icpp_fs_out_begin(&pa, P("pair/a"), 0644, &err) == 0 && icpp_fs_out_begin(&pb, P("pair/b"), 0644, &err) == 0,
+          "pair begin: %s", err.msg);
+    fputs("new a", icpp_fs_out_fopen(&pa));
+    fputs("new b", icpp_fs_out_fopen(&pb));
+    CHECK(icpp_fs_out_commit_pair(&pa, &pb, &err) == 0 && has(P("pair/a"), "new a") && has(P("pair/b"), "new b") &&
+          temporaries(P("pair")) == 0, "pair: %s", err.msg);
+    /* The second rename fails (its path became a non-empty directory): the
+     * first is put back, as it was or absent as it was. */
+    for (int absent = 0; absent < 2; absent++) {
+        if (absent)
+            unlink(P("pair/a"));
+        else
+            put(P("pair/a"), "old a");
+        CHECK(icpp_fs_out_begin(&pa, P("pair/a"), 0644, &err) == 0 && icpp_fs_out_begin(&pb, P("pair/c"), 0644, &err) == 0,
+              "pair begin: %s", err.msg);
+        fputs("new a", icpp_fs_out_fopen(&pa));
+        fputs("new c", icpp_fs_out_fopen(&pb));
+        mkdir(P("pair/c"), 0755);
+        put(P("pair/c/x"), "x");
+        r = icpp_fs_out_commit_pair(&pa, &pb, &err);
+        CHECK(r < 0 && strstr(err.msg, "neither") && (absent ? access(P("pair/a"), F_OK) != 0 : has(P("pair/a"), "old a")) &&
+              temporaries(P("pair")) == 0, "second rename failed (%s): %d %s",
+              absent ? "no previous first" : "a previous first", r, err.msg);
+        unlink(P("pair/c/x"));
+        rmdir(P("pair/c"));
+    }
+    /* A write error in either: neither is replaced. */
+    put(P("pair/a"), "old a");
+    CHECK(icpp_fs_out_begin(&pa, P("pair/a"), 0644, &err) == 0 && icpp_fs_out_begin(&pb, P("pair/b"), 0644, &err) == 0,
+          "pair begin: %s", err.msg);
+    fputs("new a", icpp_fs_out_fopen(&pa));
+    f = icpp_fs_out_fopen(&pb);
+    setrlimit(RLIMIT_FSIZE, &lim);
+    for (int i = 0; i < 100; i++)
+        fputs("0123456789", f);
+    r = icpp_fs_out_commit_pair(&pa, &pb, &err);
+    setrlimit(RLIMIT_FSIZE, &old_lim);
+    CHECK(r == -EFBIG && strstr(err.msg, "neither") && has(P("pair/a"), "old a") && has(P("pair/b"), "new b") &&
+          temporaries(P("pair")) == 0, "pair, full: %d %s", r, err.msg);
+
+    /* Once a tool asks (icpp_fs_remove_temps_on_signal), every new file not
+     * yet in place is removed by SIGINT, which still ends the process. */
+    pid = fork();
+    if (pid == 0) {
+        icpp_fs_remove_temps_on_signal();
+        if (icpp_fs_out_begin(&pa, P("pair/a"), 0644, NULL) < 0 || icpp_fs_out_begin(&pb, P("pair/b"), 0644, NULL) < 0)
+            _exit(3);
+        fputs("partial", icpp_fs_out_fopen(&pa));
+        fputs("partial", icpp_fs_out_fopen(&pb));
+        raise(SIGINT);
+        _exit(4);
+    }
+    waitpid(pid, &wst, 0);
+    CHECK(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGINT, "signalled pair writer: status %#x", wst);
+    CHECK(has(P("pair/a"), "old a") && has(P("pair/b"), "new b") && temporaries(P("pair")) == 0,
+          "signal: previous lost or temporaries left");
     return check_done("fsafe");
 }
