@@ -101,7 +101,8 @@ void gt_cold_find(gt_module *m)
         }
         c->parts[c->nparts++] = (gt_part){m->syms[i].addr, p->addr, p->name};
     }
-    qsort(c->parts, c->nparts, sizeof *c->parts, part_cmp);
+    if (c->nparts)  /* none: parts is NULL, which qsort must not get */
+        qsort(c->parts, c->nparts, sizeof *c->parts, part_cmp);
 }
 
 void gt_cold_free(gt_module *m)
