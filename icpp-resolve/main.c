@@ -73,7 +73,7 @@ static const char *usage_text =
     "                    with learn samples resolves against what it learned.\n"
     "  --save-map OUT    write the map with what was learned added to OUT (it can\n"
     "                    be the map itself), so the map improves with every\n"
-    "                    recording.\n"
+    "                    recording; what others wrote to the map meanwhile stays.\n"
     "  --learn-votes K   where several known paths share a sample's (function,\n"
     "                    height) and this recording's learn samples there all\n"
     "                    took one of them, at least K times, resolve to that one\n"

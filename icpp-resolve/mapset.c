@@ -29,6 +29,9 @@ void mapset_free(mapset *ms)
 {
     for (size_t i = 0; i < ms->nmaps; i++) {
         free(ms->maps[i].path);
+        for (size_t k = 0; k < ms->maps[i].nsrcs; k++)
+            free(ms->maps[i].srcs[k]);
+        free(ms->maps[i].srcs);
         icpp_pathmap_free(ms->maps[i].pm);
         icpp_completer_free(ms->maps[i].cpl);      /* before the map and index it uses */
         icpp_cidx_free(ms->maps[i].x);
@@ -91,15 +94,30 @@ static int expand_aliases(ms_map *m, icpp_err *err)
     return icpp_alias_expand(m->pm, &added) < 0 ? icpp_err_set(err, ENOMEM, "out of memory") : 0;
 }
 
-/* Keep a map read from path; one of a build-id already kept is merged into it. */
-static int keep(mapset *ms, const char *path, icpp_pathmap *pm, icpp_err *err)
+/* Add path to the files m was read from. */
+static int add_source(ms_map *m, const char *path, icpp_err *err)
+{
+    char **ns = realloc(m->srcs, (m->nsrcs + 1) * sizeof *ns);
+    if (!ns || !(ns[m->nsrcs] = strdup(path))) {
+        if (ns)
+            m->srcs = ns;
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    }
+    m->srcs = ns;
+    m->nsrcs++;
+    return 0;
+}
+
+/* Keep a map read from path (a file unless `file` is 0); one of a build-id
+ * already kept is merged into it. */
+static int keep(mapset *ms, const char *path, int file, icpp_pathmap *pm, icpp_err *err)
 {
     const icpp_build_id *b = main_bid(pm);
     for (size_t i = 0; b && i < ms->nmaps; i++)
         if (icpp_build_id_eq(main_bid(ms->maps[i].pm), b)) {
             int rc = icpp_pathmap_merge(ms->maps[i].pm, pm, err);
             icpp_pathmap_free(pm);
-            return rc;
+            return rc < 0 ? rc : file ? add_source(&ms->maps[i], path, err) : 0;
         }
     ms_map *nm = realloc(ms->maps, (ms->nmaps + 1) * sizeof *nm);
     if (!nm) {
@@ -113,13 +131,13 @@ static int keep(mapset *ms, const char *path, icpp_pathmap *pm, icpp_err *err)
     if (!nm[ms->nmaps].path)
         return icpp_err_set(err, ENOMEM, "out of memory");
     ms->nmaps++;
-    return 0;
+    return file ? add_source(&nm[ms->nmaps - 1], path, err) : 0;
 }
 
 int mapset_add_map(mapset *ms, const char *path, icpp_err *err)
 {
     icpp_pathmap *pm = icpp_pathmap_read(path, err);
-    return pm ? keep(ms, path, pm, err) : -1;
+    return pm ? keep(ms, path, 1, pm, err) : -1;
 }
 
 int mapset_add_dir(mapset *ms, const char *dir, icpp_err *err)
@@ -224,7 +242,7 @@ static int32_t try_file(mapset *ms, ms_bin *bn, const char *path)
         icpp_pathmap_free(pm);
         return -1;
     }
-    if (keep(ms, path, pm, &err) < 0)
+    if (keep(ms, path, 1, pm, &err) < 0)
         return -1;
     return (int32_t)ms->nmaps - 1;
 }
@@ -527,7 +545,7 @@ static int learn_rest(mapset *ms, const char *samples, const icpp_build_id *rec_
         icpp_pathmap *pm = icpp_pathmap_new();
         if (!pm)
             return icpp_err_set(err, ENOMEM, "out of memory");
-        if (keep(ms, "(learned)", pm, err) < 0)
+        if (keep(ms, "(learned)", 0, pm, err) < 0)
             return -1;
         ms->learn_map = (int32_t)ms->nmaps - 1;
         learned_only = 1;
@@ -558,12 +576,56 @@ static int learn_rest(mapset *ms, const char *samples, const icpp_build_id *rec_
     return 0;
 }
 
+/* The map --save-map writes, built under the lock of its path (lib/pathmap.h):
+ * the files the learn map was read from, each as it is now -- the saved
+ * map's own file among them when it is saved onto itself, so whatever a
+ * training run or another --save-map added to it meanwhile stays -- plus
+ * what this recording learned.  The contexts added by expanding entry
+ * aliases (lib/alias.h) are left out: every reader adds them again. */
+typedef struct save_ctx {
+    const ms_map *m;
+    icpp_pathmap *res;          /* the map written, freed by mapset_save_learned */
+} save_ctx;
+
+static int save_merge(void *arg, icpp_pathmap *cur, const icpp_pathmap **out, icpp_err *err)
+{
+    save_ctx *c = arg;
+    const ms_map *m = c->m;
+    icpp_pathmap *res = icpp_pathmap_learned_part(m->pm);
+    if (!res)
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    for (size_t i = 0; i < m->nsrcs; i++) {
+        icpp_pathmap *src = icpp_pathmap_read(m->srcs[i], err);
+        if (!src && err->code == ENOENT)
+            continue;       /* removed meanwhile: nothing of it to keep */
+        /* Into the source, so its metadata and main module stay. */
+        if (!src || icpp_pathmap_merge(src, res, err) < 0) {
+            if (src) {
+                char e1[1024];
+                icpp_err_prefix(err, "--save-map: %s changed while the recording was learned",
+                                icpp_escape(m->srcs[i], e1, sizeof e1));
+            }
+            icpp_pathmap_free(src);
+            icpp_pathmap_free(res);
+            return -1;
+        }
+        icpp_pathmap_free(res);
+        res = src;
+    }
+    c->res = res;
+    *out = res;
+    return 0;
+}
+
 int mapset_save_learned(const mapset *ms, const char *path, icpp_err *err)
 {
     if (ms->learn_map < 0)
         return icpp_err_set(err, EINVAL, "--save-map: nothing was learned into a map (no map of the recording's "
                             "executable, or --no-learn)");
-    return icpp_pathmap_write(ms->maps[ms->learn_map].pm, path, err);
+    save_ctx c = {&ms->maps[ms->learn_map], NULL};
+    int rc = icpp_pathmap_update(path, 1, save_merge, &c, NULL, err);
+    icpp_pathmap_free(c.res);
+    return rc;
 }
 
 int mapset_prepare(mapset *ms, const char *samples, icpp_err *err)

@@ -39,6 +39,8 @@ typedef struct ms_map {
                                            resolved, and mapset_resolve adds them to the union */
     int           used;
     int           expanded;     /* entry aliases' contexts added (lib/alias.h) */
+    char        **srcs;         /* the files it was read from (merged), for --save-map */
+    size_t        nsrcs;
 } ms_map;
 
 /* An executable of the recording and how its samples fared. */

@@ -708,7 +708,17 @@ int main(int argc, char **argv)
         icpp_fs_out_abort(&ob);
         die(1, "%s: write failed: %s (neither %s nor %s was changed)", out_map, strerror(we), out, out_map);
     }
-    if (icpp_fs_out_commit_pair(&om, &ob, &err) < 0)
+    /* The map's lock (the concurrency rule for maps, docs/file-safety.md):
+     * a training run or --save-map writing OUT.icppmap meanwhile waits. */
+    icpp_fs_lock lk = {.fd = -1};
+    if (icpp_fs_lock_beside(&lk, out_map, &err) < 0) {
+        icpp_fs_out_abort(&om);
+        icpp_fs_out_abort(&ob);
+        die(1, "%s (neither %s nor %s was changed)", err.msg, out, out_map);
+    }
+    int pr = icpp_fs_out_commit_pair(&om, &ob, &err);
+    icpp_fs_unlock(&lk);
+    if (pr < 0)
         die(1, "%s", err.msg);
     t_write = icpp_cli_cpu_seconds();
 

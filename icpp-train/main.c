@@ -794,6 +794,62 @@ static void overflow_warning(const icpp_pathmap *pm, size_t nthr)
             now * 4 < 1 ? 1 : now * 4);
 }
 
+/* This run's map into the map as it is when locked (cur, or none). */
+typedef struct run_merge {
+    icpp_pathmap       *pm;         /* this run's */
+    const icpp_build_id *want;
+    const char         *exe, *out, *cmd;
+    size_t              nprocs, nthreads;
+    icpp_pathmap       *result;     /* what was written: cur or pm */
+    size_t              old_paths;  /* cur's paths before the merge */
+    char                note[1024];
+} run_merge;
+
+static int merge_run(void *arg, icpp_pathmap *cur, const icpp_pathmap **outp, icpp_err *err)
+{
+    run_merge *rm = arg;
+    icpp_pathmap *result = rm->pm;
+    if (cur) {
+        const icpp_pm_module *mm = icpp_pathmap_module(cur, icpp_pathmap_main(cur));
+        char eb[1024];
+        if (mm && !icpp_build_id_eq(&mm->build_id, rm->want))
+            return icpp_err_set(err, ICPP_EMISMATCH,
+                                "%s is now the map of %s, not of %s (another build-id): use --fresh to replace it, "
+                                "or another -o",
+                                rm->out, icpp_escape(mm->path, eb, sizeof eb), rm->exe);
+        rm->old_paths = icpp_pathmap_nnodes(cur) - 1;
+    }
+    /* The per-thread counters add over runs too; a map written before
+     * they were summed holds one thread's: then the sum is not marked. */
+    int had[NTHREAD_COUNTERS], summed = !cur || icpp_pathmap_meta(cur, "thread-counters") ||
+                                        !icpp_pathmap_meta(cur, "entries");
+    for (size_t i = 0; i < NTHREAD_COUNTERS; i++)
+        had[i] = cur && icpp_pathmap_meta(cur, thread_counters[i]);
+    if (cur) {
+        if (icpp_pathmap_merge(cur, rm->pm, err) < 0)
+            return -1;
+        result = cur;
+        for (size_t i = 0; i < NTHREAD_COUNTERS; i++) {
+            const char *v = icpp_pathmap_meta(rm->pm, thread_counters[i]);
+            if (had[i] && v)
+                add_meta(cur, thread_counters[i], strtoull(v, NULL, 10));
+        }
+    }
+    if (summed)
+        icpp_pathmap_set_meta(result, "thread-counters", "summed");
+    /* Names for people: symbols or a separate debug file, demangled C++. */
+    if (icpp_names_refresh(result, rm->note, sizeof rm->note, err) < 0)
+        return -1;
+    add_meta(result, "runs", 1);
+    add_meta(result, "processes", rm->nprocs);
+    add_meta(result, "threads", rm->nthreads);
+    if (!icpp_pathmap_meta(result, "program"))
+        icpp_pathmap_set_meta(result, "program", rm->cmd);
+    rm->result = result;
+    *outp = result;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     enum { OPT_MODULES = 256, OPT_FRESH, OPT_STATS, OPT_DEPTH, OPT_PATHS, OPT_VERSION };
@@ -946,45 +1002,25 @@ int main(int argc, char **argv)
                          "loads, e.g. libc.so.6)" : "");
         return status ? status : 1;
     }
-    size_t old_paths = old ? icpp_pathmap_nnodes(old) - 1 : 0;
-    icpp_pathmap *result = pm;
-    /* The per-thread counters add over runs too; a map written before
-     * they were summed holds one thread's: then the sum is not marked. */
-    int had[NTHREAD_COUNTERS], summed = !old || icpp_pathmap_meta(old, "thread-counters") ||
-                                        !icpp_pathmap_meta(old, "entries");
-    for (size_t i = 0; i < NTHREAD_COUNTERS; i++)
-        had[i] = old && icpp_pathmap_meta(old, thread_counters[i]);
-    if (old) {
-        if (icpp_pathmap_merge(old, pm, &err) < 0)
-            die(1, "%s", err.msg);
-        result = old;
-        for (size_t i = 0; i < NTHREAD_COUNTERS; i++) {
-            const char *v = icpp_pathmap_meta(pm, thread_counters[i]);
-            if (had[i] && v)
-                add_meta(old, thread_counters[i], strtoull(v, NULL, 10));
-        }
-    }
-    if (summed)
-        icpp_pathmap_set_meta(result, "thread-counters", "summed");
-    /* Names for people: symbols or a separate debug file, demangled C++. */
-    char note[1024];
-    if (icpp_names_refresh(result, note, sizeof note, &err) < 0)
-        die(1, "%s", err.msg);
-    if (note[0] && !quiet)
-        fprintf(stderr, "icpp-train: note: %s\n", note);
-    add_meta(result, "runs", 1);
-    add_meta(result, "processes", nprocs);
-    add_meta(result, "threads", nthreads);
+    /* Into the map as it is now, under its lock (lib/pathmap.h): other runs
+     * may have added to it while this one ran. */
     char cmd[1024] = "";
     size_t o = 0;
     for (int i = optind; i < argc && o < sizeof cmd - 2; i++)
         o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s%s", i > optind ? " " : "", argv[i]);
-    if (!icpp_pathmap_meta(result, "program"))
-        icpp_pathmap_set_meta(result, "program", cmd);
-    if (icpp_pathmap_write(result, out, &err) < 0) {
-        fprintf(stderr, "icpp-train: %s\n", err.msg);
+    run_merge rm = {.pm = pm, .want = &want, .exe = exe, .out = out, .cmd = cmd, .nprocs = nprocs,
+                    .nthreads = nthreads};
+    if (old)
+        icpp_pathmap_free(old);         /* read to refuse a wrong map early; merged as it is now below */
+    if (icpp_pathmap_update(out, fresh, merge_run, &rm, &old, &err) < 0) {
+        fprintf(stderr, "icpp-train: %s%s\n", err.msg,
+                err.code == ICPP_EFORMAT ? " (use --fresh to replace it, or another -o)" : "");
         return 1;
     }
+    icpp_pathmap *result = rm.result;
+    size_t old_paths = rm.old_paths;
+    if (rm.note[0] && !quiet)
+        fprintf(stderr, "icpp-train: note: %s\n", rm.note);
     if (!quiet) {
         icpp_pm_stats s;
         icpp_pathmap_stats(result, &s, &err);

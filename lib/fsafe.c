@@ -6,6 +6,8 @@
 #include <pwd.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <sys/file.h>
 #include <stdint.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
@@ -592,4 +594,77 @@ int icpp_fs_create_stream(const char *path, mode_t mode, int *kind, icpp_err *er
         return icpp_err_set(err, errno, "%s: cannot create: %s%s", path, strerror(errno),
                             errno == EEXIST ? " (something else created it meanwhile)" : "");
     return fd;
+}
+
+/* ---- the lock beside a file replaced by rename ---- */
+
+int icpp_fs_lock_beside(icpp_fs_lock *lk, const char *path, icpp_err *err)
+{
+    lk->fd = -1;
+    if (asprintf(&lk->path, "%s.lock", path) < 0) {
+        lk->path = NULL;
+        return icpp_err_set(err, ENOMEM, "%s: out of memory", path);
+    }
+    int rc = 0;
+    while (rc == 0) {
+        /* No link followed, no blocking on a FIFO; created if absent.  Read
+         * only: flock needs no more, and another user's lock file in a
+         * shared (not sticky) directory can be locked too. */
+        int fd = open(lk->path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                      ICPP_FS_MODE_PLAIN);
+        if (fd < 0) {
+            int e = errno;
+            rc = e == ELOOP ? icpp_err_set(err, e, "%s is a symbolic link: ICPP does not lock a map through links; "
+                                           "remove the link", lk->path)
+                            : icpp_err_set(err, e, "%s: cannot open the map's lock file: %s", lk->path, strerror(e));
+            break;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+            rc = icpp_err_set(err, errno, "%s: %s", lk->path, strerror(errno));
+        else if (!S_ISREG(st.st_mode))
+            rc = icpp_err_set(err, EINVAL, "%s is %s, not a regular file: it is the name of the map's lock file; "
+                              "remove it", lk->path, kind_name(st.st_mode));
+        else if (st.st_uid != geteuid()) {
+            char *dir = dir_of(lk->path);
+            struct stat ds;
+            if (!dir)
+                rc = icpp_err_set(err, ENOMEM, "%s: out of memory", lk->path);
+            else if (stat(dir, &ds) == 0 && (ds.st_mode & S_ISVTX))
+                rc = icpp_err_set(err, EPERM,
+                                  "%s belongs to another user (uid %u) in the sticky directory %s: ICPP does not "
+                                  "wait on a lock file another user controls; choose another output path",
+                                  lk->path, (unsigned)st.st_uid, dir);
+            free(dir);
+        }
+        while (rc == 0 && flock(fd, LOCK_EX) < 0)
+            if (errno != EINTR)
+                rc = icpp_err_set(err, errno, "%s: cannot lock the map's lock file: %s", lk->path, strerror(errno));
+        if (rc < 0) {
+            close(fd);
+            break;
+        }
+        /* The holder before us may have removed the name (and someone made
+         * a new file there): then ours is a lock nobody else takes; again. */
+        struct stat now;
+        if (lstat(lk->path, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
+            lk->fd = fd;
+            return 0;
+        }
+        close(fd);
+    }
+    free(lk->path);
+    lk->path = NULL;
+    return rc;
+}
+
+void icpp_fs_unlock(icpp_fs_lock *lk)
+{
+    if (lk->fd < 0)
+        return;
+    unlink(lk->path);       /* while held: see icpp_fs_lock_beside */
+    close(lk->fd);
+    lk->fd = -1;
+    free(lk->path);
+    lk->path = NULL;
 }

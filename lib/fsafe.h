@@ -119,6 +119,29 @@ int icpp_fs_write_file(const char *path, const void *buf, size_t len, mode_t mod
  * the descriptor or -errno with *err set. */
 int icpp_fs_create_stream(const char *path, mode_t mode, int *kind, icpp_err *err);
 
+/* ---- the lock beside a file replaced by rename ----
+ * A file replaced by rename cannot itself carry a lock (each writer would
+ * lock another inode), so writers that read, merge and replace one (the
+ * path maps: lib/pathmap.h) lock a stable file beside it, PATH.lock, with
+ * flock(LOCK_EX): exclusive, waited for, released when the holder closes it
+ * or dies (docs/file-safety.md, "The concurrency rule for maps").  The lock
+ * file is created O_CREAT|O_NOFOLLOW (a link there is refused, never
+ * followed) with ICPP_FS_MODE_PLAIN; one that is not a regular file, or
+ * belongs to another user in a sticky directory, is refused like an output.
+ * The holder removes it before releasing it; a waiter that then finds the
+ * name gone or naming another file starts again, so two writers never hold
+ * locks on two different files of one name. */
+typedef struct icpp_fs_lock {
+    int   fd;       /* the locked file; -1 when not held */
+    char *path;     /* PATH.lock */
+} icpp_fs_lock;
+
+/* Take the lock of `path` (wait while another process holds it).  Returns 0
+ * or -errno with *err set (then nothing is held). */
+int  icpp_fs_lock_beside(icpp_fs_lock *lk, const char *path, icpp_err *err);
+/* Remove the lock file and release the lock (nothing when not held). */
+void icpp_fs_unlock(icpp_fs_lock *lk);
+
 /* write() all of it, retrying on EINTR: 0, or the errno (ENOSPC for a short
  * write that made no progress). */
 int icpp_fs_write_all(int fd, const void *p, size_t n);

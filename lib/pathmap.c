@@ -584,7 +584,8 @@ fail:
     return NULL;
 }
 
-int icpp_pathmap_write(const icpp_pathmap *pm, const char *path, icpp_err *err)
+/* Encode and replace, the lock (if any) held by the caller. */
+static int write_unlocked(const icpp_pathmap *pm, const char *path, icpp_err *err)
 {
     uint8_t *buf;
     size_t len;
@@ -636,6 +637,53 @@ static int precheck(int fd, const struct stat *st, icpp_err *err)
         return icpp_err_set(err, ICPP_EFORMAT, "the file has a hole at byte %lld (%" PRIu64 " bytes, %lld on disk): "
                             "it is damaged", (long long)hole, size, (long long)st->st_blocks * 512);
     return 0;
+}
+
+
+int icpp_pathmap_update(const char *path, int replace, icpp_pathmap_update_fn fn, void *arg,
+                        icpp_pathmap **cur_out, icpp_err *err)
+{
+    if (cur_out)
+        *cur_out = NULL;
+    int kind = icpp_fs_output_check(path, err);
+    if (kind < 0)
+        return kind;
+    icpp_fs_lock lk = {.fd = -1};
+    int rc = kind != ICPP_FS_CHARDEV ? icpp_fs_lock_beside(&lk, path, err) : 0;
+    if (rc < 0)
+        return rc;
+    icpp_pathmap *cur = NULL;
+    const icpp_pathmap *out = NULL;
+    if (!replace) {
+        icpp_err e2;
+        cur = icpp_pathmap_read(path, &e2);
+        if (!cur && e2.code != ENOENT) {
+            if (err)
+                *err = e2;
+            rc = -(e2.code ? e2.code : EIO);
+        }
+    }
+    if (rc == 0)
+        rc = fn(arg, cur, &out, err);
+    if (rc == 0)
+        rc = out ? write_unlocked(out, path, err) : icpp_err_set(err, EINVAL, "%s: no map to write", path);
+    icpp_fs_unlock(&lk);
+    if (cur_out)
+        *cur_out = cur;
+    else
+        icpp_pathmap_free(cur);
+    return rc < 0 ? rc : 0;
+}
+
+static int write_as_is(void *arg, icpp_pathmap *cur, const icpp_pathmap **out, icpp_err *err)
+{
+    *out = arg;
+    return 0;
+}
+
+int icpp_pathmap_write(const icpp_pathmap *pm, const char *path, icpp_err *err)
+{
+    return icpp_pathmap_update(path, 1, write_as_is, (void *)pm, NULL, err);
 }
 
 icpp_pathmap *icpp_pathmap_read(const char *path, icpp_err *err)
@@ -734,6 +782,65 @@ out:
     if (rc < 0)
         icpp_err_set(err, ENOMEM, "out of memory merging path maps");
     return rc;
+}
+
+icpp_pathmap *icpp_pathmap_learned_part(const icpp_pathmap *pm)
+{
+    icpp_pathmap *out = icpp_pathmap_new();
+    uint8_t *need = calloc(pm->nnodes + 1, 1);
+    uint32_t *nodemap = calloc(pm->nnodes + 1, sizeof *nodemap);
+    int64_t *funcmap = malloc((pm->nfuncs + 1) * sizeof *funcmap);
+    int64_t *modmap = malloc((pm->nmods + 1) * sizeof *modmap);
+    int ok = out && need && nodemap && funcmap && modmap;
+    for (size_t i = 0; ok && i < pm->nfuncs; i++)
+        funcmap[i] = -1;
+    for (size_t i = 0; ok && i < pm->nmods; i++)
+        modmap[i] = -1;
+    /* The nodes with a learned height, and their ancestors (a parent
+     * precedes its children: one pass from the end). */
+    for (size_t i = pm->nnodes; ok && i-- > 1;) {
+        const icpp_pm_node *n = &pm->nodes[i];
+        for (uint32_t k = 0; k < n->nheights && !need[i]; k++)
+            need[i] = n->heights[k].learned != 0;
+        if (need[i])
+            need[n->parent] = 1;
+    }
+    uint32_t idx;
+    if (ok && pm->nmods) {      /* the main module first: it stays the map's identity */
+        const icpp_pm_module *m = &pm->mods[pm->main_module];
+        ok = icpp_pathmap_add_module(out, m->path, &m->build_id, m->kind, &idx) == 0;
+        modmap[pm->main_module] = idx;
+        if (ok)
+            icpp_pathmap_set_main(out, idx);
+    }
+    for (size_t i = 1; ok && i < pm->nnodes; i++) {
+        if (!need[i])
+            continue;
+        const icpp_pm_node *n = &pm->nodes[i];
+        const icpp_pm_func *f = &pm->funcs[n->func];
+        if (modmap[f->module] < 0) {
+            const icpp_pm_module *m = &pm->mods[f->module];
+            ok = icpp_pathmap_add_module(out, m->path, &m->build_id, m->kind, &idx) == 0;
+            modmap[f->module] = idx;
+        }
+        if (ok && funcmap[n->func] < 0) {
+            ok = icpp_pathmap_add_func(out, (uint32_t)modmap[f->module], f->addr, f->name, &idx) == 0;
+            funcmap[n->func] = idx;
+        }
+        ok = ok && icpp_pathmap_child(out, nodemap[n->parent], (uint32_t)funcmap[n->func], &nodemap[i]) == 0;
+        for (uint32_t k = 0; ok && k < n->nheights; k++)
+            if (n->heights[k].learned)
+                ok = icpp_pathmap_add_height(out, nodemap[i], n->heights[k].height, n->heights[k].learned) == 0;
+    }
+    free(need);
+    free(nodemap);
+    free(funcmap);
+    free(modmap);
+    if (!ok) {
+        icpp_pathmap_free(out);
+        return NULL;
+    }
+    return out;
 }
 
 /* ---- statistics ---- */

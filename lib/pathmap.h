@@ -107,9 +107,28 @@ uint32_t icpp_pathmap_path(const icpp_pathmap *pm, uint32_t node, uint32_t *out,
 /* Files.  Write goes to PATH.tmp.XXXXXX, fsync, rename: an existing file is
  * replaced only by a complete new one; the output rule of lib/fsafe.h applies
  * (a link or another user's file in a sticky directory is refused).  Read checks magic, version, length
- * and checksum and every index, so a corrupt file is an error, never a crash. */
+ * and checksum and every index, so a corrupt file is an error, never a crash.
+ * icpp_pathmap_write replaces the map under its lock (icpp_pathmap_update). */
 int           icpp_pathmap_write(const icpp_pathmap *pm, const char *path, icpp_err *err);
 icpp_pathmap *icpp_pathmap_read(const char *path, icpp_err *err);
+
+/* The one way a map file is written: the concurrency rule for maps
+ * (docs/file-safety.md).  Several tools may write one map at once
+ * (icpp-train runs, icpp-resolve --save-map), so each holds the map's lock
+ * (PATH.lock, lib/fsafe.h) from reading the map as it is now to renaming
+ * the new one over it -- never while a program runs or a recording is
+ * learned -- and builds the new map from the one it read then, not from one
+ * read earlier:
+ *   lock; cur = the map at path now (NULL when absent, or when `replace`);
+ *   fn(arg, cur, &out): *out is the map to write (cur, changed, or another);
+ *   write *out (icpp_pathmap_write's rule); unlock.
+ * fn returns 0 or a negative code with *err set (then nothing is written).
+ * cur is handed to the caller in *cur_out (NULL if none) when cur_out is
+ * given, else freed.  A map that cannot be read is an error (ENOENT aside).
+ * A character device (/dev/null) is written in place, without a lock. */
+typedef int (*icpp_pathmap_update_fn)(void *arg, icpp_pathmap *cur, const icpp_pathmap **out, icpp_err *err);
+int icpp_pathmap_update(const char *path, int replace, icpp_pathmap_update_fn fn, void *arg,
+                        icpp_pathmap **cur_out, icpp_err *err);
 /* The same on a memory buffer (for the fuzzer and tests). */
 icpp_pathmap *icpp_pathmap_decode(const uint8_t *buf, size_t len, icpp_err *err);
 int           icpp_pathmap_encode(const icpp_pathmap *pm, uint8_t **buf, size_t *len, icpp_err *err);
@@ -146,6 +165,12 @@ int  icpp_pmenc_end(icpp_pmenc *e);
  * address), nodes by path; counts add.  Refuses (ICPP_EMISMATCH) when the
  * main executables' build-ids differ. */
 int icpp_pathmap_merge(icpp_pathmap *dst, const icpp_pathmap *src, icpp_err *err);
+
+/* What learning added to pm (icpp_pathmap_add_learned), alone: a new map
+ * with the learned heights, their counts as entries, on the paths that have
+ * them (nodes' own counts 0), the main module pm's.  What icpp-resolve
+ * --save-map adds to a map as it is when saved.  NULL when out of memory. */
+icpp_pathmap *icpp_pathmap_learned_part(const icpp_pathmap *pm);
 
 /* Context-id statistics (the paper's figures 5.2 and 5.8).  A context is a
  * (node, height) pair; its CID is (node's function, height).  A context is

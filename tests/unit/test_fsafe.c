@@ -280,5 +280,49 @@ int main(void)
     CHECK(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGINT, "signalled pair writer: status %#x", wst);
     CHECK(has(P("pair/a"), "old a") && has(P("pair/b"), "new b") && temporaries(P("pair")) == 0,
           "signal: previous lost or temporaries left");
+
+    /* ---- the lock beside a map (icpp_fs_lock_beside) ---- */
+    icpp_fs_lock lk;
+    struct stat ls;
+    CHECK(icpp_fs_lock_beside(&lk, P("m"), &err) == 0 && lk.fd >= 0, "lock: %s", err.msg);
+    CHECK(lstat(P("m.lock"), &ls) == 0 && S_ISREG(ls.st_mode) && (ls.st_mode & 0777) == 0644, "no 0644 m.lock");
+    /* A second taker waits for the first, then holds a lock on the file
+     * named m.lock -- not on the one the first removed. */
+    int pfd[2];
+    CHECK(pipe(pfd) == 0, "pipe");
+    pid_t kid = fork();
+    if (kid == 0) {
+        close(lk.fd);       /* the parent's lock, not the child's (flock: per open file) */
+        icpp_fs_lock k2;
+        struct stat a, bs;
+        int ok = icpp_fs_lock_beside(&k2, P("m"), &err) == 0;
+        char v = ok && fstat(k2.fd, &a) == 0 && lstat(P("m.lock"), &bs) == 0 && a.st_ino == bs.st_ino ? 'y' : 'n';
+        if (write(pfd[1], &v, 1) != 1)
+            _exit(2);
+        icpp_fs_unlock(&k2);
+        _exit(0);
+    }
+    struct timespec nap = {0, 200 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    char got = 0;
+    fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    CHECK(read(pfd[0], &got, 1) < 0, "a second writer took a held lock");
+    icpp_fs_unlock(&lk);
+    CHECK(lk.fd == -1 && lstat(P("m.lock"), &ls) < 0, "unlock left m.lock");
+    fcntl(pfd[0], F_SETFL, 0);
+    CHECK(read(pfd[0], &got, 1) == 1 && got == 'y', "the waiter's lock is not on the file named m.lock (%c)", got);
+
+    CHECK(waitpid(kid, &wst, 0) == kid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "lock child");
+    CHECK(lstat(P("m.lock"), &ls) < 0, "m.lock left");
+    /* A lock left by a killed holder is no lock: taken at once. */
+    put(P("m.lock"), "");
+    CHECK(icpp_fs_lock_beside(&lk, P("m"), &err) == 0, "leftover m.lock: %s", err.msg);
+    icpp_fs_unlock(&lk);
+    /* Never through a link, never a FIFO. */
+    CHECK(symlink(P("victim"), P("l.lock")) == 0, "symlink");
+    CHECK(icpp_fs_lock_beside(&lk, P("l"), &err) == -ELOOP && strstr(err.msg, "symbolic link") &&
+          lstat(P("victim"), &ls) < 0, "lock through a link: %s", err.msg);
+    CHECK(mkfifo(P("f.lock"), 0600) == 0, "mkfifo");
+    CHECK(icpp_fs_lock_beside(&lk, P("f"), &err) == -EINVAL && strstr(err.msg, "FIFO"), "FIFO lock: %s", err.msg);
     return check_done("fsafe");
 }
