@@ -58,11 +58,15 @@ class CorpusError(Exception):
 # ---------------------------------------------------------------- list file
 
 def default_list_path() -> Optional[str]:
-    """$ICPP_CORPUS_LIST, else the first build*/tests/programs/corpus-list.txt
-    under the repository root, else None."""
+    """$ICPP_CORPUS_LIST, else $ICPP_BUILD's tests/programs/corpus-list.txt, else
+    the first build*/tests/programs/corpus-list.txt under the repository root,
+    else None."""
     env = os.environ.get(LIST_ENV)
     if env:
         return env
+    build = os.environ.get('ICPP_BUILD')     # the build the tests run (meson test sets it)
+    if build and os.path.isfile(os.path.join(build, 'tests', 'programs', 'corpus-list.txt')):
+        return os.path.join(build, 'tests', 'programs', 'corpus-list.txt')
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for name in sorted(os.listdir(root)):
         cand = os.path.join(root, name, 'tests', 'programs', 'corpus-list.txt')
