@@ -324,6 +324,20 @@ int icpp_write_file_atomic(const char *path, const void *buf, size_t len, icpp_e
     return icpp_fs_write_file(path, buf, len, ICPP_FS_MODE_PLAIN, err);
 }
 
+size_t icpp_read_at(int fd, void *buf, size_t n, off_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (uint8_t *)buf + got, n - got, off + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
 int icpp_read_file(const char *path, size_t maxlen, uint8_t **buf, size_t *len, icpp_err *err)
 {
     struct stat st;
@@ -341,14 +355,7 @@ int icpp_read_file(const char *path, size_t maxlen, uint8_t **buf, size_t *len, 
         close(fd);
         return icpp_err_set(err, ENOMEM, "%s: out of memory", path);
     }
-    while (got < n) {
-        ssize_t r = read(fd, b + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    got = icpp_read_at(fd, b, n, 0);
     close(fd);
     if (got != n) {
         free(b);

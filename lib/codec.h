@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -72,5 +73,9 @@ int icpp_write_file_atomic(const char *path, const void *buf, size_t len, icpp_e
 /* Read a whole regular file (at most maxlen bytes); opened without blocking
  * (icpp_fs_open_input), so a FIFO or device is refused, never waited on. */
 int icpp_read_file(const char *path, size_t maxlen, uint8_t **buf, size_t *len, icpp_err *err);
+/* Up to n bytes of fd from offset off into buf (pread, retried on EINTR and
+ * short reads): the count read, less than n only at end of file or on an
+ * error. */
+size_t icpp_read_at(int fd, void *buf, size_t n, off_t off);
 
 #endif

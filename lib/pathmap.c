@@ -603,15 +603,7 @@ static int write_unlocked(const icpp_pathmap *pm, const char *path, icpp_err *er
 static int precheck(int fd, const struct stat *st, icpp_err *err)
 {
     uint8_t h[24];
-    size_t got = 0;
-    while (got < sizeof h) {
-        ssize_t r = pread(fd, h + got, sizeof h - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    size_t got = icpp_read_at(fd, h, sizeof h, 0);
     if (got < sizeof MAGIC || memcmp(h, MAGIC, sizeof MAGIC))
         return icpp_err_set(err, ICPP_EFORMAT, "not an ICPP path map (bad magic)");
     if (got < sizeof h)
@@ -701,14 +693,7 @@ icpp_pathmap *icpp_pathmap_read(const char *path, icpp_err *err)
         icpp_err_prefix(err, "%s", path);
         return NULL;
     }
-    while (got < len) {
-        ssize_t r = pread(fd, buf + got, len - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    got = icpp_read_at(fd, buf, len, 0);
     close(fd);
     if (got != len) {
         free(buf);
