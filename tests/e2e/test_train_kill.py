@@ -103,7 +103,8 @@ cases = {
     "selfkill": (9, 1, None),
     "overflow": (11, 1, None),
 }
-for mode, (sig, nrec, victim) in cases.items():
+def run_mode(mode, sig, nrec, victim):
+    """One killed training under icpp-gt: its checks, and (contexts compared, not in the map)."""
     mapfile = os.path.join(tmp, f"{mode}.icppmap")
     gtout = mapfile + ".gt"
     # Under the ground-truth sampler, so that heights are compared within one run.
@@ -121,7 +122,7 @@ for mode, (sig, nrec, victim) in cases.items():
     m = re.search(r"recovered the trees of (\d+) thread", err)
     c.check(m is not None and int(m.group(1)) == nrec, f"{mode}: want {nrec} threads recovered: {err}")
     if not c.check(os.path.exists(mapfile), f"{mode}: no map: {err}"):
-        continue
+        return None
     got = set()
     heights = collections.defaultdict(set)
     for cnt, hs, names in paths_of(mapfile):
@@ -160,8 +161,21 @@ for mode, (sig, nrec, victim) in cases.items():
     # suite none of the shallow ones did either in 2 runs of ~8 (0 compared).
     # The recovered depth above is that mode's check; every sample compared
     # must still be in the map.
+    return checked, bad
+
+
+# icpp-gt learns the exec'd image's base from /proc when it handles the exec, and a run can
+# be past that point by then (0 samples to compare: seen with the sanitized tools, slower to
+# exec); such a run is repeated once, as e2e-train's are.
+for mode, (sig, nrec, victim) in cases.items():
     need = 0 if mode == "overflow" else 20
-    c.check(checked >= need and bad == 0, f"{mode}: {bad} of {checked} sampled contexts not in the map with their height")
+    res = run_mode(mode, sig, nrec, victim)
+    if res is not None and res[0] < need and res[1] == 0:
+        print(f"  {mode}: {res[0]} sampled contexts, again")
+        res = run_mode(mode, sig, nrec, victim)
+    if res is not None:
+        checked, bad = res
+        c.check(checked >= need and bad == 0, f"{mode}: {bad} of {checked} sampled contexts not in the map with their height")
 
 # A kill while the tree grows (new nodes, new memory chunks all the time): whenever it lands,
 # the recovered tree is whole -- no file refused, only documented paths (main;churn_run then
