@@ -14,6 +14,7 @@
 Needs root (mounts a tmpfs) for `pair`."""
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,13 @@ SAMPLE, TRAIN, RESOLVE, REWRITE = tool("icpp-sample"), tool("icpp-train"), tool(
 tmp = tempfile.mkdtemp(prefix="icpp-outputs-")
 os.chmod(tmp, 0o755)
 
+
+
+def asan_runtime():
+    """The ASan runtime a sanitized tool (build-san/) links, which must come first in
+    LD_PRELOAD before the shim; [] for a plain build."""
+    r = run(["ldd", tool("icpp-resolve")])
+    return [m.group(1) for m in re.finditer(r"(/\S*libasan\.so\S*)", r.stdout)][:1]
 
 def T(name):
     return os.path.join(tmp, name)
@@ -191,7 +199,10 @@ if ITEM == "signal":
     c.check(r.returncode == 0, f"cannot build the fsync shim: {r.stderr}")
 
     def with_signal(sig):
-        return dict(os.environ, LD_PRELOAD=shim, ICPP_TEST_FSYNC_SIGNAL=str(int(sig)))
+        env = dict(os.environ, LD_PRELOAD=" ".join(asan_runtime() + [shim]), ICPP_TEST_FSYNC_SIGNAL=str(int(sig)))
+        if asan_runtime():      # icpp-train's program inherits the runtime after the agent: let it be
+            env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+        return env
 
     PREV = b"the previous file\n"
     runs = []
