@@ -411,6 +411,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
+    if (out_path && save_map &&
+        (!strcmp(out_path, save_map) || icpp_fs_output_not_input(out_path, &save_map, 1, &err) < 0)) {
+        fprintf(stderr, "icpp-resolve: -o and --save-map name the same file (%s): give each its own\n", out_path);
+        return 1;
+    }
     free(inputs);
     if (do_script) {
         int r = script(samples, inlines, &ms);

@@ -158,6 +158,13 @@ if ITEM == "same-file":
     os.link(osmp, T("hardlink.samples"))
     refused([RESOLVE, "-m", omap, "-o", T("hardlink.samples"), osmp], [osmp], "icpp-resolve -o HARDLINK-OF-SAMPLES")
     os.unlink(T("hardlink.samples"))
+    # Two outputs of one run that are one file: the profile would overwrite the saved map.
+    for both in (T("both.out"),):
+        before = read(omap)
+        r = run([RESOLVE, "-m", omap, "-o", both, "--save-map", both, osmp], timeout=120)
+        one_line(r, ["-o and --save-map name the same file"], f"icpp-resolve -o {os.path.basename(both)} --save-map same")
+        c.check(not os.path.exists(T("both.out")) and read(omap) == before,
+                f"-o and --save-map the same file: a file was written")
     refused([REWRITE] + RW + ["-m", omap, "-o", omap, prog], [omap], "icpp-rewrite -o MAP")
     shutil.copy(omap, T("mm.icppmap"))
     refused([REWRITE] + RW + ["-m", T("mm.icppmap"), "-o", T("mm"), prog], [T("mm.icppmap")],
