@@ -188,13 +188,16 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
 }
 
 /* Speedscope's frame index of frame f: the map's functions, then the
- * inlined functions (marked), then the unattributed labels. */
+ * inlined functions (marked), then the unattributed labels, then the map's
+ * functions again for frames completion placed (marked " [inferred]", as
+ * prof_label marks them). */
 static size_t ss_frame(const profile *p, uint32_t f)
 {
     const prof_frame *fr = &p->frames[f];
+    size_t nf = icpp_pathmap_nfuncs(p->pm);
     if (fr->chain)
-        return icpp_pathmap_nfuncs(p->pm) + p->chains[fr->chain].name;
-    return icpp_pathmap_node(p->pm, fr->node)->func;
+        return nf + p->chains[fr->chain].name;
+    return (fr->inferred ? nf + p->nnames + p->nextra : 0) + icpp_pathmap_node(p->pm, fr->node)->func;
 }
 
 void out_speedscope(const profile *p, FILE *f, const out_opts *o)
@@ -220,6 +223,13 @@ void out_speedscope(const profile *p, FILE *f, const out_opts *o)
     for (size_t i = 0; i < p->nextra; i++) {
         fprintf(f, "%s{\"name\": ", nx + i ? ", " : "");
         json_str(f, p->extra[i].label);
+        fprintf(f, "}");
+    }
+    for (size_t i = 0; i < nf; i++) {
+        char lb[1024];
+        snprintf(lb, sizeof lb, "%s" PROF_INFERRED_MARK, prof_func_name(p, (uint32_t)i));
+        fprintf(f, "%s{\"name\": ", nx + p->nextra + i ? ", " : "");
+        json_str(f, lb);
         fprintf(f, "}");
     }
     fprintf(f, "]},\n \"profiles\": [");

@@ -103,11 +103,15 @@ int out_pprof(const profile *p, FILE *f, const out_opts *o)
     str_ix(&st, "");
     ilocs il = {0};
     icpp_hmap_init(&il.ix);
-    /* Functions: the map's, the unattributed labels, the inlined functions.
+    /* Functions: the map's, the unattributed labels, the inlined functions,
+     * then the map's again marked " [inferred]" (a frame completion placed:
+     * prof_label's mark, per frame as in the text formats).
      * Locations: one per map function (addresses are link-time starts), per
-     * label, then per (function, inline chain). */
+     * label, per map function's inferred frames, then per (function or its
+     * inferred frames, inline chain). */
     size_t nf = icpp_pathmap_nfuncs(p->pm), nm = icpp_pathmap_nmodules(p->pm);
-    size_t nfn = nf + p->nextra + p->nnames, nloc0 = nf + p->nextra;
+    size_t fn_names0 = nf + p->nextra, fn_inf0 = fn_names0 + p->nnames, nfn = fn_inf0 + nf;
+    size_t loc_inf0 = nf + p->nextra, loc_chain0 = loc_inf0 + nf;
     /* Rows: frames with weight, then the unattributed labels. */
     size_t nrows = 0;
     uint32_t *rowf = malloc((p->nframes + 1) * sizeof *rowf);
@@ -160,17 +164,17 @@ int out_pprof(const profile *p, FILE *f, const out_opts *o)
     for (size_t i = 0; i < nfn; i++) {
         perftools__profiles__function__init(&fns[i]);
         fns[i].id = i + 1;
-        if (i < nf) {
-            const icpp_pm_func *pf = icpp_pathmap_func(p->pm, (uint32_t)i);
-            /* functions only completion placed: marked, like the text formats' frames */
+        if (i < nf || i >= fn_inf0) {
+            uint32_t fi = (uint32_t)(i < nf ? i : i - fn_inf0);
+            const icpp_pm_func *pf = icpp_pathmap_func(p->pm, fi);
             char lb[1024];
-            snprintf(lb, sizeof lb, "%s%s", prof_func_name(p, (uint32_t)i), i >= p->trained_funcs ? PROF_INFERRED_MARK : "");
+            snprintf(lb, sizeof lb, "%s%s", prof_func_name(p, fi), i >= fn_inf0 ? PROF_INFERRED_MARK : "");
             fns[i].name = fns[i].system_name = str_ix(&st, lb);
             fns[i].filename = str_ix(&st, icpp_pathmap_module(p->pm, pf->module)->path);
-        } else if (i < nloc0) {
+        } else if (i < fn_names0) {
             fns[i].name = fns[i].system_name = str_ix(&st, p->extra[i - nf].label);
         } else {
-            fns[i].name = fns[i].system_name = str_ix(&st, p->names[i - nloc0]);
+            fns[i].name = fns[i].system_name = str_ix(&st, p->names[i - fn_names0]);
         }
         fnp[i] = &fns[i];
     }
@@ -188,12 +192,14 @@ int out_pprof(const profile *p, FILE *f, const out_opts *o)
                 while (p->frames[fr].chain)
                     fr = p->frames[fr].parent;
                 uint32_t func = icpp_pathmap_node(p->pm, p->frames[fr].node)->func;
-                int64_t ix = chain ? iloc_ix(&il, func, chain) : 0;
+                int inf = p->frames[fr].inferred;
+                /* il's functions: the map's, then nf + f for f's inferred frames */
+                int64_t ix = chain ? iloc_ix(&il, func + (inf ? (uint32_t)nf : 0), chain) : 0;
                 if (ix < 0) {
                     free(ids);
                     goto out_samples;
                 }
-                ids[k++] = chain ? nloc0 + (uint64_t)ix + 1 : func + 1;
+                ids[k++] = chain ? loc_chain0 + (uint64_t)ix + 1 : (inf ? loc_inf0 : 0) + func + 1;
                 fr = p->frames[fr].parent;
             }
             samp[r].location_id = ids;
@@ -207,14 +213,14 @@ int out_pprof(const profile *p, FILE *f, const out_opts *o)
         samp[r].n_value = p->nev;
         sampp[r] = &samp[r];
     }
-    size_t nlines = nloc0;
+    size_t nlines = loc_chain0;
     for (size_t i = 0; i < il.n; i++)
         for (uint32_t c = il.chain[i]; ; c = p->chains[c].parent) {
             nlines++;
             if (!c)
                 break;
         }
-    nloc = nloc0 + il.n;
+    nloc = loc_chain0 + il.n;
     locs = calloc(nloc + 1, sizeof *locs);
     locp = calloc(nloc + 1, sizeof *locp);
     lines = calloc(nlines + 1, sizeof *lines);
@@ -226,16 +232,19 @@ int out_pprof(const profile *p, FILE *f, const out_opts *o)
         perftools__profiles__location__init(&locs[i]);
         locs[i].id = i + 1;
         locs[i].line = &linep[ln];
-        uint32_t func = i < nf ? (uint32_t)i : i < nloc0 ? UINT32_MAX : il.func[i - nloc0];
-        for (uint32_t c = i < nloc0 ? 0 : il.chain[i - nloc0]; c; c = p->chains[c].parent) {
+        /* func: the map's function (UINT32_MAX: a label), inferred: its inferred frames' */
+        uint32_t func = i < nf ? (uint32_t)i : i < loc_inf0 ? UINT32_MAX : i < loc_chain0 ? (uint32_t)(i - loc_inf0)
+                                                                                     : il.func[i - loc_chain0] % (uint32_t)nf;
+        int inferred = i >= loc_chain0 ? il.func[i - loc_chain0] >= nf : i >= loc_inf0;
+        for (uint32_t c = i < loc_chain0 ? 0 : il.chain[i - loc_chain0]; c; c = p->chains[c].parent) {
             perftools__profiles__line__init(&lines[ln]);
-            lines[ln].function_id = nloc0 + p->chains[c].name + 1;
+            lines[ln].function_id = fn_names0 + p->chains[c].name + 1;
             linep[ln] = &lines[ln];
             ln++;
             locs[i].n_line++;
         }
         perftools__profiles__line__init(&lines[ln]);
-        lines[ln].function_id = func == UINT32_MAX ? i + 1 : func + 1;
+        lines[ln].function_id = func == UINT32_MAX ? i + 1 : (inferred ? fn_inf0 : 0) + func + 1;
         linep[ln] = &lines[ln];
         ln++;
         locs[i].n_line++;
