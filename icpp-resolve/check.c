@@ -339,6 +339,13 @@ static double pc(uint64_t a, uint64_t b)
     return b ? 100.0 * (double)a / (double)b : 0.0;
 }
 
+static const char *only_func;
+
+void check_only(const char *func)
+{
+    only_func = func;
+}
+
 int check_run(const char *samples, mapset *ms, FILE *out, int json)
 {
     icpp_err err;
@@ -412,6 +419,15 @@ int check_run(const char *samples, mapset *ms, FILE *out, int json)
         int nf = 0;
         int st = icpp_unwind(u, &s, fr, MAXF, &nf);
         int complete = st == ICPP_UW_ROOT;
+        if (only_func) {
+            int in = 0;
+            for (int i = 0; i < nf && !in; i++)
+                in = fr[i].func && fr[i].func->name && !strcmp(fr[i].func->name, only_func);
+            if (!in) {
+                t.total--;      /* not a sample of the part judged */
+                continue;
+            }
+        }
         int in_plt = (s.func && s.func->plt) || (nf > 0 && fr[0].func && fr[0].func->plt), in_cold = 0;
         for (int i = 0; i < nf && !in_cold; i++)
             in_cold = fr[i].func && fr[i].func->owner != fr[i].func->addr;

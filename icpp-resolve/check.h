@@ -15,5 +15,9 @@
  * map completion added them to.  Returns 0, or 1
  * with a message on stderr. */
 int check_run(const char *samples, mapset *ms, FILE *out, int json);
+/* --check-only FUNC: judge only the samples whose true stack passes
+ * through a function of that name (a phase of a program, one subsystem);
+ * NULL: every sample. */
+void check_only(const char *func);
 
 #endif

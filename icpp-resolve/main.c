@@ -90,6 +90,9 @@ static const char *usage_text =
     "                    truth, incorrect, missing, unresolved; by samples and\n"
     "                    by distinct paths; call sites too (--format json too);\n"
     "                    and by samples on recursion-folded paths.\n"
+    "  --check-only FUNC --check, judging only the samples whose true stack\n"
+    "                    passes through a function named FUNC (a phase of\n"
+    "                    the program).\n"
     "  --fold-recursion  a recursion-folded view: a block of functions repeated\n"
     "                    back to back in a path is shown once (f;f;f -> f,\n"
     "                    (a;b)*k;a -> a;b;a; docs/resolve.md), and a sample\n"
@@ -250,7 +253,7 @@ int main(int argc, char **argv)
         dfd_setup(0, 0, 0);
         return trend_main(argc, argv);
     }
-    enum { OPT_SCRIPT = 256, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
+    enum { OPT_SCRIPT = 256, OPT_CHECK_ONLY, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
            OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR,
            OPT_FOLD, OPT_VERSION, OPT_NODFD, OPT_DFDTIME };
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
@@ -264,6 +267,7 @@ int main(int argc, char **argv)
                                        {"sort", required_argument, 0, OPT_SORT},
                                        {"min", required_argument, 0, OPT_MIN},
                                        {"check", no_argument, 0, OPT_CHECK},
+                                       {"check-only", required_argument, 0, OPT_CHECK_ONLY},
                                        {"no-learn", no_argument, 0, OPT_NOLEARN},
                                        {"save-map", required_argument, 0, OPT_SAVEMAP},
                                        {"learn-votes", required_argument, 0, OPT_VOTES},
@@ -348,6 +352,7 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_CHECK: check = 1; break;
+        case OPT_CHECK_ONLY: check = 1; check_only(optarg); break;
         case OPT_FOLD: fold = 1; break;
         case OPT_NOLEARN: learn = 0; break;
         case OPT_SAVEMAP: save_map = optarg; break;

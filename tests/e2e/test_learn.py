@@ -186,20 +186,50 @@ for e in entries:
 # only main;spin called through it in training.  The map alone charges it to
 # main;spin, wrong; learning finds rand_r called where training never saw it,
 # so such samples keep every call site's context, never precise and wrong.
+# The stub is one instruction (jmp *GOT): whether a timer sample lands on it
+# is the machine's business, not ICPP's -- on an AMD EPYC VM's cpu-clock,
+# recordings that copy the stack (--validate, learn samples) got none in most
+# runs and none at all under load, though div's stub beside it got ~40 in
+# every run.  So the recording is repeated until the truth (--check-only
+# twin) holds stub samples called from twin, and the claims are judged on
+# exactly those; "never precise and wrong" is judged on every recording.
+# A machine whose samples never land in the stub leaves the claims about
+# twin's samples unjudged, and says so.
+PLT_ATTEMPTS = 8
 for e in entries:
     if e.prog != "plt" or e.config not in ("O2-fp-pie", "O2-nofp-nopie"):
         continue
     label = f"{e.prog}.{e.config}"
     mapfile, rec = os.path.join(tmp, label + ".icppmap"), os.path.join(tmp, label + ".twin.samples")
     run([tool("icpp-train"), "-q", "--fresh", "-o", mapfile, "--", e.binary, "8"])
-    sample(e.binary, ["8", "twin"], rec, ["-q", "--validate", "--learn=4"])
-    alone, after = check(mapfile, rec, ["--no-learn"]), check(mapfile, rec)
-    if not alone or not after:
+    n_twin, tries, pl, ta = 0, 0, None, None
+    while tries < PLT_ATTEMPTS and n_twin == 0:
+        tries += 1
+        sample(e.binary, ["8", "twin"], rec, ["-q", "--validate", "--learn=4"])
+        after, ta = check(mapfile, rec), check(mapfile, rec, ["--no-learn", "--check-only", "twin"])
+        if not after or not ta:
+            n_twin = -1
+            break
+        pl = after["plt_samples"]
+        c.check(pl["incorrect"] == 0, f"{label}: PLT samples with learning, recording {tries}: {pl}")
+        n_twin = sum(v for k, v in ta["plt_samples"].items() if k != "no_truth")
+    if n_twin <= 0:
+        if n_twin == 0:
+            print(f"note: {label}: no sample landed in rand_r's PLT stub called from twin in {tries} recordings "
+                  f"(last: PLT samples {pl}): the map alone's and learning's verdicts on them are not judged")
         continue
-    pa, pl = alone["plt_samples"], after["plt_samples"]
-    print(f"{label} online: PLT samples, map alone {pa}; learned {pl}")
-    c.check(pa["incorrect"] > 0, f"{label}: the map alone placed no twin sample in main;spin: {pa}")
-    c.check(pl["incorrect"] == 0 and pl["ambiguous-containing-truth"] > 0 and pl["precise"] > 0,
+    alone, tl = check(mapfile, rec, ["--no-learn"]), check(mapfile, rec, ["--check-only", "twin"])
+    if not alone or not tl:
+        continue
+    pa, pta, ptl = alone["plt_samples"], ta["plt_samples"], tl["plt_samples"]
+    nz = lambda d: {k: v for k, v in d.items() if v}  # noqa: E731
+    print(f"{label} online (recording {tries}): PLT samples, map alone {nz(pa)}; learned {nz(pl)}; "
+          f"called from twin: {n_twin}, map alone {nz(pta)}, learned {nz(ptl)}")
+    c.check(pta["incorrect"] == n_twin and pa["incorrect"] >= n_twin,
+            f"{label}: the map alone did not place every twin stub sample in main;spin: {pta}")
+    c.check(ptl["ambiguous-containing-truth"] == n_twin,
+            f"{label}: twin's stub samples with learning, want all {n_twin} ambiguous with the truth: {ptl}")
+    c.check(pl["incorrect"] == 0 and pl["ambiguous-containing-truth"] >= n_twin and pl["precise"] > 0,
             f"{label}: PLT samples with learning: {pl}")
 
 # The default learn rate follows the event: one in 2 for a software event (docs/resolve.md, "The learn rate").
