@@ -30,6 +30,11 @@ sys.path.insert(0, os.path.dirname(HERE))
 import gt  # noqa: E402
 
 PERIOD_NS = 500000          # 2 kHz of CPU time
+# Two or three spinning processes or threads on a 2-core VM leave the reader little CPU:
+# 65528-byte copies filled the 16 MiB rings (256 samples each) and lost ~260 of ~700
+# samples on the AMD guest; gt_spin's stacks are a few KiB, so 16 KiB copies hold 4x as
+# long (0 lost in 3 runs).
+SPIN_GT = ["--stack-size", "16384"]
 OWN = ("main", "a", "b", "c")
 THREAD_OWN = ("gt_thread", "a", "b", "c")
 
@@ -179,7 +184,7 @@ class TestSpin(unittest.TestCase, SpinChecks):
         """Thread samples: base = top of the thread's stack mapping (as
         pthread_getattr_np reports it), paths gt_thread;a;b;c."""
         prog = find("GT_SPIN_NOFP", "gt_spin.O2-nofp")
-        rc, t, err, info = run_gt([prog, "--info", "--threads", "2", "--ms", "300"])
+        rc, t, err, info = run_gt([prog, "--info", "--threads", "2", "--ms", "300"], gt_args=SPIN_GT)
         self.assertEqual(rc, 0, err)
         self.check_basic(t)
         tops = info["thread"]
@@ -198,7 +203,7 @@ class TestSpin(unittest.TestCase, SpinChecks):
     def test_fork(self):
         """A forked child inherits the parent's startstack and mappings."""
         prog = find("GT_SPIN_FP", "gt_spin.O0-fp")
-        rc, t, err, info = run_gt([prog, "--info", "--fork", "--ms", "250"])
+        rc, t, err, info = run_gt([prog, "--info", "--fork", "--ms", "250"], gt_args=SPIN_GT)
         self.assertEqual(rc, 0, err)
         self.check_basic(t)
         self.check_paths(t, OWN, prog)
@@ -215,7 +220,7 @@ class TestSpin(unittest.TestCase, SpinChecks):
         """After an exec, mappings come from MMAP2 records and the base is
         the new image's startstack."""
         prog = find("GT_SPIN_FP", "gt_spin.O0-fp")
-        rc, t, err, info = run_gt([prog, "--info", "--exec", "--ms", "200"])
+        rc, t, err, info = run_gt([prog, "--info", "--exec", "--ms", "200"], gt_args=SPIN_GT)
         self.assertEqual(rc, 0, err)
         self.check_basic(t)
         self.check_paths(t, OWN, prog)
