@@ -182,8 +182,13 @@ for kind, extra in (("fixed", []), ("jitter", ["--jitter", "0.3"])):
     th = [t for t in d["sampling"]["threads"] if not t["learn"]]
     verdicts[kind] = th[0] if th else {}
 print(f"intervals: fixed {verdicts['fixed']}\n           jitter {verdicts['jitter']}")
-c.check(verdicts["fixed"].get("periodic") is True and verdicts["fixed"].get("repeats", 0) > 0.5,
-        f"a fixed period not seen as periodic: {verdicts['fixed']}")
+# A fixed period repeats far more often than a jittered one; how often is the VM's timer's
+# business: on the Intel guest most intervals repeated (> 0.5, the periodic verdict), on the
+# AMD guest 0.44-0.77 of them in runs of the same command -- so the contrast is judged, and
+# the verdict against its definition (half or more repeat: lib/stats.h).
+fx, jx = verdicts["fixed"], verdicts["jitter"]
+c.check(fx.get("repeats", 0) - jx.get("repeats", 1) >= 0.2 and fx.get("periodic") == (fx.get("repeats", 0) >= 0.5),
+        f"a fixed period not far more regular than a jittered one: {fx} / {jx}")
 # idle, about 2% of jittered intervals repeat; under the full test suite's load
 # up to a quarter did (the sampler late to draw, the timer fired again at the
 # old period): the verdict, not a tight figure
