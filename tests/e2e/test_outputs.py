@@ -128,6 +128,17 @@ if ITEM == "pair":
     finally:
         run(["umount", mnt])
 
+def trend_runs():
+    """The program recorded at three input sizes (n=4, 8, 16), for --trend."""
+    runs = []
+    for n in (4, 8, 16):
+        runs.append(T(f"n{n}.samples"))
+        r = run([SAMPLE, "-q", "-e", "cpu-clock", "-F", "2000", "--feature", f"n={n}", "-o", runs[-1], "--", prog,
+                 str(n)])
+        c.check(r.returncode == 0, f"sample n={n}: {r.stderr}")
+    return runs
+
+
 # ---- same-file: no output is an input ----
 if ITEM == "same-file":
     everything = [prog, omap, osmp]
@@ -182,12 +193,7 @@ if ITEM == "same-file":
     os.unlink(prog)
     shutil.move(prog + ".old", prog)
     # --trend: -o is none of the runs.
-    runs = []
-    for n in (4, 8, 16):
-        runs.append(T(f"n{n}.samples"))
-        r = run([SAMPLE, "-q", "-e", "cpu-clock", "-F", "2000", "--feature", f"n={n}", "-o", runs[-1], "--", prog,
-                 str(n)])
-        c.check(r.returncode == 0, f"sample n={n}: {r.stderr}")
+    runs = trend_runs()
     refused([RESOLVE, "--trend", "-m", omap, "-o", runs[0]] + runs, [runs[0]], "icpp-resolve --trend -o RUN")
     refused([RESOLVE, "--trend", "-m", omap, "-o", omap] + runs, [omap], "icpp-resolve --trend -o MAP")
     # Not refused: new paths, and --save-map adding to the map it read (documented).
@@ -212,12 +218,7 @@ if ITEM == "signal":
         return env
 
     PREV = b"the previous file\n"
-    runs = []
-    for n in (4, 8, 16):
-        runs.append(T(f"n{n}.samples"))
-        r = run([SAMPLE, "-q", "-e", "cpu-clock", "-F", "2000", "--feature", f"n={n}", "-o", runs[-1], "--", prog,
-                 str(n)])
-        c.check(r.returncode == 0, f"sample n={n}: {r.stderr}")
+    runs = trend_runs()
     for sig in (signal.SIGTERM, signal.SIGINT):
         cases = [
             ("icpp-resolve -o", [RESOLVE, "-m", omap, "-o", T("out.txt"), osmp], [T("out.txt")]),
