@@ -576,6 +576,8 @@ struct icpp_learn_trail {
     struct leff   *eff;
     uint64_t       cut;         /* no learn sample kept from this time on */
     double         missing;     /* icpp_learn_trail_missing */
+    icpp_hmap      procnode;    /* (pid << 32 | exec generation, node) -> 1: a learn sample of it passed */
+    size_t         nprocs;      /* distinct (pid, exec generation) among the chains */
 };
 
 static int trail_cmp(const void *a, const void *b)
@@ -584,6 +586,31 @@ static int trail_cmp(const void *a, const void *b)
     if (x->thread != y->thread)
         return x->thread < y->thread ? -1 : 1;
     return x->time < y->time ? -1 : x->time > y->time;
+}
+
+/* t->procnode: which process images (pid, exec generation) each remembered
+ * chain's contexts were seen in -- every chain, also those past the trail's
+ * cut.  0, or -ENOMEM. */
+static int trail_procs(icpp_learn_trail *t, const learner *L)
+{
+    icpp_hmap procs;
+    icpp_hmap_init(&procs);
+    icpp_hmap_init(&t->procnode);
+    int rc = 0;
+    for (size_t i = 0; i < L->nchains && rc == 0; i++) {
+        const struct lchain *c = &L->chains[i];
+        uint64_t pk = (uint64_t)c->pid << 32 | c->gen;
+        if (!c->neff)
+            continue;
+        if (!icpp_hmap_get(&procs, pk, 0)) {
+            rc = icpp_hmap_put(&procs, pk, 0, 1);
+            t->nprocs++;
+        }
+        for (size_t k = 0; k < c->neff && rc == 0; k++)
+            rc = icpp_hmap_put(&t->procnode, pk, L->eff[c->eff + k].node, 1);
+    }
+    icpp_hmap_free(&procs);
+    return rc;
 }
 
 /* The trail out of L (which gives up its entries, threads, chains and effects). */
@@ -599,7 +626,12 @@ static icpp_learn_trail *trail_take(learner *L)
     if (!sorted)
         qsort(L->trail, L->ntrail, sizeof *L->trail, trail_cmp);
     *t = (icpp_learn_trail){L->trail, L->ntrail, L->threads, L->thr, L->chains, L->eff, L->cut,
-                            L->nseen ? (double)L->nonce / (double)L->nseen : 0.0};
+                            L->nseen ? (double)L->nonce / (double)L->nseen : 0.0, {0}, 0};
+    if (trail_procs(t, L) < 0) {        /* nothing per process: the map's learn counts serve */
+        icpp_hmap_free(&t->procnode);
+        icpp_hmap_init(&t->procnode);
+        t->nprocs = 0;
+    }
     L->trail = NULL;
     L->thr = NULL;
     icpp_hmap_init(&L->threads);
@@ -607,6 +639,13 @@ static icpp_learn_trail *trail_take(learner *L)
     L->eff = NULL;
     L->ntrail = L->nthr = L->nchains = L->neff = 0;
     return t;
+}
+
+int icpp_learn_trail_process_saw(const icpp_learn_trail *t, uint32_t pid, uint32_t gen, uint32_t node)
+{
+    if (!t || t->nprocs < 2)
+        return -1;
+    return icpp_hmap_get(&t->procnode, (uint64_t)pid << 32 | gen, node) != NULL;
 }
 
 static int chain_has(const icpp_learn_trail *t, uint32_t chain, uint32_t node, int64_t height)
@@ -664,6 +703,7 @@ void icpp_learn_trail_free(icpp_learn_trail *t)
         return;
     free(t->e);
     icpp_hmap_free(&t->threads);
+    icpp_hmap_free(&t->procnode);
     free(t->thr);
     free(t->chains);
     free(t->eff);

@@ -86,6 +86,13 @@ int  icpp_learn_trail_confirms(const icpp_learn_trail *t, uint32_t pid, uint32_t
  * judged without neighbours: less often precise, never more often wrong). */
 #define ICPP_TRAIL_MAX (1u << 21)
 size_t icpp_learn_trail_len(const icpp_learn_trail *t);
+/* Did a learn sample of process image (pid, exec generation) pass through
+ * node, at any height?  1 or 0; -1 where the recording's learn samples are
+ * of one process image only (or t is NULL): then the map's learn counts say
+ * the same.  Another process's learn samples show where *it* went: a forked
+ * child in one of two twin contexts says nothing of which one its parent
+ * or an exec'd image took (docs/resolve.md, "The recording's evidence"). */
+int icpp_learn_trail_process_saw(const icpp_learn_trail *t, uint32_t pid, uint32_t gen, uint32_t node);
 /* The share of the learned learn samples whose path (with its heights) no
  * other learn sample took: Good-Turing's estimate of the chance that the
  * next sample's path is one learning never saw.  0.05-0.28 on the bench's

@@ -335,27 +335,31 @@ uint64_t icpp_cidx_node_learned(const icpp_cidx *x, uint32_t node)
     return node < x->nact ? x->act[node] : 0;
 }
 
-static int cand_active(const icpp_cidx *x, const icpp_cand *c)
+static int cand_active(const icpp_cidx *x, const icpp_rsample *s, const icpp_cand *c)
 {
+    uint32_t p = icpp_pathmap_node(x->pm, c->node)->parent;
+    /* a recording of several process images: this one's learn samples */
+    int own = icpp_learn_trail_process_saw(x->trail, s->pid, s->exec_gen, c->node);
+    if (own >= 0)
+        return own || (p && icpp_learn_trail_process_saw(x->trail, s->pid, s->exec_gen, p) > 0);
     if (c->learned)
         return 1;
-    uint32_t p = icpp_pathmap_node(x->pm, c->node)->parent;
     return p && icpp_cidx_node_learned(x, p);
 }
 
-static int any_active(const icpp_cidx *x, const icpp_resolution *out)
+static int any_active(const icpp_cidx *x, const icpp_rsample *s, const icpp_resolution *out)
 {
     for (uint32_t i = 0; i < out->ncand; i++)
-        if (cand_active(x, &out->cand[i]))
+        if (cand_active(x, s, &out->cand[i]))
             return 1;
     return 0;
 }
 
-static void prune_inactive(icpp_cidx *x, icpp_resolution *out)
+static void prune_inactive(icpp_cidx *x, const icpp_rsample *s, icpp_resolution *out)
 {
     uint32_t keep = 0;
     for (uint32_t i = 0; i < out->ncand; i++)
-        keep += cand_active(x, &out->cand[i]);
+        keep += cand_active(x, s, &out->cand[i]);
     if (!keep || keep == out->ncand)
         return;
     if (keep > x->pzcap) {
@@ -368,7 +372,7 @@ static void prune_inactive(icpp_cidx *x, icpp_resolution *out)
     }
     uint32_t k = 0;
     for (uint32_t i = 0; i < out->ncand; i++)
-        if (cand_active(x, &out->cand[i]))
+        if (cand_active(x, s, &out->cand[i]))
             x->pz[k++] = out->cand[i];
     out->pruned = out->ncand - k;
     out->cand = x->pz;
@@ -461,6 +465,40 @@ uint64_t icpp_cidx_routes(icpp_cidx *x, uint32_t func, int64_t height)
     return routes(x, func, height, 0);
 }
 
+/* Is c a context only this recording's learn samples showed (training never
+ * entered it at this height), below a trained context -- the nearest one on
+ * its path -- whose CID training saw shared by several paths?  ICPP's own
+ * premise then says the same calls made from the others reach c's CID too,
+ * and nothing in the map says which of them this sample's thread made: a
+ * forked child's and an exec'd image's first malloc reach sysmalloc at one
+ * height below a shared (malloc, height), and the one learn sample that saw
+ * it may have been either's (docs/resolve.md, "Never precise and wrong"). */
+static int learned_below_shared(const icpp_cidx *x, const icpp_cand *c)
+{
+    if (c->count || !c->learned)
+        return 0;
+    uint32_t a = icpp_pathmap_node(x->pm, c->node)->parent;
+    for (uint32_t steps = 0; a && steps < 65536; steps++) {
+        const icpp_pm_node *an = icpp_pathmap_node(x->pm, a);
+        int trained = 0;
+        for (uint32_t k = 0; k < an->nheights; k++) {
+            if (!an->heights[k].count)
+                continue;
+            trained = 1;
+            const icpp_cand *cc;
+            uint32_t n = icpp_cidx_lookup(x, an->func, an->heights[k].height, &cc), t = 0;
+            for (uint32_t i = 0; i < n && t < 2; i++)
+                t += cc[i].count > 0;
+            if (t > 1)
+                return 1;
+        }
+        if (trained)
+            return 0;
+        a = an->parent;
+    }
+    return 0;
+}
+
 /* A missing CID: inferred if the completer finds paths, else missing. */
 static void complete_missing(icpp_cidx *x, const icpp_rmodule *rm, const icpp_rsample *s, icpp_resolution *out)
 {
@@ -518,7 +556,7 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
         }
     }
     if (x->evidence && out->ncand > 1)
-        prune_inactive(x, out);
+        prune_inactive(x, s, out);
     uint32_t seen = 0, only = 0;
     for (uint32_t i = 0; i < out->ncand; i++)
         if (out->cand[i].learned) {
@@ -546,6 +584,9 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
     int novel = out->func >= 0 && icpp_cidx_novel(x, (uint32_t)out->func);
     if (!seen && novel) {
         out->kind = ICPP_RES_UNCERTAIN;
+    } else if (novel && out->ncand == 1 && learned_below_shared(x, &out->cand[0]) &&
+               !neighbour_saw(x, s, out->cand[0].node)) {
+        out->kind = ICPP_RES_UNCERTAIN;     /* learned below a CID training shared */
     } else if (novel && x->evidence) {
         /* Known contexts recombine into this CID (more routes than one):
          * an untrained arrangement may share it.  One learn sample there is
@@ -563,7 +604,7 @@ void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample
     }
     if (out->kind == ICPP_RES_UNCERTAIN)
         return;
-    if (!seen && x->evidence && x->cpl && !s->func->plt && !any_active(x, out) &&
+    if (!seen && x->evidence && x->cpl && !s->func->plt && !any_active(x, s, out) &&
              active_alternative(x, rm, s, (uint32_t)out->func)) {
         out->kind = ICPP_RES_UNCERTAIN;
         out->alternative = 1;
