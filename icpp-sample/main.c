@@ -50,6 +50,10 @@
  * and one learn sample in 2, 512 KiB lost 0.7% of the samples). */
 #define RING_PAGES 128
 #define RING_PAGES_LEARN 512
+/* --validate: every sample carries a stack copy; at 8 kHz 2 MiB lost 8% of
+ * a short run's samples (fnptr in tests/e2e/test_check.py), more when the
+ * reader is starved of CPU */
+#define RING_PAGES_VALIDATE 2048
 #define WAKEUP_BYTES (256u << 10)   /* half of RING_PAGES: when the reader wakes, at any -m */
 #define LEARN_EVERY_SOFTWARE 2
 #define LEARN_EVERY_HARDWARE 4
@@ -102,7 +106,9 @@ static const char *usage_text =
     "                       another user's file in a sticky directory, is\n"
     "                       refused (docs/file-safety.md).\n"
     "  -m, --mmap-pages N   ring buffer data pages per CPU, a power of two\n"
-    "                       (default 128, or 512 with learn samples).\n"
+    "                       (default 128, 512 with learn samples, 2048 with\n"
+    "                       --validate; 128 where the locked-memory limit\n"
+    "                       refuses more).\n"
     "  -p, --pid PID        sample a running process and all its threads until\n"
     "                       Ctrl-C or its exit; it keeps running afterwards.\n"
     "      --validate       also record each sample's user callchain and a copy\n"
@@ -1194,7 +1200,7 @@ int main(int argc, char **argv)
     }
     int amd = icpp_cpu_is_amd();
     if (!s.pages) {
-        s.pages = s.learn_every ? RING_PAGES_LEARN : RING_PAGES;
+        s.pages = s.validate ? RING_PAGES_VALIDATE : s.learn_every ? RING_PAGES_LEARN : RING_PAGES;
         s.pages_default = 1;
     }
     setup_events(&s, amd);
