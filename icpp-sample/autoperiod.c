@@ -174,9 +174,23 @@ int autoperiod_choose(char *const *argv, const char *self, const char *event, in
     /* p = 1 (one context): any count orders it; the floor then applies */
     double n = ap->p < 1 ? icpp_stats_stoker_n(ap->T, ap->p, ap->o, ap->z) : 0;
     ap->n_star = n < AUTOPERIOD_MIN_N ? AUTOPERIOD_MIN_N : n > AUTOPERIOD_MAX_N ? AUTOPERIOD_MAX_N : n;
-    /* the run's events, as the pilot counted them, spread over n* samples */
-    double events = (double)ap->pilot_samples * (double)ap->pilot_period;
-    double per_n = events / ap->n_star;
+    /* The run's events without sampling, spread over n* samples, and each
+     * sample's own: a clock counts the time a sample costs the program, so
+     * the dense pilot counted its run and pilot_samples samples' cost (on a
+     * loaded VM half of its events: 0.47 s counted for a 0.24 s run).  Two
+     * pilots give both: events = events0 + samples x event_o. */
+    double dense = (double)ap->pilot_samples * (double)ap->pilot_period;
+    double sparse = (double)ap->sparse_samples * (double)ap->pilot_period * PILOT_SPARSE;
+    ap->event_o = ap->pilot_samples > ap->sparse_samples
+                      ? (dense - sparse) / (double)(ap->pilot_samples - ap->sparse_samples) : 0;
+    if (!(ap->event_o > 0) || hardware)
+        ap->event_o = 0;        /* within noise; a hardware event counts the program only */
+    ap->events0 = dense - (double)ap->pilot_samples * ap->event_o;
+    if (!(ap->events0 > 0.5 * dense)) {
+        ap->events0 = dense;    /* the pilots disagree past reason: the dense pilot's count */
+        ap->event_o = 0;
+    }
+    double per_n = ap->events0 / ap->n_star + ap->event_o;
     /* A clock's period never below 10 o: a sample costs o of the
      * program's own time, and cpu-clock counts it, so a period near o
      * would sample mostly the sampling (measured: 10 us on a 13 ms
@@ -189,6 +203,7 @@ int autoperiod_choose(char *const *argv, const char *self, const char *event, in
         ap->capped = 1;
     }
     ap->period = per_n >= 1 ? (uint64_t)per_n : 1;
+    ap->planned = (double)ap->period > ap->event_o ? ap->events0 / ((double)ap->period - ap->event_o) : ap->n_star;
     return 0;
 }
 
@@ -203,16 +218,19 @@ void autoperiod_print(const autoperiod *ap, FILE *f, const char *event)
                         : " = (dense CPU - sparse CPU) / (dense samples - sparse samples)",
             ap->z);
     fprintf(f, "icpp-sample: auto period: n* = (T z sqrt(p(1-p)) / (2 o p))^(2/3) = %.0f samples%s -> period %" PRIu64
-               " on %s%s\n",
+               " on %s = E0 / n* + e (E0 = %.0f events without sampling, e = %.0f per sample: the pilots' "
+               "difference)%s\n",
             ap->n_star, ap->n_star <= AUTOPERIOD_MIN_N || ap->n_star >= AUTOPERIOD_MAX_N ? " (clamped)" : "", ap->period,
-            event, ap->capped ? " (raised to 10 o: sampling may cost at most a tenth of the run)" : "");
+            event, ap->events0, ap->event_o,
+            ap->capped ? " (raised to 10 o: sampling may cost at most a tenth of the run)" : "");
 }
 
 void autoperiod_print_result(const autoperiod *ap, FILE *f, uint64_t samples)
 {
     double lo, hi;
     icpp_stats_share_ci(ap->p * (double)samples, (double)samples, ap->z, &lo, &hi);
-    fprintf(f, "icpp-sample: auto period: %" PRIu64 " samples taken (n* = %.0f planned); at that count the hottest "
+    fprintf(f, "icpp-sample: auto period: %" PRIu64 " samples taken (%.0f planned%s); at that count the hottest "
                "context's share %.1f%% has the 95%% interval %.1f-%.1f%% (width %.2f points)\n",
-            samples, ap->n_star, 100 * ap->p, 100 * lo, 100 * hi, 100 * (hi - lo));
+            samples, ap->planned, ap->capped ? ", fewer than n*: the period was raised" : " = n*", 100 * ap->p,
+            100 * lo, 100 * hi, 100 * (hi - lo));
 }

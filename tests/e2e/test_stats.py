@@ -187,7 +187,10 @@ print(f"intervals: fixed {verdicts['fixed']}\n           jitter {verdicts['jitte
 # AMD guest 0.44-0.77 of them in runs of the same command -- so the contrast is judged, and
 # the verdict against its definition (half or more repeat: lib/stats.h).
 fx, jx = verdicts["fixed"], verdicts["jitter"]
-c.check(fx.get("repeats", 0) - jx.get("repeats", 1) >= 0.2 and fx.get("periodic") == (fx.get("repeats", 0) >= 0.5),
+# Under the suite's load the fixed period's share fell to 0.24 (jittered: 0.04) -- still
+# several times the jittered one's.
+fr, jr = fx.get("repeats", 0), jx.get("repeats", 1)
+c.check(fr >= max(3 * jr, jr + 0.1) and fx.get("periodic") == (fr >= 0.5),
         f"a fixed period not far more regular than a jittered one: {fx} / {jx}")
 # idle, about 2% of jittered intervals repeat; under the full test suite's load
 # up to a quarter did (the sampler late to draw, the timer fired again at the
@@ -205,8 +208,9 @@ c.check(r.returncode == 0, f"--auto-period: {r.stderr}")
 print(r.stderr)
 m = re.search(r"T = ([\d.]+) s .*pilots: (\d+) samples at period (\d+) in ([\d.]+) s, (\d+) at (\d+) in ([\d.]+) s; "
               r"p = ([\d.]+) .*o = ([\d.]+) us", r.stderr)
-m2 = re.search(r"= (\d+) samples(?: \(clamped\))? -> period (\d+) on cpu-clock", r.stderr)
-m3 = re.search(r"auto period: (\d+) samples taken \(n\* = (\d+) planned\)", r.stderr)
+m2 = re.search(r"= (\d+) samples(?: \(clamped\))? -> period (\d+) on cpu-clock = E0 / n\* \+ e "
+               r"\(E0 = (\d+) events without sampling, e = (\d+) per sample", r.stderr)
+m3 = re.search(r"auto period: (\d+) samples taken \((\d+) planned", r.stderr)
 c.check(m and m2 and m3, f"--auto-period output: {r.stderr}")
 if m and m2 and m3:
     T, npil, ppil, Ts = float(m.group(1)), int(m.group(2)), int(m.group(3)), float(m.group(4))
@@ -218,14 +222,26 @@ if m and m2 and m3:
     nstar = (T * Z * math.sqrt(p * (1 - p)) / (2 * o * p)) ** (2 / 3)
     nstar = min(max(nstar, 1000), 1e7)
     c.check(abs(int(m2.group(1)) - nstar) <= 0.01 * nstar + 1, f"n* printed {m2.group(1)}, eq. 4.16 gives {nstar:.0f}")
-    c.check(abs(int(m2.group(2)) - max(npil * ppil / nstar, 10000, 10 * o * 1e9)) <= 0.01 * int(m2.group(2)) + 1,
-            f"period {m2.group(2)} is not the pilot's events over n*")
+    # a clock counts what a sample costs: the pilots' event counts differ by
+    # e per sample, and the run without sampling counts E0 = dense - samples x e
+    psp = int(m.group(6))
+    e_o = max((npil * ppil - nsp * psp) / (npil - nsp), 0)
+    E0 = npil * ppil - npil * e_o
+    if E0 <= 0.5 * npil * ppil:
+        E0, e_o = npil * ppil, 0
+    c.check(abs(int(m2.group(3)) - E0) <= 1 + 1e-6 * E0 and abs(int(m2.group(4)) - e_o) <= 1,
+            f"E0 {m2.group(3)} and e {m2.group(4)} are not the pilots' ({E0:.0f}, {e_o:.0f})")
+    period = max(E0 / nstar + e_o, 10000, 10 * o * 1e9)
+    c.check(abs(int(m2.group(2)) - period) <= 0.01 * int(m2.group(2)) + 1,
+            f"period {m2.group(2)} is not E0 / n* + e, nor the floor ({period:.0f})")
     # the hottest context is victim's: both paths reach it at the same height
     # (path_a and path_b have identical frames), so p is their shares together
     vt = truth.get(("main", "path_a", "victim"), 0.5) + truth.get(("main", "path_b", "victim"), 0.17)
     c.check(abs(p - vt) < 0.05, f"pilot p {p}, true share of victim's context {vt:.3f}")
     taken = int(m3.group(1))
-    planned = npil * ppil / int(m2.group(2))        # n*, or fewer where the period was raised
+    planned = E0 / (int(m2.group(2)) - e_o)         # n*, or fewer where the period was raised
+    c.check(abs(int(m3.group(2)) - planned) <= 1 + 0.001 * planned, f"{m3.group(2)} printed as planned, not {planned:.0f}")
+    # the unprofiled run's events vary from run to run (on a loaded VM by 10-20%)
     c.check(0.6 * planned <= taken <= 1.5 * planned, f"{taken} samples taken for {planned:.0f} planned (n* {nstar:.0f})")
 r = run([tool("icpp-sample"), "--auto-period", "-c", "1000", "--", prog])
 c.check(r.returncode == 2 and "--auto-period" in r.stderr, f"--auto-period with -c: {r.returncode} {r.stderr}")
