@@ -1,5 +1,4 @@
 /* main.c -- icpp-resolve: sample files to call-path profiles. */
-#include "basevote.h"
 #include "cli.h"
 #include "defs.h"
 #include "debuginfo.h"
@@ -15,6 +14,7 @@
 #include "profile.h"
 #include "replay.h"
 #include "resolve.h"
+#include "run.h"
 #include "sampstat.h"
 #include "trends.h"
 
@@ -137,9 +137,35 @@ static const char *usage_text =
     "DEBUGINFOD_URLS is set; ICPP_DEBUG_DIRS replaces /usr/lib/debug;\n"
     "docs/debuginfo.md); otherwise they show as fn_ADDR.\n";
 
+/* --script: one line per sample. */
+static int script_sample(void *arg, run *r, icpp_rsample *s, icpp_err *err)
+{
+    (void)err;
+    int inlines = *(const int *)arg;
+    static const char *kinds[] = {"none", "startstack", "maptop", "inferred"};
+    const icpp_replay_info *in = icpp_replay_info_get(r->rp);
+    const icpp_rmodule *m = s->module >= 0 ? icpp_replay_module(r->rp, (uint32_t)s->module) : NULL;
+    /* Names from the file, escaped (lib/escape.h): one line per sample. */
+    char eb[256], mb[4096], fb[4096];
+    printf("%u/%u %" PRIu64 " %s ip=%#" PRIx64 " sp=%#" PRIx64 " bp=%#" PRIx64 " base=%#" PRIx64 "(%s) height=%" PRId64
+           " %s %s+%#" PRIx64 " %s",
+           s->pid, s->tid, s->time, s->event < in->nevents ? icpp_escape(in->event_names[s->event], eb, sizeof eb) : "?",
+           s->ip, s->sp, s->bp, s->base, kinds[s->base_kind & 3], s->status == ICPP_RS_OK ? s->height : 0,
+           icpp_rs_status_name(s->status), m ? icpp_escape(m->path, mb, sizeof mb) : "-", s->addr,
+           s->func ? icpp_escape(s->func->name, fb, sizeof fb) : "-");
+    const char *names[PROF_MAX_INLINE];
+    int n = inlines && s->func && m && m->mod ? icpp_module_inlines(m->mod, s->addr, names, PROF_MAX_INLINE) : 0;
+    for (int i = 0; i < n; i++) {
+        fputs(i ? ";" : " inlined=", stdout);
+        icpp_escape_fputs(names[i], stdout);
+    }
+    putchar('\n');
+    return 0;
+}
+
 /* ms: with maps given (-m, --map-dir), threads' own stacks are voted with
  * them (mapset.h), as the profile does; else each thread's first sample
- * decides. */
+ * decides.  The samples keep the recording's thread bases (no base vote). */
 static int script(const char *path, int inlines, mapset *ms)
 {
     icpp_err err;
@@ -147,40 +173,18 @@ static int script(const char *path, int inlines, mapset *ms)
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
-    icpp_replay *rp = mapset_replay_open(ms, path, &err);
-    if (!rp || mapset_apply_stacks(ms, rp) < 0) {
-        fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
-        icpp_replay_close(rp);
+    run rn;
+    if (run_open(&rn, ms, path, RUN_LEARN_FRAMES | RUN_NO_BASES, &err) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        run_close(&rn);
         return 1;
     }
-    icpp_rsample s;
-    int rc;
-    static const char *kinds[] = {"none", "startstack", "maptop", "inferred"};
-    while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
-        const icpp_replay_info *in = icpp_replay_info_get(rp);
-        const icpp_rmodule *m = s.module >= 0 ? icpp_replay_module(rp, (uint32_t)s.module) : NULL;
-        /* Names from the file, escaped (lib/escape.h): one line per sample. */
-        char eb[256], mb[4096], fb[4096];
-        printf("%u/%u %" PRIu64 " %s ip=%#" PRIx64 " sp=%#" PRIx64 " bp=%#" PRIx64 " base=%#" PRIx64 "(%s) height=%" PRId64
-               " %s %s+%#" PRIx64 " %s",
-               s.pid, s.tid, s.time, s.event < in->nevents ? icpp_escape(in->event_names[s.event], eb, sizeof eb) : "?",
-               s.ip, s.sp, s.bp, s.base, kinds[s.base_kind & 3], s.status == ICPP_RS_OK ? s.height : 0,
-               icpp_rs_status_name(s.status), m ? icpp_escape(m->path, mb, sizeof mb) : "-", s.addr,
-               s.func ? icpp_escape(s.func->name, fb, sizeof fb) : "-");
-        const char *names[PROF_MAX_INLINE];
-        int n = inlines && s.func && m && m->mod ? icpp_module_inlines(m->mod, s.addr, names, PROF_MAX_INLINE) : 0;
-        for (int i = 0; i < n; i++) {
-            fputs(i ? ";" : " inlined=", stdout);
-            icpp_escape_fputs(names[i], stdout);
-        }
-        putchar('\n');
-    }
-    const icpp_replay_info *in = icpp_replay_info_get(rp);
+    int rc = run_each(&rn, script_sample, &inlines, &err);
     if (rc < 0)
         fprintf(stderr, "icpp-resolve: %s: %s\n", path, err.msg);
     else
-        prof_warn_incomplete(stderr, path, in);
-    icpp_replay_close(rp);
+        prof_warn_incomplete(stderr, path, icpp_replay_info_get(rn.rp));
+    run_close(&rn);
     return rc < 0 ? 1 : 0;
 }
 
@@ -244,18 +248,131 @@ static void dfd_setup(int off, double budget, int quiet)
     atexit(dfd_note);
 }
 
-int main(int argc, char **argv)
+
+/* The command line, parsed. */
+typedef struct ropts {
+    const char  *samples, *out_path, *sort_name, *save_map;
+    int          quiet, do_script, check, inlines, learn, complete, cstats, fold, evidence, no_dfd;
+    uint32_t     votes;
+    double       dfd_budget;
+    fmt_t        fmt;
+    out_opts     oo;
+    const char **inputs;        /* every file read, for the same-file rule (lib/fsafe.h): -m maps, then the recording */
+    size_t       ninputs;
+} ropts;
+
+/* strtol/strtod of a whole option value within [lo, hi]; 0, or -1 if not. */
+static int parse_long(const char *s, long lo, long hi, long *v)
 {
-    /* Files a recording or map names are read with its owner's rights
-     * (docs/file-safety.md, "Files named inside inputs"). */
-    icpp_fs_named_guard();
-    if (trend_requested(argc, argv)) {
-        dfd_setup(0, 0, 0);
-        return trend_main(argc, argv);
+    char *e;
+    *v = strtol(s, &e, 10);
+    return *e || e == s || *v < lo || *v > hi ? -1 : 0;
+}
+
+enum { OPT_SCRIPT = 256, OPT_CHECK_ONLY, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
+       OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR,
+       OPT_FOLD, OPT_VERSION, OPT_NODFD, OPT_DFDTIME };
+
+/* One option (getopt_long's c) into o; -1 to go on, else the exit status. */
+static int parse_opt(int c, ropts *o, mapset *ms)
+{
+    icpp_err err;
+    long v;
+    double d;
+    char *e;
+    switch (c) {
+    case OPT_SCRIPT: o->do_script = 1; break;
+    case 'm':
+        o->inputs[o->ninputs++] = optarg;
+        if (mapset_add_map(ms, optarg, &err) < 0) {
+            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+            return 1;
+        }
+        break;
+    case OPT_MAPDIR: mapset_add_dir(ms, optarg, &err); break;  /* out of memory ignored (mapset.h: run.h's drifts) */
+    case 'o': o->out_path = optarg; break;
+    case 'n':
+        if (parse_long(optarg, 0, 100000000, &v) < 0) {
+            fprintf(stderr, "icpp-resolve: -n wants a count (0 = all), not '%s'\n", optarg);
+            return 2;
+        }
+        o->oo.top = (int)v;
+        break;
+    case OPT_FORMAT: {
+        static const char *const fmts[] = {"text", "tree", "folded", "json", "speedscope", "pprof", "svg"};
+        static const fmt_t fv[] = {F_TEXT, F_TREE, F_FOLDED, F_JSON, F_SPEEDSCOPE, F_PPROF, F_SVG};
+        size_t i = 0;
+        while (i < sizeof fmts / sizeof *fmts && strcmp(optarg, fmts[i]))
+            i++;
+        if (i == sizeof fmts / sizeof *fmts) {
+            fprintf(stderr, "icpp-resolve: unknown format '%s' (text, tree, folded, json, speedscope, pprof, svg)\n",
+                    optarg);
+            return 2;
+        }
+        o->fmt = fv[i];
+        break;
     }
-    enum { OPT_SCRIPT = 256, OPT_CHECK_ONLY, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
-           OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR,
-           OPT_FOLD, OPT_VERSION, OPT_NODFD, OPT_DFDTIME };
+    case OPT_FULL: o->oo.full = 1; break;
+    case OPT_SITES: o->oo.sites = 1; break;
+    case OPT_NOINLINE: o->inlines = 0; break;
+    case OPT_SORT: o->sort_name = optarg; break;
+    case OPT_MIN:
+        d = strtod(optarg, &e);
+        if (*e || e == optarg || !(d >= 0 && d <= 100)) {     /* NaN fails both */
+            fprintf(stderr, "icpp-resolve: --min wants a percentage from 0 to 100, not '%s'\n", optarg);
+            return 2;
+        }
+        o->oo.min_pct = d;
+        break;
+    case OPT_CHECK: o->check = 1; break;
+    case OPT_CHECK_ONLY: o->check = 1; check_only(optarg); break;
+    case OPT_FOLD: o->fold = 1; break;
+    case OPT_NOLEARN: o->learn = 0; break;
+    case OPT_SAVEMAP: o->save_map = optarg; break;
+    case OPT_VOTES:
+        if (parse_long(optarg, 0, 1000000, &v) < 0) {
+            fprintf(stderr, "icpp-resolve: --learn-votes wants a count (0 = off), not '%s'\n", optarg);
+            return 2;
+        }
+        o->votes = (uint32_t)v;
+        break;
+    case OPT_EVIDENCE:
+        if (!strcmp(optarg, "auto"))
+            o->evidence = -1;
+        else if (!strcmp(optarg, "on"))
+            o->evidence = 1;
+        else if (!strcmp(optarg, "off"))
+            o->evidence = 0;
+        else {
+            fprintf(stderr, "icpp-resolve: --evidence wants auto, on or off, not '%s'\n", optarg);
+            return 2;
+        }
+        break;
+    case OPT_COMPLETE: o->complete = 1; break;
+    case OPT_NOCOMPLETE: o->complete = 0; break;
+    case OPT_CSTATS: o->cstats = 1; break;
+    case 'q': o->quiet = 1; break;
+    case OPT_NODFD: o->no_dfd = 1; break;
+    case OPT_DFDTIME:
+        d = strtod(optarg, &e);
+        if (*e || e == optarg || !(d > 0 && d <= 86400)) {     /* NaN fails both */
+            fprintf(stderr, "icpp-resolve: --debuginfod-timeout wants seconds (more than 0, at most 86400), "
+                            "not '%s'\n", optarg);
+            return 2;
+        }
+        o->dfd_budget = d;
+        break;
+    case OPT_VERSION: icpp_cli_version(stdout, "icpp-resolve"); return 0;
+    case 'h': fputs(usage_text, stdout); return 0;
+    default: fputs(usage_text, stderr); return 2;
+    }
+    return -1;
+}
+
+/* The command line into o, -m maps read into ms; -1 to go on, else the
+ * exit status (after saying why). */
+static int parse_args(int argc, char **argv, ropts *o, mapset *ms)
+{
     static const struct option lo[] = {{"script", no_argument, 0, OPT_SCRIPT},
                                        {"map", required_argument, 0, 'm'},
                                        {"map-dir", required_argument, 0, OPT_MAPDIR},
@@ -282,284 +399,179 @@ int main(int argc, char **argv)
                                        {"version", no_argument, 0, OPT_VERSION},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    int no_dfd = 0;
-    double dfd_budget = 0;
-    int c, quiet = 0, do_script = 0, check = 0, inlines = 1, learn = 1, complete = 1, cstats = 0, fold = 0;
-    uint32_t votes = ICPP_LEARN_VOTES;
-    int evidence = -1;
-    const char *out_path = NULL, *sort_name = NULL, *save_map = NULL;
-    mapset ms;
-    mapset_init(&ms);
-    icpp_err err;
-    fmt_t fmt = F_TEXT;
-    out_opts oo = {20, 0, 0, 0.5, 0};
-    /* Every file read, for the same-file rule (lib/fsafe.h): -m maps, then the recording. */
-    const char **inputs = malloc(((size_t)argc + 1) * sizeof *inputs);
-    size_t ninputs = 0;
-    if (!inputs) {
+    *o = (ropts){.inlines = 1, .learn = 1, .complete = 1, .evidence = -1, .votes = ICPP_LEARN_VOTES,
+                 .fmt = F_TEXT, .oo = {20, 0, 0, 0.5, 0}};
+    o->inputs = malloc(((size_t)argc + 1) * sizeof *o->inputs);
+    if (!o->inputs) {
         fprintf(stderr, "icpp-resolve: out of memory\n");
         return 1;
     }
     icpp_fs_remove_temps_on_signal();   /* -o's and --save-map's new files, not yet in place */
-    while ((c = getopt_long(argc, argv, "m:o:n:qh", lo, NULL)) != -1) {
-        switch (c) {
-        case OPT_SCRIPT: do_script = 1; break;
-        case 'm':
-            inputs[ninputs++] = optarg;
-            if (mapset_add_map(&ms, optarg, &err) < 0) {
-                fprintf(stderr, "icpp-resolve: %s\n", err.msg);
-                return 1;
-            }
-            break;
-        case OPT_MAPDIR: mapset_add_dir(&ms, optarg, &err); break;
-        case 'o': out_path = optarg; break;
-        case 'n': {
-            char *e;
-            long v = strtol(optarg, &e, 10);
-            if (*e || e == optarg || v < 0 || v > 100000000) {
-                fprintf(stderr, "icpp-resolve: -n wants a count (0 = all), not '%s'\n", optarg);
-                return 2;
-            }
-            oo.top = (int)v;
-            break;
-        }
-        case OPT_FORMAT:
-            if (!strcmp(optarg, "text")) fmt = F_TEXT;
-            else if (!strcmp(optarg, "tree")) fmt = F_TREE;
-            else if (!strcmp(optarg, "folded")) fmt = F_FOLDED;
-            else if (!strcmp(optarg, "json")) fmt = F_JSON;
-            else if (!strcmp(optarg, "speedscope")) fmt = F_SPEEDSCOPE;
-            else if (!strcmp(optarg, "pprof")) fmt = F_PPROF;
-            else if (!strcmp(optarg, "svg")) fmt = F_SVG;
-            else {
-                fprintf(stderr, "icpp-resolve: unknown format '%s' (text, tree, folded, json, speedscope, pprof, svg)\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case OPT_FULL: oo.full = 1; break;
-        case OPT_SITES: oo.sites = 1; break;
-        case OPT_NOINLINE: inlines = 0; break;
-        case OPT_SORT: sort_name = optarg; break;
-        case OPT_MIN: {
-            char *e;
-            double v = strtod(optarg, &e);
-            if (*e || e == optarg || !(v >= 0 && v <= 100)) {     /* NaN fails both */
-                fprintf(stderr, "icpp-resolve: --min wants a percentage from 0 to 100, not '%s'\n", optarg);
-                return 2;
-            }
-            oo.min_pct = v;
-            break;
-        }
-        case OPT_CHECK: check = 1; break;
-        case OPT_CHECK_ONLY: check = 1; check_only(optarg); break;
-        case OPT_FOLD: fold = 1; break;
-        case OPT_NOLEARN: learn = 0; break;
-        case OPT_SAVEMAP: save_map = optarg; break;
-        case OPT_VOTES: {
-            char *e;
-            long v = strtol(optarg, &e, 10);
-            if (*e || e == optarg || v < 0 || v > 1000000) {
-                fprintf(stderr, "icpp-resolve: --learn-votes wants a count (0 = off), not '%s'\n", optarg);
-                return 2;
-            }
-            votes = (uint32_t)v;
-            break;
-        }
-        case OPT_EVIDENCE:
-            if (!strcmp(optarg, "auto"))
-                evidence = -1;
-            else if (!strcmp(optarg, "on"))
-                evidence = 1;
-            else if (!strcmp(optarg, "off"))
-                evidence = 0;
-            else {
-                fprintf(stderr, "icpp-resolve: --evidence wants auto, on or off, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case OPT_COMPLETE: complete = 1; break;
-        case OPT_NOCOMPLETE: complete = 0; break;
-        case OPT_CSTATS: cstats = 1; break;
-        case 'q': quiet = 1; break;
-        case OPT_NODFD: no_dfd = 1; break;
-        case OPT_DFDTIME: {
-            char *e;
-            double v = strtod(optarg, &e);
-            if (*e || e == optarg || !(v > 0 && v <= 86400)) {     /* NaN fails both */
-                fprintf(stderr, "icpp-resolve: --debuginfod-timeout wants seconds (more than 0, at most 86400), "
-                                "not '%s'\n", optarg);
-                return 2;
-            }
-            dfd_budget = v;
-            break;
-        }
-        case OPT_VERSION: icpp_cli_version(stdout, "icpp-resolve"); return 0;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return 2;
-        }
-    }
+    int c, st;
+    while ((c = getopt_long(argc, argv, "m:o:n:qh", lo, NULL)) != -1)
+        if ((st = parse_opt(c, o, ms)) >= 0)
+            return st;
     if (optind != argc - 1) {
         fprintf(stderr, "icpp-resolve: give one sample file (see --help)\n");
         return 2;
     }
-    const char *samples = argv[optind];
-    dfd_setup(no_dfd, dfd_budget, quiet);
-    inputs[ninputs++] = samples;
-    /* The output rule and the same-file rule (lib/fsafe.h) before any work:
-     * -o is none of the inputs; --save-map may be a map read (it adds to it),
-     * never the recording. */
-    if ((out_path && icpp_fs_output_check(out_path, &err) < 0) ||
-        (save_map && icpp_fs_output_check(save_map, &err) < 0) ||
-        (out_path && icpp_fs_output_not_input(out_path, inputs, ninputs, &err) < 0) ||
-        (save_map && icpp_fs_output_not_input(save_map, &samples, 1, &err) < 0)) {
+    o->samples = argv[optind];
+    return -1;
+}
+
+/* The output rule and the same-file rule (lib/fsafe.h) before any work:
+ * -o is none of the inputs; --save-map may be a map read (it adds to it),
+ * never the recording.  0, or the exit status after saying why. */
+static int check_outputs(ropts *o)
+{
+    icpp_err err;
+    o->inputs[o->ninputs++] = o->samples;
+    if ((o->out_path && icpp_fs_output_check(o->out_path, &err) < 0) ||
+        (o->save_map && icpp_fs_output_check(o->save_map, &err) < 0) ||
+        (o->out_path && icpp_fs_output_not_input(o->out_path, o->inputs, o->ninputs, &err) < 0) ||
+        (o->save_map && icpp_fs_output_not_input(o->save_map, &o->samples, 1, &err) < 0)) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
         return 1;
     }
-    if (out_path && save_map &&
-        (!strcmp(out_path, save_map) || icpp_fs_output_not_input(out_path, &save_map, 1, &err) < 0)) {
-        fprintf(stderr, "icpp-resolve: -o and --save-map name the same file (%s): give each its own\n", out_path);
+    if (o->out_path && o->save_map &&
+        (!strcmp(o->out_path, o->save_map) || icpp_fs_output_not_input(o->out_path, &o->save_map, 1, &err) < 0)) {
+        fprintf(stderr, "icpp-resolve: -o and --save-map name the same file (%s): give each its own\n", o->out_path);
         return 1;
     }
-    free(inputs);
-    if (do_script) {
-        int r = script(samples, inlines, &ms);
-        mapset_free(&ms);
-        return r;
+    free(o->inputs);
+    o->inputs = NULL;
+    return 0;
+}
+
+/* The maps of the recording's executables (mapset_prepare), -o against
+ * those found by name or in --map-dir too, --save-map written.  0, or the
+ * exit status after saying why. */
+static int prepare_maps(const ropts *o, mapset *ms)
+{
+    icpp_err err;
+    ms->learn = o->learn;
+    ms->votes = o->votes;
+    ms->evidence = o->evidence;
+    ms->allow_unmapped = o->check;
+    ms->complete = o->complete;     /* a completer per map, on its own index (mapset_prepare) */
+    int bad = mapset_prepare(ms, o->samples, &err) < 0;
+    for (size_t i = 0; !bad && o->out_path && i < ms->nmaps; i++) {
+        const char *mp = ms->maps[i].path;
+        bad = icpp_fs_output_not_input(o->out_path, &mp, 1, &err) < 0;
     }
-    ms.learn = learn;
-    ms.votes = votes;
-    ms.evidence = evidence;
-    ms.allow_unmapped = check;
-    ms.complete = complete;     /* a completer per map, on its own index (mapset_prepare) */
-    if (mapset_prepare(&ms, samples, &err) < 0) {
+    bad = bad || (o->save_map && mapset_save_learned(ms, o->save_map, &err) < 0);
+    if (bad) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
-        mapset_free(&ms);
+        mapset_free(ms);
         return 1;
     }
-    /* -o against the maps found by name or in --map-dir too. */
-    for (size_t i = 0; out_path && i < ms.nmaps; i++) {
-        const char *mp = ms.maps[i].path;
-        if (icpp_fs_output_not_input(out_path, &mp, 1, &err) < 0) {
-            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
-            mapset_free(&ms);
-            return 1;
-        }
-    }
-    const icpp_pathmap *pm = ms.all;
-    char map_path[4096];
-    mapset_names(&ms, map_path, sizeof map_path);
-    if (save_map && mapset_save_learned(&ms, save_map, &err) < 0) {
+    return 0;
+}
+
+/* --check, to -o or stdout; the exit status. */
+static int check_mode(const ropts *o, mapset *ms)
+{
+    icpp_err err;
+    FILE *co = stdout;
+    icpp_fs_out cof;
+    if (o->out_path && !(co = open_output(&cof, o->out_path)))
+        return 1;
+    int r = check_run(o->samples, ms, co, o->fmt == F_JSON);
+    if (co != stdout && (r == 0 ? icpp_fs_out_commit(&cof, &err) : (icpp_fs_out_abort(&cof), 0)) < 0) {
         fprintf(stderr, "icpp-resolve: %s\n", err.msg);
-        mapset_free(&ms);
-        return 1;
+        r = 1;
     }
-    if (check) {
-        FILE *co = stdout;
-        icpp_fs_out cof;
-        if (out_path && !(co = open_output(&cof, out_path)))
-            return 1;
-        int r = check_run(samples, &ms, co, fmt == F_JSON);
-        if (co != stdout && (r == 0 ? icpp_fs_out_commit(&cof, &err) : (icpp_fs_out_abort(&cof), 0)) < 0) {
-            fprintf(stderr, "icpp-resolve: %s\n", err.msg);
-            r = 1;
-        }
-        mapset_free(&ms);
-        return r;
-    }
-    icpp_replay *rp = mapset_replay_open(&ms, samples, &err);
-    if (rp)
-        icpp_replay_select(rp, ICPP_REPLAY_NO_FRAMES);     /* learning is done: their frames are not needed */
-    if (!rp || mapset_apply_stacks(&ms, rp) < 0) {
-        fprintf(stderr, "icpp-resolve: %s\n", rp ? "out of memory" : err.msg);
-        return 1;
-    }
-    icpp_basevote *bv = mapset_infer_bases(&ms, samples, stderr, &err);
-    if (!bv) {
-        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
-        return 1;
-    }
-    profile prof;
-    if (prof_init(&prof, pm, map_path, inlines) < 0) {
-        fprintf(stderr, "icpp-resolve: out of memory\n");
-        return 1;
-    }
-    prof.learn = learn ? &ms.ls : NULL;
-    prof.fold = fold;
-    icpp_rsample s;
-    icpp_resolution r;
-    int rc;
-    sampstat ss;    /* intervals between samples, per thread (sampstat.h) */
-    sampstat_init(&ss, icpp_replay_info_get(rp));
-    icpp_cli_progress prog;     /* samples resolved and how far into the file, on a terminal (lib/cli.h) */
-    icpp_cli_progress_init(&prog, "icpp-resolve", quiet);
-    uint64_t nread = 0;
-    while ((rc = icpp_replay_next(rp, &s, &err)) > 0) {
-        if (++nread % 4096 == 0 && icpp_cli_progress_due(&prog)) {     /* the clock every 4096 samples */
-            size_t done, len;
-            icpp_replay_position(rp, &done, &len);
-            icpp_cli_progress_show(&prog, "%" PRIu64 " samples resolved, %.0f of %.0f MiB read", nread,
-                                   (double)done / 1048576.0, (double)len / 1048576.0);
-        }
-        if (sampstat_add(&ss, &s) < 0) {
-            fprintf(stderr, "icpp-resolve: out of memory\n");
-            return 1;
-        }
-        icpp_basevote_apply(bv, &s);
-        mapset_resolve(&ms, rp, &s, &r, NULL);
-        if (prof_add(&prof, rp, &s, &r) < 0) {
-            fprintf(stderr, "icpp-resolve: out of memory\n");
-            return 1;
-        }
-    }
-    icpp_cli_progress_end(&prog);
-    if (rc < 0) {
-        fprintf(stderr, "icpp-resolve: %s: %s\n", samples, err.msg);
-        return 1;
-    }
+    mapset_free(ms);
+    return r;
+}
+
+/* --complete-stats: the completion search's figures, summed over the maps, on stderr. */
+static void print_cpl_stats(const mapset *ms)
+{
     icpp_cpl_stats cs;
-    if (cstats && mapset_cpl_stats(&ms, &cs)) {     /* summed over the maps */
-        fprintf(stderr, "icpp-resolve: completion: %" PRIu64 " missing (function, height) searched, %" PRIu64
-                        " completed (%" PRIu64 " unique), %" PRIu64 " bounded by work, %" PRIu64 " cut at the frame bound, %" PRIu64
-                        " open at an address-taken function; "
-                        "search time mean %.1f us, worst %.1f us; %u call graphs built in %.0f ms\n",
-                cs.queries, cs.found, cs.unique, cs.truncated, cs.cut, cs.open, cs.queries ? cs.total_us / (double)cs.queries : 0.0,
-                cs.max_us, cs.graphs, cs.graph_ms);
+    if (!mapset_cpl_stats(ms, &cs))
+        return;
+    fprintf(stderr, "icpp-resolve: completion: %" PRIu64 " missing (function, height) searched, %" PRIu64
+                    " completed (%" PRIu64 " unique), %" PRIu64 " bounded by work, %" PRIu64 " cut at the frame bound, %" PRIu64
+                    " open at an address-taken function; "
+                    "search time mean %.1f us, worst %.1f us; %u call graphs built in %.0f ms\n",
+            cs.queries, cs.found, cs.unique, cs.truncated, cs.cut, cs.open, cs.queries ? cs.total_us / (double)cs.queries : 0.0,
+            cs.max_us, cs.graphs, cs.graph_ms);
+}
+
+/* Every sample resolved into prof (and its intervals into ss) over the
+ * pass rn, which this opens; -1 when done, else the exit status after
+ * saying why. */
+static int resolve_profile(const ropts *o, mapset *ms, const char *map_path, run *rn, profile *prof, sampstat *ss)
+{
+    icpp_err err;
+    if (run_open(rn, ms, o->samples, 0, &err) < 0) {
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+        return 1;
     }
-    if (prof_finish(&prof, rp) < 0) {
+    if (prof_init(prof, ms->all, map_path, o->inlines) < 0) {
         fprintf(stderr, "icpp-resolve: out of memory\n");
         return 1;
     }
-    prof_warn_incomplete(stderr, samples, icpp_replay_info_get(rp));
-    prof.ms = &ms;
-    prof.ss = &ss;
-    if (sort_name) {
+    prof->learn = o->learn ? &ms->ls : NULL;
+    prof->fold = o->fold;
+    sampstat_init(ss, icpp_replay_info_get(rn->rp));
+    icpp_cli_progress prog;     /* samples resolved and how far into the file, on a terminal (lib/cli.h) */
+    icpp_cli_progress_init(&prog, "icpp-resolve", o->quiet);
+    rn->prog = &prog;
+    int rc = run_profile(rn, prof, ss, &err);
+    icpp_cli_progress_end(&prog);
+    rn->prog = NULL;
+    if (rc == RUN_ERR_READ)
+        fprintf(stderr, "icpp-resolve: %s: %s\n", o->samples, err.msg);
+    else if (rc < 0)
+        fprintf(stderr, "icpp-resolve: %s\n", err.msg);
+    if (rc < 0)
+        return 1;
+    if (o->cstats)
+        print_cpl_stats(ms);
+    if (prof_finish(prof, rn->rp) < 0) {
+        fprintf(stderr, "icpp-resolve: out of memory\n");
+        return 1;
+    }
+    prof_warn_incomplete(stderr, o->samples, icpp_replay_info_get(rn->rp));
+    prof->ms = ms;
+    prof->ss = ss;
+    return -1;
+}
+
+/* The profile in o's format, to -o or stdout; the exit status. */
+static int write_profile(const ropts *o, profile *prof)
+{
+    icpp_err err;
+    out_opts oo = o->oo;
+    if (o->sort_name) {
         oo.sort_ev = UINT32_MAX;
-        for (uint32_t e = 0; e < prof.nev; e++)
-            if (!strcmp(prof.ev_names[e], sort_name))
+        for (uint32_t e = 0; e < prof->nev; e++)
+            if (!strcmp(prof->ev_names[e], o->sort_name))
                 oo.sort_ev = e;
         if (oo.sort_ev == UINT32_MAX) {
-            fprintf(stderr, "icpp-resolve: --sort %s: no such event in %s\n", sort_name, samples);
+            fprintf(stderr, "icpp-resolve: --sort %s: no such event in %s\n", o->sort_name, o->samples);
             return 2;
         }
     }
     FILE *out = stdout;
     icpp_fs_out of;
-    if (out_path && !(out = open_output(&of, out_path)))
+    if (o->out_path && !(out = open_output(&of, o->out_path)))
         return 1;
-    switch (fmt) {
-    case F_TEXT: out_text(&prof, out, &oo); break;
-    case F_TREE: out_tree(&prof, out, &oo); break;
-    case F_FOLDED: out_folded(&prof, out, &oo); break;
-    case F_JSON: out_json(&prof, out, &oo); break;
-    case F_SPEEDSCOPE: out_speedscope(&prof, out, &oo); break;
-    case F_SVG: out_svg(&prof, out, &oo); break;
+    switch (o->fmt) {
+    case F_TEXT: out_text(prof, out, &oo); break;
+    case F_TREE: out_tree(prof, out, &oo); break;
+    case F_FOLDED: out_folded(prof, out, &oo); break;
+    case F_JSON: out_json(prof, out, &oo); break;
+    case F_SPEEDSCOPE: out_speedscope(prof, out, &oo); break;
+    case F_SVG: out_svg(prof, out, &oo); break;
     case F_PPROF:
         if (out == stdout && isatty(1)) {
             fprintf(stderr, "icpp-resolve: pprof output is binary: give -o FILE.pb.gz\n");
             return 2;
         }
-        if (out_pprof(&prof, out, &oo) < 0) {
+        if (out_pprof(prof, out, &oo) < 0) {
             fprintf(stderr, "icpp-resolve: cannot write the pprof profile: %s\n", strerror(errno));
             if (out != stdout)
                 icpp_fs_out_abort(&of);
@@ -576,10 +588,46 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-resolve: stdout: write failed: %s\n", strerror(errno));
         return 1;
     }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* Files a recording or map names are read with its owner's rights
+     * (docs/file-safety.md, "Files named inside inputs"). */
+    icpp_fs_named_guard();
+    if (trend_requested(argc, argv)) {
+        dfd_setup(0, 0, 0);
+        return trend_main(argc, argv);
+    }
+    ropts o;
+    mapset ms;
+    mapset_init(&ms);
+    int st = parse_args(argc, argv, &o, &ms);
+    if (st >= 0)
+        return st;
+    dfd_setup(o.no_dfd, o.dfd_budget, o.quiet);
+    if ((st = check_outputs(&o)))
+        return st;
+    if (o.do_script) {
+        st = script(o.samples, o.inlines, &ms);
+        mapset_free(&ms);
+        return st;
+    }
+    if ((st = prepare_maps(&o, &ms)))
+        return st;
+    char map_path[4096];
+    mapset_names(&ms, map_path, sizeof map_path);
+    if (o.check)
+        return check_mode(&o, &ms);
+    run rn;
+    profile prof;
+    sampstat ss;    /* intervals between samples, per thread (sampstat.h) */
+    if ((st = resolve_profile(&o, &ms, map_path, &rn, &prof, &ss)) >= 0 || (st = write_profile(&o, &prof)))
+        return st;
     prof_free(&prof);
     sampstat_free(&ss);
-    icpp_replay_close(rp);
-    icpp_basevote_free(bv);
+    run_close(&rn);
     mapset_free(&ms);
     return 0;
 }

@@ -9,7 +9,6 @@
 #include "names.h"
 #include "escape.h"
 #include "hmap.h"
-#include "output.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -849,88 +848,4 @@ void mapset_names(const mapset *ms, char *buf, size_t sz)
     for (size_t i = 0; i < ms->nmaps && o + 1 < sz; i++)
         if (ms->maps[i].used)
             o += (size_t)snprintf(buf + o, sz - o, "%s%s", o ? ", " : "", ms->maps[i].path);
-}
-
-/* One line per binary: its map and how its samples fared; and why, where
- * they could not be resolved. */
-void mapset_report(const mapset *ms, FILE *out, const char *lead)
-{
-    for (size_t i = 0; i < ms->nbins; i++) {
-        const ms_bin *bn = &ms->bins[i];
-        char hex[2 * ICPP_BUILD_ID_MAX + 1];
-        icpp_build_id_hex(&bn->bid, hex, sizeof hex);
-        /* names from the recording and the file system, escaped (lib/escape.h) */
-        fprintf(out, "%sbinary ", lead);
-        icpp_escape_fputs(bn->path, out);
-        fprintf(out, " (build-id %s): %" PRIu64 " samples, map ", hex, bn->samples);
-        icpp_escape_fputs(bn->map >= 0 ? ms->maps[bn->map].path : "none", out);
-        fprintf(out, ": precise %" PRIu64 ", ambiguous %" PRIu64 ", missing %" PRIu64 ", unresolved %" PRIu64,
-                bn->by_kind[ICPP_RES_PRECISE],
-                bn->by_kind[ICPP_RES_AMBIGUOUS], bn->by_kind[ICPP_RES_MISSING], bn->by_kind[ICPP_RES_UNRESOLVED]);
-        if (bn->by_kind[ICPP_RES_UNCERTAIN])
-            fprintf(out, ", uncertain %" PRIu64, bn->by_kind[ICPP_RES_UNCERTAIN]);
-        if (bn->by_kind[ICPP_RES_INFERRED])
-            fprintf(out, ", inferred %" PRIu64, bn->by_kind[ICPP_RES_INFERRED]);
-        int first = 1;
-        for (int s = 1; s < ICPP_RS_MAX; s++)
-            if (bn->by_status[s]) {
-                fprintf(out, "%s%s %" PRIu64, first ? " (" : ", ", icpp_rs_status_name(s), bn->by_status[s]);
-                first = 0;
-            }
-        fprintf(out, "%s\n", first ? "" : ")");
-        if (bn->map < 0 && bn->samples) {
-            fprintf(out, "%s  no map: ", lead);
-            icpp_escape_fputs(bn->why, out);
-            fputc('\n', out);
-        }
-    }
-}
-
-void mapset_json(const mapset *ms, FILE *f)
-{
-    fprintf(f, "[");
-    for (size_t i = 0; i < ms->nbins; i++) {
-        const ms_bin *bn = &ms->bins[i];
-        char hex[2 * ICPP_BUILD_ID_MAX + 1];
-        icpp_build_id_hex(&bn->bid, hex, sizeof hex);
-        fprintf(f, "%s\n    {\"binary\": ", i ? "," : "");
-        json_str(f, bn->path);
-        fprintf(f, ", \"build_id\": \"%s\", \"map\": ", hex);
-        if (bn->map >= 0)
-            json_str(f, ms->maps[bn->map].path);
-        else
-            fprintf(f, "null");
-        fprintf(f, ", \"samples\": %" PRIu64 ", \"precise\": %" PRIu64 ", \"ambiguous\": %" PRIu64
-                   ", \"missing\": %" PRIu64 ", \"unresolved\": %" PRIu64 ", \"uncertain\": %" PRIu64
-                   ", \"inferred\": %" PRIu64 ", \"unresolved_by_reason\": {",
-                bn->samples, bn->by_kind[ICPP_RES_PRECISE], bn->by_kind[ICPP_RES_AMBIGUOUS],
-                bn->by_kind[ICPP_RES_MISSING], bn->by_kind[ICPP_RES_UNRESOLVED], bn->by_kind[ICPP_RES_UNCERTAIN],
-                bn->by_kind[ICPP_RES_INFERRED]);
-        int first = 1;
-        for (int s = 1; s < ICPP_RS_MAX; s++)
-            if (bn->by_status[s]) {
-                fprintf(f, "%s", first ? "" : ", ");
-                json_str(f, icpp_rs_status_name(s));
-                fprintf(f, ": %" PRIu64, bn->by_status[s]);
-                first = 0;
-            }
-        fprintf(f, "}, \"no_map_reason\": ");
-        json_str(f, bn->map < 0 ? bn->why : "");
-        fprintf(f, "}");
-    }
-    fprintf(f, "]");
-}
-
-int mapset_profile(mapset *ms, icpp_replay *rp, icpp_basevote *bv, struct profile *prof, icpp_err *err)
-{
-    icpp_rsample s;
-    icpp_resolution r;
-    int rc;
-    while ((rc = icpp_replay_next(rp, &s, err)) > 0) {
-        icpp_basevote_apply(bv, &s);
-        mapset_resolve(ms, rp, &s, &r, NULL);
-        if (prof_add(prof, rp, &s, &r) < 0)
-            return icpp_err_set(err, ENOMEM, "out of memory");
-    }
-    return rc;
 }

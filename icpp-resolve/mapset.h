@@ -142,22 +142,11 @@ int32_t mapset_bin_of(mapset *ms, const icpp_replay *rp, const icpp_rsample *s);
 int32_t mapset_resolve(mapset *ms, const icpp_replay *rp, icpp_rsample *s, icpp_resolution *r,
                        icpp_resolution *r_own);
 
-struct profile;
-/* Resolve every sample of rp (a replay of the recording mapset_prepare
- * read, told the stacks by mapset_apply_stacks) into prof: thread bases
- * from bv where the recording has none, each sample with its binary's map
- * (mapset_resolve), added with prof_add.  0, or a negative error in *err
- * (the replay's, or "out of memory"). */
-int  mapset_profile(mapset *ms, icpp_replay *rp, icpp_basevote *bv, struct profile *prof, icpp_err *err);
-
 /* Completion figures summed over the maps' completers (0 if none). */
 int  mapset_cpl_stats(const mapset *ms, icpp_cpl_stats *st);
 
-/* The used maps' file names, ", "-separated, into buf. */
+/* The used maps' file names, ", "-separated, into buf.  (The per-binary
+ * report, ms->bins, is the output's: output.h.) */
 void mapset_names(const mapset *ms, char *buf, size_t sz);
-/* Per binary: map, samples by kind, unresolved by reason, why no map.
- * Text: one line each, starting with lead; json: an array. */
-void mapset_report(const mapset *ms, FILE *out, const char *lead);
-void mapset_json(const mapset *ms, FILE *out);
 
 #endif

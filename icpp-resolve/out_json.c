@@ -26,6 +26,42 @@ void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* Per binary: its map, how its samples fared, why no map (an array). */
+static void bins_json(const mapset *ms, FILE *f)
+{
+    fprintf(f, "[");
+    for (size_t i = 0; i < ms->nbins; i++) {
+        const ms_bin *bn = &ms->bins[i];
+        char hex[2 * ICPP_BUILD_ID_MAX + 1];
+        icpp_build_id_hex(&bn->bid, hex, sizeof hex);
+        fprintf(f, "%s\n    {\"binary\": ", i ? "," : "");
+        json_str(f, bn->path);
+        fprintf(f, ", \"build_id\": \"%s\", \"map\": ", hex);
+        if (bn->map >= 0)
+            json_str(f, ms->maps[bn->map].path);
+        else
+            fprintf(f, "null");
+        fprintf(f, ", \"samples\": %" PRIu64 ", \"precise\": %" PRIu64 ", \"ambiguous\": %" PRIu64
+                   ", \"missing\": %" PRIu64 ", \"unresolved\": %" PRIu64 ", \"uncertain\": %" PRIu64
+                   ", \"inferred\": %" PRIu64 ", \"unresolved_by_reason\": {",
+                bn->samples, bn->by_kind[ICPP_RES_PRECISE], bn->by_kind[ICPP_RES_AMBIGUOUS],
+                bn->by_kind[ICPP_RES_MISSING], bn->by_kind[ICPP_RES_UNRESOLVED], bn->by_kind[ICPP_RES_UNCERTAIN],
+                bn->by_kind[ICPP_RES_INFERRED]);
+        int first = 1;
+        for (int s = 1; s < ICPP_RS_MAX; s++)
+            if (bn->by_status[s]) {
+                fprintf(f, "%s", first ? "" : ", ");
+                json_str(f, icpp_rs_status_name(s));
+                fprintf(f, ": %" PRIu64, bn->by_status[s]);
+                first = 0;
+            }
+        fprintf(f, "}, \"no_map_reason\": ");
+        json_str(f, bn->map < 0 ? bn->why : "");
+        fprintf(f, "}");
+    }
+    fprintf(f, "]");
+}
+
 static void num(FILE *f, double v)
 {
     fprintf(f, "%.10g", v);
@@ -105,7 +141,7 @@ void out_json(const profile *p, FILE *f, const out_opts *o)
         }
     fprintf(f, "},\n  \"binaries\": ");
     if (p->ms)
-        mapset_json(p->ms, f);
+        bins_json(p->ms, f);
     else
         fprintf(f, "[]");
     fprintf(f, ",\n  \"paths\": [");

@@ -373,7 +373,7 @@ static const char svg_style[] =
     ".parent { opacity: 0.5; }\n"
     "#header text { white-space: pre; }\n";
 
-/* The report header as lines (prof_header's text, without a lead). */
+/* The report header as lines (out_header's text, without a lead). */
 static char *header_text(const profile *p)
 {
     char *buf = NULL;
@@ -381,7 +381,7 @@ static char *header_text(const profile *p)
     FILE *m = open_memstream(&buf, &len);
     if (!m)
         return NULL;
-    prof_header(p, m, "");
+    out_header(p, m, "");
     if (fclose(m) != 0) {
         free(buf);
         return NULL;

@@ -2,11 +2,114 @@
 #include "output.h"
 
 #include "escape.h"
+#include "mapset.h"
 #include "sampstat.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* One line per binary: its map and how its samples fared; and why, where
+ * they could not be resolved. */
+static void bins_report(const mapset *ms, FILE *out, const char *lead)
+{
+    for (size_t i = 0; i < ms->nbins; i++) {
+        const ms_bin *bn = &ms->bins[i];
+        char hex[2 * ICPP_BUILD_ID_MAX + 1];
+        icpp_build_id_hex(&bn->bid, hex, sizeof hex);
+        /* names from the recording and the file system, escaped (lib/escape.h) */
+        fprintf(out, "%sbinary ", lead);
+        icpp_escape_fputs(bn->path, out);
+        fprintf(out, " (build-id %s): %" PRIu64 " samples, map ", hex, bn->samples);
+        icpp_escape_fputs(bn->map >= 0 ? ms->maps[bn->map].path : "none", out);
+        fprintf(out, ": precise %" PRIu64 ", ambiguous %" PRIu64 ", missing %" PRIu64 ", unresolved %" PRIu64,
+                bn->by_kind[ICPP_RES_PRECISE],
+                bn->by_kind[ICPP_RES_AMBIGUOUS], bn->by_kind[ICPP_RES_MISSING], bn->by_kind[ICPP_RES_UNRESOLVED]);
+        if (bn->by_kind[ICPP_RES_UNCERTAIN])
+            fprintf(out, ", uncertain %" PRIu64, bn->by_kind[ICPP_RES_UNCERTAIN]);
+        if (bn->by_kind[ICPP_RES_INFERRED])
+            fprintf(out, ", inferred %" PRIu64, bn->by_kind[ICPP_RES_INFERRED]);
+        int first = 1;
+        for (int s = 1; s < ICPP_RS_MAX; s++)
+            if (bn->by_status[s]) {
+                fprintf(out, "%s%s %" PRIu64, first ? " (" : ", ", icpp_rs_status_name(s), bn->by_status[s]);
+                first = 0;
+            }
+        fprintf(out, "%s\n", first ? "" : ")");
+        if (bn->map < 0 && bn->samples) {
+            fprintf(out, "%s  no map: ", lead);
+            icpp_escape_fputs(bn->why, out);
+            fputc('\n', out);
+        }
+    }
+}
+
+static double pct(uint64_t a, uint64_t b)
+{
+    return b ? 100.0 * (double)a / (double)b : 0.0;
+}
+
+void out_header(const profile *p, FILE *out, const char *lead)
+{
+    uint64_t all = 0, k[ICPP_RES_MAX] = {0};
+    for (uint32_t e = 0; e < p->nev; e++) {
+        all += p->samples[e];
+        for (int i = 0; i < ICPP_RES_MAX; i++)
+            k[i] += p->by_kind[e][i];
+    }
+    fprintf(out, "%ssamples: %" PRIu64, lead, all);
+    for (uint32_t e = 0; e < p->nev; e++) {
+        fputs(e ? ", " : " (", out);
+        icpp_escape_fputs(p->ev_names[e], out);
+        fprintf(out, " %" PRIu64, p->samples[e]);
+    }
+    fprintf(out, ")  lost: %s%" PRIu64 "%s\n", p->lost_saturated ? "more than " : "", p->lost,
+            p->lost_saturated ? " (the LOST records add up past 2^64: the file is damaged)"
+            : p->lost        ? " (the sampler's ring buffer overflowed; shares may be biased)"
+                             : "");
+    fprintf(out, "%sprecise %.1f%%  ambiguous %.1f%%  missing %.1f%%  unresolved %.1f%%", lead,
+            pct(k[ICPP_RES_PRECISE], all), pct(k[ICPP_RES_AMBIGUOUS], all), pct(k[ICPP_RES_MISSING], all),
+            pct(k[ICPP_RES_UNRESOLVED], all));
+    if (k[ICPP_RES_UNCERTAIN])
+        fprintf(out, "  uncertain %.1f%%", pct(k[ICPP_RES_UNCERTAIN], all));
+    if (k[ICPP_RES_INFERRED])
+        fprintf(out, "  inferred %.1f%%", pct(k[ICPP_RES_INFERRED], all));
+    int first = 1;
+    for (int s = 1; s < ICPP_RS_MAX; s++)
+        if (p->by_status[s]) {
+            fprintf(out, "%s%s %.1f%%", first ? " (" : ", ", icpp_rs_status_name(s), pct(p->by_status[s], all));
+            first = 0;
+        }
+    fprintf(out, "%s\n", first ? "" : ")");
+    fprintf(out, "%smap: ", lead);
+    icpp_escape_fputs(p->map_path, out);
+    fputs("  binary: ", out);
+    icpp_escape_fputs(p->binary, out);
+    fprintf(out, "  build-id: %s\n", p->map_build_id);
+    if (p->learn && p->learn->samples)
+        fprintf(out, "%slearned: %" PRIu64 " of %" PRIu64 " learn samples (%" PRIu64 " contexts new to the map)\n", lead,
+                p->learn->learned, p->learn->samples, p->learn->new_contexts);
+    if (p->ms && p->ms->evidence_on && icpp_learn_trail_sparse(p->ms->trail))
+        fprintf(out, "%s  %.0f%% of them took a path no other one took: too few for this program's paths, so more "
+                     "samples are uncertain or inferred; sample faster (-c, -F) or longer (docs/resolve.md, "
+                     "\"Recording size\")\n",
+                lead, 100.0 * icpp_learn_trail_missing(p->ms->trail));
+    if (p->ms)
+        bins_report(p->ms, out, lead);
+    if (p->ss)
+        sampstat_describe(p->ss, out, lead);
+    if (p->command[0]) {
+        fprintf(out, "%srecorded: ", lead);
+        icpp_escape_fputs(p->command, out);
+        fputc('\n', out);
+    }
+    if (p->truncated)
+        fprintf(out, "%swarning: the sample file ends in an incomplete block (%zu bytes): the sampler was killed\n",
+                lead, p->truncated);
+    else if (!p->clean_end)
+        fprintf(out, "%swarning: the recording ended without its closing record (the sampler was killed?)\n", lead);
+}
 
 typedef struct row {
     uint32_t node;          /* frame; 0 for an extra row */
@@ -57,7 +160,7 @@ static void print_path(const profile *p, FILE *f, uint32_t frame, int full, int 
 
 void out_text(const profile *p, FILE *f, const out_opts *o)
 {
-    prof_header(p, f, "# ");
+    out_header(p, f, "# ");
     size_t n = 0;
     row *rows = malloc((p->nframes + p->nextra + 1) * sizeof *rows);
     if (!rows)
@@ -200,7 +303,7 @@ static void tree_rec(const profile *p, FILE *f, const out_opts *o, const kids *k
 
 void out_tree(const profile *p, FILE *f, const out_opts *o)
 {
-    prof_header(p, f, "# ");
+    out_header(p, f, "# ");
     uint32_t ev = o->sort_ev < p->nev ? o->sort_ev : 0;
     fputs("# ", f);
     icpp_escape_fputs(p->ev_names[ev], f);

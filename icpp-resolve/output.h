@@ -22,6 +22,12 @@ void out_speedscope(const profile *p, FILE *f, const out_opts *o); /* speedscope
 int  out_pprof(const profile *p, FILE *f, const out_opts *o);    /* gzipped profile.proto; <0 on failure */
 void out_svg(const profile *p, FILE *f, const out_opts *o);      /* interactive flame graph, self-contained SVG */
 
+/* The report header of text, tree and svg (as comment lines with `lead`):
+ * samples and how they resolved, the maps, each binary (p->ms) and the
+ * sampling's lockstep (p->ss); names and paths from the files escaped as
+ * text (lib/escape.h). */
+void out_header(const profile *p, FILE *out, const char *lead);
+
 /* JSON string with escapes. */
 void json_str(FILE *f, const char *s);
 /* s escaped for XML text and attribute values, at most max characters;

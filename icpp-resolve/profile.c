@@ -1,9 +1,7 @@
 /* profile.c -- icpp-resolve's profile: resolved sample weights per call path (inlined frames expanded) and event, plus what did not resolve. */
 #include "profile.h"
-#include "sampstat.h"
 
 #include "escape.h"
-#include "mapset.h"
 #include "module.h"
 #include "vec.h"
 
@@ -611,70 +609,4 @@ const char *prof_path_str(const profile *p, uint32_t f, const char *sep, char *b
                 buf[k] = ',';
     }
     return buf;
-}
-
-static double pct(uint64_t a, uint64_t b)
-{
-    return b ? 100.0 * (double)a / (double)b : 0.0;
-}
-
-void prof_header(const profile *p, FILE *out, const char *lead)
-{
-    uint64_t all = 0, k[ICPP_RES_MAX] = {0};
-    for (uint32_t e = 0; e < p->nev; e++) {
-        all += p->samples[e];
-        for (int i = 0; i < ICPP_RES_MAX; i++)
-            k[i] += p->by_kind[e][i];
-    }
-    fprintf(out, "%ssamples: %" PRIu64, lead, all);
-    for (uint32_t e = 0; e < p->nev; e++) {
-        fputs(e ? ", " : " (", out);
-        icpp_escape_fputs(p->ev_names[e], out);
-        fprintf(out, " %" PRIu64, p->samples[e]);
-    }
-    fprintf(out, ")  lost: %s%" PRIu64 "%s\n", p->lost_saturated ? "more than " : "", p->lost,
-            p->lost_saturated ? " (the LOST records add up past 2^64: the file is damaged)"
-            : p->lost        ? " (the sampler's ring buffer overflowed; shares may be biased)"
-                             : "");
-    fprintf(out, "%sprecise %.1f%%  ambiguous %.1f%%  missing %.1f%%  unresolved %.1f%%", lead,
-            pct(k[ICPP_RES_PRECISE], all), pct(k[ICPP_RES_AMBIGUOUS], all), pct(k[ICPP_RES_MISSING], all),
-            pct(k[ICPP_RES_UNRESOLVED], all));
-    if (k[ICPP_RES_UNCERTAIN])
-        fprintf(out, "  uncertain %.1f%%", pct(k[ICPP_RES_UNCERTAIN], all));
-    if (k[ICPP_RES_INFERRED])
-        fprintf(out, "  inferred %.1f%%", pct(k[ICPP_RES_INFERRED], all));
-    int first = 1;
-    for (int s = 1; s < ICPP_RS_MAX; s++)
-        if (p->by_status[s]) {
-            fprintf(out, "%s%s %.1f%%", first ? " (" : ", ", icpp_rs_status_name(s), pct(p->by_status[s], all));
-            first = 0;
-        }
-    fprintf(out, "%s\n", first ? "" : ")");
-    fprintf(out, "%smap: ", lead);
-    icpp_escape_fputs(p->map_path, out);
-    fputs("  binary: ", out);
-    icpp_escape_fputs(p->binary, out);
-    fprintf(out, "  build-id: %s\n", p->map_build_id);
-    if (p->learn && p->learn->samples)
-        fprintf(out, "%slearned: %" PRIu64 " of %" PRIu64 " learn samples (%" PRIu64 " contexts new to the map)\n", lead,
-                p->learn->learned, p->learn->samples, p->learn->new_contexts);
-    if (p->ms && p->ms->evidence_on && icpp_learn_trail_sparse(p->ms->trail))
-        fprintf(out, "%s  %.0f%% of them took a path no other one took: too few for this program's paths, so more "
-                     "samples are uncertain or inferred; sample faster (-c, -F) or longer (docs/resolve.md, "
-                     "\"Recording size\")\n",
-                lead, 100.0 * icpp_learn_trail_missing(p->ms->trail));
-    if (p->ms)
-        mapset_report(p->ms, out, lead);
-    if (p->ss)
-        sampstat_describe(p->ss, out, lead);
-    if (p->command[0]) {
-        fprintf(out, "%srecorded: ", lead);
-        icpp_escape_fputs(p->command, out);
-        fputc('\n', out);
-    }
-    if (p->truncated)
-        fprintf(out, "%swarning: the sample file ends in an incomplete block (%zu bytes): the sampler was killed\n",
-                lead, p->truncated);
-    else if (!p->clean_end)
-        fprintf(out, "%swarning: the recording ended without its closing record (the sampler was killed?)\n", lead);
 }

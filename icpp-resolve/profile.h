@@ -126,9 +126,6 @@ int  prof_add(profile *p, const icpp_replay *rp, const icpp_rsample *s, const ic
  * outputs read source lines from its modules). */
 int  prof_finish(profile *p, const icpp_replay *rp);
 
-/* The report header every format starts with (as comment lines with `lead`);
- * names and paths from the files escaped as text (lib/escape.h). */
-void prof_header(const profile *p, FILE *out, const char *lead);
 /* One line to f if the recording `path` (read to its end) is incomplete: a
  * cut block, or no closing record (a killed sampler); nothing otherwise. */
 void prof_warn_incomplete(FILE *f, const char *path, const icpp_replay_info *in);

@@ -1,7 +1,6 @@
 /* trends.c -- icpp-resolve --trend: how each call path's cost grows across runs of one program, against a workload feature (docs/trend.md). */
 #include "trends.h"
 
-#include "basevote.h"
 #include "cli.h"
 #include "escape.h"
 #include "fsafe.h"
@@ -11,6 +10,7 @@
 #include "output.h"
 #include "profile.h"
 #include "replay.h"
+#include "run.h"
 #include "runinfo.h"
 #include "trend.h"
 
@@ -383,15 +383,14 @@ static int resolve_run(trend_ctx *t, size_t r, const topts *o)
     icpp_err err;
     mapset ms;
     mapset_init(&ms);
-    icpp_replay *rp = NULL;
-    icpp_basevote *bv = NULL;
+    run rn = {0};
     profile prof;
     int have_prof = 0, rc = -1;
     for (size_t i = 0; i < o->nmaps; i++)
         if (mapset_add_map(&ms, o->maps[i], &err) < 0)
             goto fail;
     for (size_t i = 0; i < o->ndirs; i++)
-        mapset_add_dir(&ms, o->dirs[i], &err);
+        mapset_add_dir(&ms, o->dirs[i], &err);     /* out of memory ignored (run.h's drifts) */
     ms.learn = o->learn;
     ms.votes = ICPP_LEARN_VOTES;
     ms.complete = o->complete;
@@ -401,26 +400,24 @@ static int resolve_run(trend_ctx *t, size_t r, const topts *o)
     }
     if (same_program(t, r, &ms) < 0 || (o->out && not_an_input(t, o, o->out, &ms) < 0))
         goto out;
-    rp = icpp_replay_open(path, &err);
-    if (!rp)
+    /* as the profile's pass, but as --trend always made it (run.h) */
+    if (run_open(&rn, &ms, path, RUN_FRESH_MODULES | RUN_LEARN_FRAMES | RUN_QUIET_BASES, &err) < 0)
         goto fail;
-    if (mapset_apply_stacks(&ms, rp) < 0 || prof_init(&prof, ms.all, t->map, o->inlines) < 0) {
+    if (prof_init(&prof, ms.all, t->map, o->inlines) < 0) {
         icpp_err_set(&err, ENOMEM, "out of memory");
         goto fail;
     }
     have_prof = 1;
-    if (!(bv = icpp_basevote_infer(path, ms.all, 0, 0, &err)))
-        goto fail;
     prof.learn = o->learn ? &ms.ls : NULL;
-    if (mapset_profile(&ms, rp, bv, &prof, &err) < 0) {
+    if (run_profile(&rn, &prof, NULL, &err) < 0) {
         icpp_err_prefix(&err, "%s", path);
         goto fail;
     }
-    if (prof_finish(&prof, rp) < 0) {
+    if (prof_finish(&prof, rn.rp) < 0) {
         icpp_err_set(&err, ENOMEM, "out of memory");
         goto fail;
     }
-    prof_warn_incomplete(stderr, path, icpp_replay_info_get(rp));
+    prof_warn_incomplete(stderr, path, icpp_replay_info_get(rn.rp));
     /* events by name: the profile's order is the recording's */
     for (uint32_t e = 0; e < t->nev && e < prof.nev; e++)
         t->prog[r * t->nev + e] = prof_total(&prof, e);
@@ -443,8 +440,7 @@ fail:
 out:
     if (have_prof)
         prof_free(&prof);
-    icpp_replay_close(rp);
-    icpp_basevote_free(bv);
+    run_close(&rn);
     mapset_free(&ms);
     return rc;
 }
