@@ -159,7 +159,8 @@ void icpp_x86_classify(const ZydisDecodedInstruction *in, const ZydisDecodedOper
     ZydisMnemonic m = in->mnemonic;
     const ZydisDecodedOperand *o0 = in->operand_count_visible > 0 ? &op[0] : NULL;
     const ZydisDecodedOperand *o1 = in->operand_count_visible > 1 ? &op[1] : NULL;
-    frame_refs(in, op, x);
+    if (!(rules & ICPP_X86_NO_REFS))
+        frame_refs(in, op, x);
     if ((in->meta.category == ZYDIS_CATEGORY_NOP || in->meta.category == ZYDIS_CATEGORY_WIDENOP) &&
         !(rules & ICPP_X86_NO_PAD)) {
         /* Zydis files endbr64 under ZYDIS_CATEGORY_CET, so it never gets
@@ -224,56 +225,4 @@ void icpp_x86_classify(const ZydisDecodedInstruction *in, const ZydisDecodedOper
         if (icpp_x86_is_rbp(o->reg.value))
             x->flags |= ICPP_X86_F_RBP_W;
     }
-}
-
-icpp_x86_regs icpp_x86_effect(const icpp_x86_insn *x, icpp_x86_regs s)
-{
-    icpp_x86_regs n = s;
-    switch (x->kind) {
-    case ICPP_X86_PUSH:
-    case ICPP_X86_POP:
-    case ICPP_X86_ADJ:
-        n.rsp = s.rsp - x->delta;
-        if (x->flags & ICPP_X86_F_POP_RBP)
-            n.rbp_known = 0;
-        break;
-    case ICPP_X86_LEAVE:
-        n.rsp = s.rbp + 8;
-        n.rsp_known = s.rbp_known;
-        n.rbp_known = 0;
-        break;
-    case ICPP_X86_RSP_FROM_RBP:
-        n.rsp = s.rbp + x->rdisp;
-        n.rsp_known = s.rbp_known;
-        break;
-    case ICPP_X86_RBP_FROM_RSP:
-        n.rbp = s.rsp + x->rdisp;
-        n.rbp_known = s.rsp_known;
-        break;
-    case ICPP_X86_RSP_BAD:
-        n.rsp_known = 0;
-        break;
-    default:
-        if (x->flags & ICPP_X86_F_RBP_W)
-            n.rbp_known = 0;
-        break;
-    }
-    if (!n.rsp_known)
-        n.rsp = 0;
-    if (!n.rbp_known)
-        n.rbp = 0;
-    return n;
-}
-
-size_t icpp_x86_find(const icpp_x86_insn *v, size_t n, uint64_t addr)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (v[mid].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && v[lo].addr == addr ? lo : SIZE_MAX;
 }

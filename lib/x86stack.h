@@ -82,13 +82,19 @@ typedef struct icpp_x86_insn {
  *                      (else for a multiple of 8 within 32 bits; other
  *                      immediates are RSP_BAD).
  *   ICPP_X86_NO_PAD    nop is an ordinary instruction and int3 a STOP
- *                      (else both are PAD). */
+ *                      (else both are PAD).
+ * and one that only saves work:
+ *   ICPP_X86_NO_REFS   operands that reach the stack through rsp or rbp are
+ *                      not looked at (F_RSP_MEM, F_RSP_IDX, F_RSP_PTR,
+ *                      F_RBP_REF, F_RBP_VAL, sdisp, ssize, disp_size and
+ *                      bdisp stay 0): the call graph never reads them. */
 enum {
     ICPP_X86_LEA_ADJ = 1 << 0,
     ICPP_X86_ADJ_ANY = 1 << 1,
     ICPP_X86_NO_PAD  = 1 << 2,
+    ICPP_X86_NO_REFS = 1 << 3,
 };
-#define ICPP_X86_RULES_CALLGRAPH (ICPP_X86_LEA_ADJ | ICPP_X86_ADJ_ANY | ICPP_X86_NO_PAD)
+#define ICPP_X86_RULES_CALLGRAPH (ICPP_X86_LEA_ADJ | ICPP_X86_ADJ_ANY | ICPP_X86_NO_PAD | ICPP_X86_NO_REFS)
 #define ICPP_X86_RULES_REWRITE   0
 
 /* Classify the instruction `in` (operands `op`, as ZydisDecoderDecodeFull
@@ -110,10 +116,59 @@ typedef struct icpp_x86_regs {
  * (ICPP_X86_F_RBP_W).  RSP_BAD makes rsp unknown and leaves rbp alone even
  * when it writes rbp too (enter, xchg %rsp,%rbp): the call graph has always
  * done so (the CFI resynchronises rbp), the frame analysis refuses RSP_BAD.
- * Branches, calls and every other kind change nothing. */
-icpp_x86_regs icpp_x86_effect(const icpp_x86_insn *x, icpp_x86_regs s);
+ * Branches, calls and every other kind change nothing.  (Inline: the walks
+ * call it at every instruction they visit.) */
+static inline icpp_x86_regs icpp_x86_effect(const icpp_x86_insn *x, icpp_x86_regs s)
+{
+    icpp_x86_regs n = s;
+    switch (x->kind) {
+    case ICPP_X86_PUSH:
+    case ICPP_X86_POP:
+    case ICPP_X86_ADJ:
+        n.rsp = s.rsp - x->delta;
+        if (x->flags & ICPP_X86_F_POP_RBP)
+            n.rbp_known = 0;
+        break;
+    case ICPP_X86_LEAVE:
+        n.rsp = s.rbp + 8;
+        n.rsp_known = s.rbp_known;
+        n.rbp_known = 0;
+        break;
+    case ICPP_X86_RSP_FROM_RBP:
+        n.rsp = s.rbp + x->rdisp;
+        n.rsp_known = s.rbp_known;
+        break;
+    case ICPP_X86_RBP_FROM_RSP:
+        n.rbp = s.rsp + x->rdisp;
+        n.rbp_known = s.rsp_known;
+        break;
+    case ICPP_X86_RSP_BAD:
+        n.rsp_known = 0;
+        break;
+    default:
+        if (x->flags & ICPP_X86_F_RBP_W)
+            n.rbp_known = 0;
+        break;
+    }
+    if (!n.rsp_known)
+        n.rsp = 0;
+    if (!n.rbp_known)
+        n.rbp = 0;
+    return n;
+}
 
 /* Index of the instruction starting at addr in v[0..n) (sorted by addr), or SIZE_MAX. */
-size_t icpp_x86_find(const icpp_x86_insn *v, size_t n, uint64_t addr);
+static inline size_t icpp_x86_find(const icpp_x86_insn *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo].addr == addr ? lo : SIZE_MAX;
+}
 
 #endif
