@@ -2,15 +2,16 @@
 #include "frame.h"
 
 #include "cfaprog.h"
+#include "vec.h"
+#include "x86stack.h"
 
+#include <assert.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <Zydis/Zydis.h>
 
 /* The analysis decodes every byte of a function (and of its split-off .cold
  * parts) with Zydis and runs a data-flow pass over the instructions that
@@ -46,50 +47,14 @@
  *   - no branch from another function lands inside it.
  * Anything else is refused with the first reason found. */
 
-enum kind {
-    K_OTHER,                /* falls through; operands checked */
-    K_PAD,                  /* nop, int3: padding between code */
-    K_PUSH, K_POP,          /* delta = +8 / -8 */
-    K_ADJ,                  /* add/sub $imm,%rsp: delta */
-    K_LEAVE,
-    K_RSP_FROM_RBP,         /* mov %rbp,%rsp / lea disp(%rbp),%rsp */
-    K_RBP_FROM_RSP,         /* mov %rsp,%rbp / lea disp(%rsp),%rbp */
-    K_CALL, K_RET, K_JMP, K_JMP_IND, K_JCC,
-    K_STOP,                 /* ud2, hlt */
-    K_RSP_BAD,              /* any other write to rsp */
-};
-
-enum {
-    F_RBP_W   = 1 << 0,     /* writes rbp (other than the kinds above) */
-    F_POP_RBP = 1 << 1,     /* K_POP into rbp */
-    F_RSP_MEM = 1 << 2,     /* a memory operand based on rsp */
-    F_RSP_IDX = 1 << 3,     /* ... with an index register */
-    F_RSP_PTR = 1 << 4,     /* rsp's value (or an rsp-based address) goes into a register */
-    F_RBP_REF = 1 << 5,     /* a memory operand or address based on rbp */
-    F_DIRECT  = 1 << 6,     /* target is valid */
-    F_ENDBR   = 1 << 7,     /* endbr64 */
-    F_RBP_VAL = 1 << 8,     /* rbp's value read into something else (a frame pointer's copy escapes) */
-};
-
 enum { RBP_CALLER, RBP_FRAME, RBP_OTHER };
 
-typedef struct ins {
-    uint64_t addr;
-    uint64_t target;        /* direct branch/call target */
-    int32_t  delta;         /* K_PUSH/K_POP/K_ADJ: bytes rsp moves down (negative: up) */
-    int32_t  imm;           /* K_ADJ: the immediate as encoded (sign-extended) */
-    int32_t  rdisp;         /* K_RSP_FROM_RBP, K_RBP_FROM_RSP */
-    int32_t  sdisp;         /* rsp-based operand displacement */
-    int32_t  bdisp;         /* rbp-based operand displacement */
-    uint16_t ssize;         /* rsp-based access size in bytes */
-    uint8_t  disp_size;     /* bytes of the displacement of that operand (0, 1 or 4) */
-    uint16_t flags;
-    uint8_t  len, kind, imm_off, imm_size;
-    /* state before the instruction */
+/* The state before an instruction (fn.pre[i] for fn.v[i]). */
+typedef struct pre {
     uint8_t  reached, inside, rbpk;
     int32_t  depth, rbp;
     uint64_t weak_from;     /* reached only by falling through a call (at this address) and padding */
-} ins;
+} pre;
 
 typedef struct st {
     int32_t depth, rbp;
@@ -104,8 +69,9 @@ typedef struct range {
 
 /* One analysis of one function. */
 typedef struct fn {
-    ins      *v;
-    size_t    n, cap;
+    icpp_x86_insn *v;           /* its instructions (lib/x86stack.h), sorted by address */
+    pre      *pre;              /* the state before each */
+    size_t    n, cap, cappre;
     range     parts[MAX_PARTS]; /* [0] the function, then its .cold parts */
     size_t    nparts;
     size_t   *work;
@@ -142,13 +108,7 @@ typedef struct fn {
 
 const ZydisDecoder *rw_decoder(void)
 {
-    static ZydisDecoder d;
-    static int ready;
-    if (!ready) {
-        ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-        ready = 1;
-    }
-    return &d;
+    return icpp_x86_decoder();
 }
 
 static void refuse(fn *F, const char *why, uint64_t where)
@@ -159,187 +119,13 @@ static void refuse(fn *F, const char *why, uint64_t where)
     }
 }
 
-static int is_rsp(ZydisRegister r)
-{
-    return r == ZYDIS_REGISTER_RSP || r == ZYDIS_REGISTER_ESP || r == ZYDIS_REGISTER_SP || r == ZYDIS_REGISTER_SPL;
-}
-
-static int is_rbp(ZydisRegister r)
-{
-    return r == ZYDIS_REGISTER_RBP || r == ZYDIS_REGISTER_EBP || r == ZYDIS_REGISTER_BP || r == ZYDIS_REGISTER_BPL;
-}
-
-/* Classify one decoded instruction at address a into x. */
-static void classify(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a, ins *x)
-{
-    memset(x, 0, sizeof *x);
-    x->addr = a;
-    x->len = in->length;
-    x->kind = K_OTHER;
-    ZydisMnemonic m = in->mnemonic;
-    const ZydisDecodedOperand *o0 = in->operand_count_visible > 0 ? &op[0] : NULL;
-    const ZydisDecodedOperand *o1 = in->operand_count_visible > 1 ? &op[1] : NULL;
-
-    /* Visible operands: memory references and pointers through rsp or rbp. */
-    for (uint8_t i = 0; i < in->operand_count_visible; i++) {
-        const ZydisDecodedOperand *o = &op[i];
-        if (o->type == ZYDIS_OPERAND_TYPE_MEMORY) {
-            int agen = o->mem.type == ZYDIS_MEMOP_TYPE_AGEN;
-            if (is_rsp(o->mem.base) || is_rsp(o->mem.index)) {
-                x->flags |= agen ? F_RSP_PTR : F_RSP_MEM;
-                if (o->mem.index != ZYDIS_REGISTER_NONE || !is_rsp(o->mem.base))
-                    x->flags |= F_RSP_IDX;
-                x->sdisp = (int32_t)o->mem.disp.value;
-                x->ssize = (uint16_t)(o->size / 8 ? o->size / 8 : 1);
-                x->disp_size = (uint8_t)(in->raw.disp.size / 8);
-            } else if (is_rbp(o->mem.base)) {
-                x->flags |= F_RBP_REF;
-                x->bdisp = (int32_t)o->mem.disp.value;
-            }
-        } else if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rsp(o->reg.value) &&
-                   (o->actions & ZYDIS_OPERAND_ACTION_MASK_READ) && !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) {
-            x->flags |= F_RSP_PTR;  /* rsp's value read into something else */
-            x->sdisp = 0;
-        } else if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rbp(o->reg.value) &&
-                   (o->actions & ZYDIS_OPERAND_ACTION_MASK_READ) && !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) {
-            x->flags |= F_RBP_VAL;
-        }
-    }
-    /* Writes to rsp or rbp, visible or not. */
-    int w_rsp = 0, w_rbp = 0;
-    for (uint8_t i = 0; i < in->operand_count; i++) {
-        const ZydisDecodedOperand *o = &op[i];
-        if (o->type != ZYDIS_OPERAND_TYPE_REGISTER || !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
-            continue;
-        w_rsp |= is_rsp(o->reg.value);
-        w_rbp |= is_rbp(o->reg.value);
-    }
-
-    switch (in->meta.category) {
-    case ZYDIS_CATEGORY_NOP:
-    case ZYDIS_CATEGORY_WIDENOP:
-        x->kind = K_PAD;
-        if (m == ZYDIS_MNEMONIC_ENDBR64)
-            x->flags |= F_ENDBR, x->kind = K_OTHER;
-        return;
-    case ZYDIS_CATEGORY_CALL:
-        x->kind = K_CALL;
-        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
-            ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &x->target)))
-            x->flags |= F_DIRECT;
-        x->flags &= (uint16_t)~F_RSP_PTR;
-        return;
-    case ZYDIS_CATEGORY_RET:
-        x->kind = K_RET;
-        return;
-    case ZYDIS_CATEGORY_UNCOND_BR:
-        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
-            x->kind = K_JMP;
-            if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &x->target)))
-                x->flags |= F_DIRECT;
-        } else {
-            x->kind = K_JMP_IND;
-        }
-        return;
-    case ZYDIS_CATEGORY_COND_BR:
-        x->kind = K_JCC;
-        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
-            ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &x->target)))
-            x->flags |= F_DIRECT;
-        return;
-    default:
-        break;
-    }
-    switch (m) {
-    case ZYDIS_MNEMONIC_INT3:
-        x->kind = K_PAD;
-        return;
-    case ZYDIS_MNEMONIC_UD2:
-    case ZYDIS_MNEMONIC_HLT:
-        x->kind = K_STOP;
-        return;
-    case ZYDIS_MNEMONIC_PUSH:
-    case ZYDIS_MNEMONIC_PUSHFQ:
-        x->kind = in->operand_width == 64 ? K_PUSH : K_RSP_BAD;
-        x->delta = 8;
-        return;
-    case ZYDIS_MNEMONIC_POP:
-    case ZYDIS_MNEMONIC_POPFQ:
-        if (in->operand_width != 64 || (o0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rsp(o0->reg.value))) {
-            x->kind = K_RSP_BAD;
-            return;
-        }
-        x->kind = K_POP;
-        x->delta = -8;
-        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rbp(o0->reg.value))
-            x->flags |= F_POP_RBP;
-        return;
-    case ZYDIS_MNEMONIC_LEAVE:
-        x->kind = K_LEAVE;
-        return;
-    case ZYDIS_MNEMONIC_ADD:
-    case ZYDIS_MNEMONIC_SUB:
-        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o0->reg.value == ZYDIS_REGISTER_RSP &&
-            o1->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && in->raw.imm[0].size && in->operand_width == 64) {
-            int64_t v = o1->imm.value.s;
-            if (v < INT32_MIN || v > INT32_MAX || v % 8 != 0) {
-                x->kind = K_RSP_BAD;
-                return;
-            }
-            x->kind = K_ADJ;
-            x->imm = (int32_t)v;
-            x->delta = m == ZYDIS_MNEMONIC_SUB ? (int32_t)v : -(int32_t)v;
-            x->imm_off = in->raw.imm[0].offset;
-            x->imm_size = in->raw.imm[0].size;
-            x->flags &= (uint16_t)~F_RSP_PTR;
-            return;
-        }
-        break;
-    case ZYDIS_MNEMONIC_MOV:
-        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o1->type == ZYDIS_OPERAND_TYPE_REGISTER) {
-            if (o0->reg.value == ZYDIS_REGISTER_RSP && o1->reg.value == ZYDIS_REGISTER_RBP) {
-                x->kind = K_RSP_FROM_RBP;
-                return;
-            }
-            if (o0->reg.value == ZYDIS_REGISTER_RBP && o1->reg.value == ZYDIS_REGISTER_RSP) {
-                x->kind = K_RBP_FROM_RSP;
-                x->flags &= (uint16_t)~F_RSP_PTR;
-                return;
-            }
-        }
-        break;
-    case ZYDIS_MNEMONIC_LEA:
-        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o1->mem.index == ZYDIS_REGISTER_NONE) {
-            if (o0->reg.value == ZYDIS_REGISTER_RSP && o1->mem.base == ZYDIS_REGISTER_RBP) {
-                x->kind = K_RSP_FROM_RBP;
-                x->rdisp = (int32_t)o1->mem.disp.value;
-                x->flags &= (uint16_t)~F_RBP_REF;
-                return;
-            }
-            if (o0->reg.value == ZYDIS_REGISTER_RBP && o1->mem.base == ZYDIS_REGISTER_RSP) {
-                x->kind = K_RBP_FROM_RSP;
-                x->rdisp = (int32_t)o1->mem.disp.value;
-                x->flags &= (uint16_t)~F_RSP_PTR;
-                return;
-            }
-        }
-        break;
-    default:
-        break;
-    }
-    if (w_rsp)
-        x->kind = K_RSP_BAD;
-    if (w_rbp)
-        x->flags |= F_RBP_W;
-}
-
 /* ---- decoding ---- */
 
-static int push_ins(fn *F, const ins *x)
+static int push_ins(fn *F, const icpp_x86_insn *x)
 {
     if (F->n == F->cap) {
         size_t nc = F->cap ? F->cap * 2 : 256;
-        ins *nv = realloc(F->v, nc * sizeof *nv);
+        icpp_x86_insn *nv = realloc(F->v, nc * sizeof *nv);
         if (!nv)
             return -ENOMEM;
         F->v = nv;
@@ -351,7 +137,7 @@ static int push_ins(fn *F, const ins *x)
 
 static int ins_cmp(const void *a, const void *b)
 {
-    const ins *x = a, *y = b;
+    const icpp_x86_insn *x = a, *y = b;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
@@ -373,29 +159,25 @@ static int decode_parts(fn *F, const rw_image *img)
                 refuse(F, "contains bytes that do not decode as x86-64 instructions", F->parts[p].lo + off);
                 return 0;
             }
-            ins x;
-            classify(&in, op, F->parts[p].lo + off, &x);
+            icpp_x86_insn x;
+            icpp_x86_classify(&in, op, F->parts[p].lo + off, ICPP_X86_RULES_REWRITE, &x);
             if (push_ins(F, &x) < 0)
                 return -ENOMEM;
             off += in.length;
         }
     }
     qsort(F->v, F->n, sizeof *F->v, ins_cmp);
+    if (icpp_vec_reserve((void **)&F->pre, &F->cappre, F->n, sizeof *F->pre, 256) < 0)
+        return -ENOMEM;
+    if (F->n)
+        memset(F->pre, 0, F->n * sizeof *F->pre);
     return 0;
 }
 
 /* Index of the instruction starting at a, or SIZE_MAX. */
 static size_t find_ins(const fn *F, uint64_t a)
 {
-    size_t lo = 0, hi = F->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (F->v[mid].addr < a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < F->n && F->v[lo].addr == a ? lo : SIZE_MAX;
+    return icpp_x86_find(F->v, F->n, a);
 }
 
 static int in_parts(const fn *F, uint64_t a)
@@ -411,14 +193,14 @@ static int in_parts(const fn *F, uint64_t a)
 /* The caller's rbp and any other value are the same to the analysis (only
  * a frame pointer is ever relied on): without a frame pointer rbp is just
  * another register, written on one path and not on another. */
-static int same_state(const ins *x, const st *s)
+static int same_state(const pre *x, const st *s)
 {
     return x->inside == s->inside && x->depth == s->depth && (x->rbpk == RBP_FRAME) == (s->rbpk == RBP_FRAME) &&
            (s->rbpk != RBP_FRAME || x->rbp == s->rbp);
 }
 
 /* Does the CFA rule at x agree with state s? */
-static int cfi_agrees(const fn *F, const ins *x, const st *s)
+static int cfi_agrees(const fn *F, const icpp_x86_insn *x, const st *s)
 {
     icpp_cfa_rule r = icpp_cfi_lookup(F->cfi, x->addr);
     if (r.kind == ICPP_CFA_RSP)
@@ -436,39 +218,40 @@ static int cfi_agrees(const fn *F, const ins *x, const st *s)
  * to return. */
 static void reach(fn *F, size_t i, st s, uint64_t weak)
 {
-    ins *x = &F->v[i];
-    if (x->reached) {
-        if (same_state(x, &s)) {
-            if (!weak && x->weak_from) {
-                x->weak_from = 0;
-                if (x->kind == K_PAD)
+    const icpp_x86_insn *x = &F->v[i];
+    pre *p = &F->pre[i];
+    if (p->reached) {
+        if (same_state(p, &s)) {
+            if (!weak && p->weak_from) {
+                p->weak_from = 0;
+                if (x->kind == ICPP_X86_PAD)
                     F->work[F->nwork++] = i;   /* its fall-through is not weak either */
             }
             return;
         }
-        st sx = {x->depth, x->rbp, x->inside, x->rbpk};
+        st sx = {p->depth, p->rbp, p->inside, p->rbpk};
         int agree_x = cfi_agrees(F, x, &sx), agree_e = cfi_agrees(F, x, &s);
         if (weak && agree_x && !agree_e)
             return;
-        if (!weak && x->weak_from && agree_e && !agree_x && F->nblocked < 16) {
-            F->blocked[F->nblocked++] = x->weak_from;
+        if (!weak && p->weak_from && agree_e && !agree_x && F->nblocked < 16) {
+            F->blocked[F->nblocked++] = p->weak_from;
             F->restart = 1;
             return;
         }
         refuse(F, "paths that join there disagree on the stack depth or frame", x->addr);
         return;
     }
-    x->reached = 1;
-    x->inside = s.inside;
-    x->depth = s.depth;
-    x->rbpk = s.rbpk;
-    x->rbp = s.rbp;
-    x->weak_from = weak;
+    p->reached = 1;
+    p->inside = s.inside;
+    p->depth = s.depth;
+    p->rbpk = s.rbpk;
+    p->rbp = s.rbp;
+    p->weak_from = weak;
     F->work[F->nwork++] = i;
 }
 
 /* Successor at address a (fall-through or branch target inside the function). */
-static void go(fn *F, const ins *x, uint64_t a, st s, uint64_t weak)
+static void go(fn *F, const icpp_x86_insn *x, uint64_t a, st s, uint64_t weak)
 {
     size_t j = find_ins(F, a);
     if (j == SIZE_MAX) {
@@ -497,7 +280,7 @@ static void add_patch(fn *F, uint64_t addr, uint8_t kind, int8_t sign, int32_t o
     F->patches[F->npatches++] = (rw_patch){addr, kind, sign, 0, 0, 0, orig};
 }
 
-static void check_cfi(fn *F, const ins *x, const st *s)
+static void check_cfi(fn *F, const icpp_x86_insn *x, const st *s)
 {
     icpp_cfa_rule r = icpp_cfi_lookup(F->cfi, x->addr);
     if (s->inside) {
@@ -531,7 +314,7 @@ static void check_cfi(fn *F, const ins *x, const st *s)
 
 /* An rsp-relative reference inside the frame to the caller's side of it
  * (depth <= d0) moves by P: its displacement gets +P. */
-static void patch_disp(fn *F, const ins *x)
+static void patch_disp(fn *F, const icpp_x86_insn *x)
 {
     if (x->disp_size != 1 && x->disp_size != 4) {
         refuse(F, "an rsp-relative reference above the frame has no displacement to patch", x->addr);
@@ -544,22 +327,22 @@ static void patch_disp(fn *F, const ins *x)
  * allocation spans depths d0+1 .. fdepth (and deeper pushes); depth d0 and
  * above are the saved registers, the return address (0..-7) and the
  * incoming stack arguments (-8 and above). */
-static void check_mem(fn *F, const ins *x, const st *s)
+static void check_mem(fn *F, const icpp_x86_insn *x, const st *s)
 {
     /* Where it reaches, for wrapping (rw_frame.args): an access's lowest
      * depth, an address's own; rbp-relative accesses taken as 8 bytes. */
-    if (x->flags & (F_RSP_MEM | F_RSP_PTR)) {
-        int32_t at = s->depth - x->sdisp, lo = (x->flags & F_RSP_MEM) ? at - x->ssize + 1 : at;
+    if (x->flags & (ICPP_X86_F_RSP_MEM | ICPP_X86_F_RSP_PTR)) {
+        int32_t at = s->depth - x->sdisp, lo = (x->flags & ICPP_X86_F_RSP_MEM) ? at - x->ssize + 1 : at;
         if (lo < F->arg_min)
             F->arg_min = lo;
     }
-    if ((x->flags & F_RBP_REF) && s->rbpk == RBP_FRAME && s->rbp - x->bdisp - 7 < F->arg_min)
+    if ((x->flags & ICPP_X86_F_RBP_REF) && s->rbpk == RBP_FRAME && s->rbp - x->bdisp - 7 < F->arg_min)
         F->arg_min = s->rbp - x->bdisp - 7;
-    if ((x->flags & F_RBP_VAL) && s->rbpk == RBP_FRAME && x->kind != K_PUSH)
+    if ((x->flags & ICPP_X86_F_RBP_VAL) && s->rbpk == RBP_FRAME && x->kind != ICPP_X86_PUSH)
         F->arg_min = INT32_MIN;     /* a copy of the frame pointer: anything above may be reached */
-    if (x->flags & (F_RSP_MEM | F_RSP_PTR)) {
+    if (x->flags & (ICPP_X86_F_RSP_MEM | ICPP_X86_F_RSP_PTR)) {
         int32_t at = s->depth - x->sdisp;   /* depth of the base + displacement */
-        int idx = (x->flags & F_RSP_IDX) != 0;
+        int idx = (x->flags & ICPP_X86_F_RSP_IDX) != 0;
         if (!s->inside) {
             if (at > F->fixed_max)
                 F->fixed_max = at;
@@ -573,7 +356,7 @@ static void check_mem(fn *F, const ins *x, const st *s)
                 patch_disp(F, x);
             else
                 refuse(F, "an indexed rsp-relative reference into the saved registers or return address", x->addr);
-        } else if (x->flags & F_RSP_MEM) {
+        } else if (x->flags & ICPP_X86_F_RSP_MEM) {
             int32_t hi = at, lo = hi - x->ssize + 1;   /* byte depths it touches */
             if (lo > F->d0) {
                 if (lo < F->rsp_min)
@@ -593,7 +376,7 @@ static void check_mem(fn *F, const ins *x, const st *s)
                 refuse(F, "the address of a saved register or of the return address is taken from rsp", x->addr);
         }
     }
-    if ((x->flags & F_RBP_REF) && s->rbpk == RBP_FRAME) {
+    if ((x->flags & ICPP_X86_F_RBP_REF) && s->rbpk == RBP_FRAME) {
         int32_t at = s->rbp - x->bdisp;
         if (at > F->fixed_max)
             F->fixed_max = at;
@@ -609,7 +392,6 @@ static int32_t inside_min(const fn *F)
     return F->mode == RW_MODE_SUB ? F->d0 + 1 : F->d0;
 }
 
-/* Process instruction i (its state is set). */
 /* A direct tail call at the entry stack pointer to `to`, remembered once. */
 static void add_tail(fn *F, uint64_t to)
 {
@@ -622,27 +404,40 @@ static void add_tail(fn *F, uint64_t to)
         F->tail_other = 1;
 }
 
+/* rsp and rbp in state s as offsets from the entry stack pointer
+ * (lib/x86stack.h); rbp is known only as a frame pointer. */
+static icpp_x86_regs regs_of(const st *s)
+{
+    return (icpp_x86_regs){-(int64_t)s->depth, -(int64_t)s->rbp, 1, s->rbpk == RBP_FRAME};
+}
+
+/* Process instruction i (its state is set).  Where rsp and rbp go is the
+ * stack model's (icpp_x86_effect); what that does to the frame is decided
+ * here. */
 static void step(fn *F, size_t i)
 {
-    const ins *x = &F->v[i];
-    st s = {x->depth, x->rbp, x->inside, x->rbpk};
+    const icpp_x86_insn *x = &F->v[i];
+    const pre *p = &F->pre[i];
+    st s = {p->depth, p->rbp, p->inside, p->rbpk};
     uint64_t next = x->addr + x->len;
     check_cfi(F, x, &s);
     check_mem(F, x, &s);
-    if (x->flags & F_RBP_W)
+    icpp_x86_regs r = icpp_x86_effect(x, regs_of(&s));
+    int32_t depth = (int32_t)-r.rsp;    /* after x (if rsp is known) */
+    if (x->flags & ICPP_X86_F_RBP_W)
         s.rbpk = RBP_OTHER;
     switch (x->kind) {
-    case K_PAD:
-    case K_OTHER:
+    case ICPP_X86_PAD:
+    case ICPP_X86_OTHER:
         break;
-    case K_STOP:
+    case ICPP_X86_STOP:
         return;
-    case K_PUSH:
-        s.depth += x->delta;
+    case ICPP_X86_PUSH:
+        s.depth = depth;
         break;
-    case K_POP:
-        if (s.inside && s.depth + x->delta < inside_min(F)) {
-            if (F->mode == RW_MODE_ENTER && (x->flags & F_POP_RBP) && s.rbpk == RBP_FRAME && s.depth == s.rbp) {
+    case ICPP_X86_POP:
+        if (s.inside && depth < inside_min(F)) {
+            if (F->mode == RW_MODE_ENTER && (x->flags & ICPP_X86_F_POP_RBP) && s.rbpk == RBP_FRAME && s.depth == s.rbp) {
                 add_patch(F, x->addr, RW_P_LEAVE, 0, 0);
                 s.inside = 0;
             } else {
@@ -650,15 +445,15 @@ static void step(fn *F, size_t i)
                 return;
             }
         }
-        s.depth += x->delta;
-        if (x->flags & F_POP_RBP)
+        s.depth = depth;
+        if (x->flags & ICPP_X86_F_POP_RBP)
             s.rbpk = RBP_CALLER;
         if (s.depth < 0) {
             refuse(F, "pops above its entry stack pointer", x->addr);
             return;
         }
         break;
-    case K_ADJ:
+    case ICPP_X86_ADJ:
         if (!s.inside && x->delta > 0 && F->mode == RW_MODE_SUB) {
             if (F->have_frame && F->frame_ix != i) {
                 refuse(F, "more than one stack allocation (sub to rsp) outside the frame", x->addr);
@@ -667,16 +462,16 @@ static void step(fn *F, size_t i)
             F->have_frame = 1;
             F->frame_ix = i;
             F->d0 = s.depth;
-            F->fdepth = s.depth + x->delta;
+            F->fdepth = depth;
             F->frame_rbp = s.rbp;
             F->frame_rbpk = s.rbpk;
             add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
             s.inside = 1;
-            s.depth += x->delta;
+            s.depth = depth;
             break;
         }
-        if (s.inside && s.depth + x->delta < inside_min(F)) {
-            if (s.depth + x->delta != F->d0 || F->mode != RW_MODE_SUB) {
+        if (s.inside && depth < inside_min(F)) {
+            if (depth != F->d0 || F->mode != RW_MODE_SUB) {
                 refuse(F, "a stack adjustment crosses the frame boundary without undoing the allocation", x->addr);
                 return;
             }
@@ -688,27 +483,27 @@ static void step(fn *F, size_t i)
             refuse(F, "a stack allocation outside the frame", x->addr);
             return;
         }
-        s.depth += x->delta;
+        s.depth = depth;
         if (s.depth < 0) {
             refuse(F, "moves rsp above its entry stack pointer", x->addr);
             return;
         }
         break;
-    case K_LEAVE:
+    case ICPP_X86_LEAVE:
         if (s.rbpk != RBP_FRAME) {
             refuse(F, "leave without a frame pointer", x->addr);
             return;
         }
-        s.depth = s.rbp - 8;
+        s.depth = depth;
         s.rbpk = RBP_CALLER;
         s.inside = 0;
         break;
-    case K_RSP_FROM_RBP:
+    case ICPP_X86_RSP_FROM_RBP:
         if (s.rbpk != RBP_FRAME) {
             refuse(F, "rsp is set from rbp, which is not a frame pointer there", x->addr);
             return;
         }
-        s.depth = s.rbp - x->rdisp;
+        s.depth = depth;
         if (s.inside) {
             if (s.depth > F->d0) {
                 refuse(F, "rsp is reset from rbp to a point inside the frame (alloca or VLA release)", x->addr);
@@ -717,13 +512,13 @@ static void step(fn *F, size_t i)
             s.inside = 0;
         }
         break;
-    case K_RBP_FROM_RSP:
+    case ICPP_X86_RBP_FROM_RSP:
         if (s.inside) {
             refuse(F, "the frame pointer is set up after the frame is allocated", x->addr);
             return;
         }
         s.rbpk = RBP_FRAME;
-        s.rbp = s.depth - x->rdisp;
+        s.rbp = (int32_t)-r.rbp;
         if (F->mode == RW_MODE_ENTER && i == F->enter_ix) {
             F->have_frame = 1;
             F->frame_ix = i;
@@ -733,20 +528,20 @@ static void step(fn *F, size_t i)
             s.inside = 1;
         }
         break;
-    case K_CALL:
+    case ICPP_X86_CALL:
         if (!s.inside && !F->outside_call)
             F->outside_call = x->addr;
         break;
-    case K_RET:
+    case ICPP_X86_RET:
         if (s.inside || s.depth != 0)
             refuse(F, "returns with its frame still allocated", x->addr);
         return;
-    case K_JMP:
-    case K_JCC:
-        if ((x->flags & F_DIRECT) && in_parts(F, x->target)) {
+    case ICPP_X86_JMP:
+    case ICPP_X86_JCC:
+        if ((x->flags & ICPP_X86_F_DIRECT) && in_parts(F, x->target)) {
             go(F, x, x->target, s, 0);
         } else {
-            if ((x->flags & F_DIRECT) && !s.inside && s.depth == 0)
+            if ((x->flags & ICPP_X86_F_DIRECT) && !s.inside && s.depth == 0)
                 add_tail(F, x->target);
             else
                 F->tail_other = 1;
@@ -755,10 +550,10 @@ static void step(fn *F, size_t i)
                 return;
             }
         }
-        if (x->kind == K_JMP)
+        if (x->kind == ICPP_X86_JMP)
             return;
         break;
-    case K_JMP_IND:
+    case ICPP_X86_JMP_IND:
         if (!s.inside && s.depth == 0) {
             F->tail_other = 1;
             return;             /* a tail call */
@@ -770,19 +565,23 @@ static void step(fn *F, size_t i)
         F->have_sw = 1;
         F->sw = s;
         return;
-    case K_RSP_BAD:
+    case ICPP_X86_RSP_BAD:
         refuse(F, "a dynamic stack adjustment (alloca, VLA or realignment) or other write to rsp", x->addr);
         return;
     }
     uint64_t weak = 0;
-    if (x->kind == K_CALL) {
+    if (x->kind == ICPP_X86_CALL) {
         for (int b = 0; b < F->nblocked; b++)
             if (F->blocked[b] == x->addr)
                 return;         /* found not to return */
         weak = x->addr;
-    } else if (x->kind == K_PAD) {
-        weak = x->weak_from;
+    } else if (x->kind == ICPP_X86_PAD) {
+        weak = p->weak_from;
     }
+    /* The frame's view of rsp and rbp is the model's, refined: rbp
+     * unknown is the caller's or another value. */
+    assert(r.rsp_known && s.depth == depth && r.rbp_known == (s.rbpk == RBP_FRAME));
+    assert(!r.rbp_known || s.rbp == (int32_t)-r.rbp);
     go(F, x, next, s, weak);
 }
 
@@ -798,8 +597,8 @@ static void run(fn *F)
 static void seed_unreached(fn *F)
 {
     for (size_t i = 0; i < F->n && !F->why && !F->restart; i++) {
-        ins *x = &F->v[i];
-        if (x->reached || x->kind == K_PAD || x->kind == K_STOP)
+        const icpp_x86_insn *x = &F->v[i];
+        if (F->pre[i].reached || x->kind == ICPP_X86_PAD || x->kind == ICPP_X86_STOP)
             continue;
         st s;
         if (F->have_sw)
@@ -818,7 +617,7 @@ static void seed_unreached(fn *F)
 static void reset(fn *F)
 {
     for (size_t i = 0; i < F->n; i++)
-        F->v[i].reached = 0;
+        F->pre[i].reached = 0;
     F->nwork = 0;
     F->have_frame = 0;
     F->have_sw = 0;
@@ -860,7 +659,7 @@ static void analyse_pass(fn *F, int mode, size_t enter_ix)
     } while (F->restart && !F->why);
     F->flow_ok = !F->why;
     for (size_t i = 0; i < F->n && F->flow_ok; i++)
-        if (!F->v[i].reached && F->v[i].kind != K_PAD && F->v[i].kind != K_STOP)
+        if (!F->pre[i].reached && F->v[i].kind != ICPP_X86_PAD && F->v[i].kind != ICPP_X86_STOP)
             F->flow_ok = 0;
     if (F->why || !F->have_frame)
         return;
@@ -875,7 +674,7 @@ static void analyse_pass(fn *F, int mode, size_t enter_ix)
 static size_t enter_candidate(const fn *F, const rw_image *img)
 {
     size_t i = 0;
-    if (F->n > 0 && (F->v[0].flags & F_ENDBR))
+    if (F->n > 0 && (F->v[0].flags & ICPP_X86_F_ENDBR))
         i = 1;
     if (i + 1 >= F->n || F->v[i].addr != F->parts[0].lo + (i ? 4 : 0))
         return SIZE_MAX;
@@ -891,7 +690,7 @@ static size_t enter_candidate(const fn *F, const rw_image *img)
 
 /* Refuse if CFI says some register is saved in the area the padding moves
  * (depth > d0) at instruction x: its unwind rule would then be wrong. */
-static void check_saves(fn *F, Dwarf_CFI *dcfi, const ins *x)
+static void check_saves(fn *F, Dwarf_CFI *dcfi, const icpp_x86_insn *x)
 {
     Dwarf_Frame *fr = NULL;
     if (!dcfi || dwarf_cfi_addrframe(dcfi, x->addr, &fr) != 0 || !fr)
@@ -1018,8 +817,8 @@ static void cfa_patches(fn *F, const cfisrc *src, size_t nsrc)
             }
             size_t sp = 0;
             for (size_t j = 0; j < F->n && !F->why; j++) {
-                const ins *x = &F->v[j];
-                if (!x->reached || x->addr < fd->lo || x->addr >= fd->hi)
+                const icpp_x86_insn *x = &F->v[j];
+                if (!F->pre[j].reached || x->addr < fd->lo || x->addr >= fd->hi)
                     continue;
                 while (sp < prog.nspans && prog.spans[sp].hi <= x->addr)
                     sp++;
@@ -1031,7 +830,7 @@ static void cfa_patches(fn *F, const cfisrc *src, size_t nsrc)
                         continue;
                 }
                 const icpp_cfa_span *y = &prog.spans[sp];
-                int plus = x->inside && !y->expr && y->reg == 7;
+                int plus = F->pre[j].inside && !y->expr && y->reg == 7;
                 if (y->operand < 0) {
                     if (plus)
                         refuse(F, "a CFA rule inside the frame has no offset to patch", x->addr);
@@ -1120,7 +919,7 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
             goto oom;
         /* Branch targets, for "entered in the middle" below. */
         for (size_t i = 0; i < F.n; i++) {
-            if (!(F.v[i].flags & F_DIRECT) || in_parts(&F, F.v[i].target))
+            if (!(F.v[i].flags & ICPP_X86_F_DIRECT) || in_parts(&F, F.v[i].target))
                 continue;
             if (ntg == captg) {
                 size_t nc = captg ? captg * 2 : 1024;
@@ -1159,7 +958,7 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
             } else {
                 analyse_pass(&F, RW_MODE_ENTER, ei);
                 for (size_t i = 0; i < F.n && !F.why; i++)
-                    if (F.v[i].reached && (F.v[i].flags & F_DIRECT) && F.v[i].target == F.v[ei].addr)
+                    if (F.pre[i].reached && (F.v[i].flags & ICPP_X86_F_DIRECT) && F.v[i].target == F.v[ei].addr)
                         refuse(&F, "a branch lands between push %rbp and mov %rsp,%rbp", F.v[i].addr);
                 if (!F.why && !F.have_frame)
                     refuse(&F, "its frame pointer set-up is not reached from the entry", 0);
@@ -1174,7 +973,7 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
              * exceptions at call sites, a debugger anywhere) must still find
              * the saved registers. */
             for (size_t i = 0; i < F.n && !F.why; i++)
-                if (F.v[i].reached && F.v[i].inside)
+                if (F.pre[i].reached && F.pre[i].inside)
                     check_saves(&F, dcfi, &F.v[i]);
         }
         if (F.why) {
@@ -1252,6 +1051,7 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
     }
     free(tg);
     free(F.v);
+    free(F.pre);
     free(F.work);
     free(F.patches);
     free(src[0].f);
@@ -1262,6 +1062,7 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
 oom:
     free(tg);
     free(F.v);
+    free(F.pre);
     free(F.work);
     free(F.patches);
     free(src[0].f);

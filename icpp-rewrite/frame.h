@@ -95,7 +95,7 @@ const rw_frame *rw_frames_find(const rw_frames *fs, uint64_t addr);
  * entry stack pointer: a path through a call of `from` may end in `to`. */
 int rw_frames_tail_reaches(const rw_frames *fs, uint64_t from, uint64_t to);
 
-/* The x86-64 decoder every icpp-rewrite module uses (Zydis, 64-bit mode). */
+/* The x86-64 decoder every icpp-rewrite module uses: lib/x86stack.h's icpp_x86_decoder(). */
 struct ZydisDecoder_;
 const struct ZydisDecoder_ *rw_decoder(void);
 /* Enlarge f's frame by pad bytes (0 < pad <= f->maxpad, multiple of 16) in img. */

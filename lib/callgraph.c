@@ -3,9 +3,9 @@
 
 #include "hmap.h"
 #include "vec.h"
+#include "x86stack.h"
 
 #include <assert.h>
-#include <Zydis/Zydis.h>
 #include <errno.h>
 #include <gelf.h>
 #include <inttypes.h>
@@ -16,33 +16,6 @@
 
 #define UNK     INT32_MIN       /* a register's offset from the CFA that is not known */
 #define MAXFUNC (1u << 20)      /* bytes decoded per function at most */
-
-/* What an instruction does to the walk. */
-enum {
-    O_OTHER = 0,
-    O_PUSH,             /* rsp -= 8 */
-    O_POP,              /* rsp += 8 */
-    O_POP_RBP,          /* rsp += 8, rbp = caller's */
-    O_ADJ,              /* rsp += imm (add/sub $imm,%rsp; lea imm(%rsp),%rsp) */
-    O_RSP_FROM_RBP,     /* rsp = rbp + imm */
-    O_RBP_FROM_RSP,     /* rbp = rsp + imm */
-    O_LEAVE,            /* rsp = rbp + 8, rbp = caller's */
-    O_RSP_BAD,          /* any other write to rsp */
-    O_RBP_BAD,          /* any other write to rbp */
-    O_CALL,             /* direct: target */
-    O_CALL_IND,         /* slot: rip-relative memory operand's address, 0 if none */
-    O_JMP,
-    O_JMP_IND,
-    O_JCC,
-    O_RET,
-    O_STOP,
-};
-
-typedef struct ins {
-    uint64_t a, target;     /* target: direct branch target, or the slot of *slot(%rip) */
-    int32_t  imm;
-    uint8_t  len, op;
-} ins;
 
 typedef struct st {
     int32_t rsp, rbp;       /* offset from the CFA, or UNK */
@@ -68,7 +41,7 @@ struct icpp_callgraph {
     icpp_hmap      export_names;    /* (addr, k) -> k-th exported name of addr */
     icpp_cg_stats  stats;
     /* scratch of the walk */
-    ins   *v;
+    icpp_x86_insn *v;       /* the function's instructions (icpp_x86_insn.target: see classify) */
     st    *s;
     uint8_t *seen;
     size_t n, cap;
@@ -76,20 +49,6 @@ struct icpp_callgraph {
     size_t nwork, capwork;
     int    weak;        /* seeding unreached code: do not merge into reached instructions */
 };
-
-static const ZydisDecoder *decoder(void)
-{
-    static ZydisDecoder d;
-    static int ready;
-    if (!ready) {
-        ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-        ready = 1;
-    }
-    return &d;
-}
-
-static int is_rsp(ZydisRegister r) { return r == ZYDIS_REGISTER_RSP || r == ZYDIS_REGISTER_ESP || r == ZYDIS_REGISTER_SP || r == ZYDIS_REGISTER_SPL; }
-static int is_rbp(ZydisRegister r) { return r == ZYDIS_REGISTER_RBP || r == ZYDIS_REGISTER_EBP || r == ZYDIS_REGISTER_BP || r == ZYDIS_REGISTER_BPL; }
 
 static uint64_t name_hash(const char *s)
 {
@@ -106,17 +65,10 @@ static void mark_taken(icpp_callgraph *g, uint64_t addr)
         icpp_hmap_put(&g->taken, addr, 0, 1);
 }
 
-/* Classify the instruction at a; also notes address-taken functions. */
-static void classify(icpp_callgraph *g, const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a,
-                     ins *x)
+/* References to code: lea sym(%rip), mov $sym: the function may be called indirectly. */
+static void code_refs(icpp_callgraph *g, const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a)
 {
-    memset(x, 0, sizeof *x);
-    x->a = a;
-    x->len = in->length;
     ZydisMnemonic m = in->mnemonic;
-    const ZydisDecodedOperand *o0 = in->operand_count_visible > 0 ? &op[0] : NULL;
-    const ZydisDecodedOperand *o1 = in->operand_count_visible > 1 ? &op[1] : NULL;
-    /* references to code: lea sym(%rip), mov $sym: the function may be called indirectly */
     for (uint8_t i = 0; i < in->operand_count_visible; i++) {
         uint64_t t;
         if (op[i].type == ZYDIS_OPERAND_TYPE_MEMORY && op[i].mem.base == ZYDIS_REGISTER_RIP && m == ZYDIS_MNEMONIC_LEA &&
@@ -127,98 +79,21 @@ static void classify(icpp_callgraph *g, const ZydisDecodedInstruction *in, const
                  op[i].imm.value.u < (1ull << 32))
             mark_taken(g, op[i].imm.value.u);
     }
-    switch (in->meta.category) {
-    case ZYDIS_CATEGORY_CALL:
-    case ZYDIS_CATEGORY_UNCOND_BR:
-    case ZYDIS_CATEGORY_COND_BR: {
-        int call = in->meta.category == ZYDIS_CATEGORY_CALL, cond = in->meta.category == ZYDIS_CATEGORY_COND_BR;
-        if (o0 && o0->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &x->target)))
-            x->op = call ? O_CALL : cond ? O_JCC : O_JMP;
-        else if (!cond) {
-            x->op = call ? O_CALL_IND : O_JMP_IND;
-            if (o0 && o0->type == ZYDIS_OPERAND_TYPE_MEMORY && o0->mem.base == ZYDIS_REGISTER_RIP &&
-                !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &x->target)))
-                x->target = 0;
-            else if (!(o0 && o0->type == ZYDIS_OPERAND_TYPE_MEMORY && o0->mem.base == ZYDIS_REGISTER_RIP))
-                x->target = 0;
-        } else
-            x->op = O_STOP;     /* loop/jrcxz with a strange operand: give up on this path */
-        return;
-    }
-    case ZYDIS_CATEGORY_RET:
-        x->op = O_RET;
-        return;
-    default:
-        break;
-    }
-    switch (m) {
-    case ZYDIS_MNEMONIC_UD2:
-    case ZYDIS_MNEMONIC_HLT:
-    case ZYDIS_MNEMONIC_INT3:
-        x->op = O_STOP;
-        return;
-    case ZYDIS_MNEMONIC_PUSH:
-    case ZYDIS_MNEMONIC_PUSHFQ:
-        x->op = in->operand_width == 64 ? O_PUSH : O_RSP_BAD;
-        return;
-    case ZYDIS_MNEMONIC_POP:
-    case ZYDIS_MNEMONIC_POPFQ:
-        if (in->operand_width != 64 || (o0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rsp(o0->reg.value)))
-            x->op = O_RSP_BAD;
-        else
-            x->op = o0 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && is_rbp(o0->reg.value) ? O_POP_RBP : O_POP;
-        return;
-    case ZYDIS_MNEMONIC_LEAVE:
-        x->op = O_LEAVE;
-        return;
-    case ZYDIS_MNEMONIC_ADD:
-    case ZYDIS_MNEMONIC_SUB:
-        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o0->reg.value == ZYDIS_REGISTER_RSP &&
-            o1->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && o1->imm.value.s >= INT32_MIN / 2 && o1->imm.value.s <= INT32_MAX / 2) {
-            x->op = O_ADJ;
-            x->imm = m == ZYDIS_MNEMONIC_ADD ? (int32_t)o1->imm.value.s : -(int32_t)o1->imm.value.s;
-            return;
-        }
-        break;
-    case ZYDIS_MNEMONIC_MOV:
-        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o1->type == ZYDIS_OPERAND_TYPE_REGISTER) {
-            if (o0->reg.value == ZYDIS_REGISTER_RSP && o1->reg.value == ZYDIS_REGISTER_RBP) {
-                x->op = O_RSP_FROM_RBP;
-                return;
-            }
-            if (o0->reg.value == ZYDIS_REGISTER_RBP && o1->reg.value == ZYDIS_REGISTER_RSP) {
-                x->op = O_RBP_FROM_RSP;
-                return;
-            }
-        }
-        break;
-    case ZYDIS_MNEMONIC_LEA:
-        if (o0 && o1 && o0->type == ZYDIS_OPERAND_TYPE_REGISTER && o1->mem.index == ZYDIS_REGISTER_NONE &&
-            (o0->reg.value == ZYDIS_REGISTER_RSP || o0->reg.value == ZYDIS_REGISTER_RBP)) {
-            int32_t d = (int32_t)o1->mem.disp.value;
-            if (o0->reg.value == ZYDIS_REGISTER_RSP && o1->mem.base == ZYDIS_REGISTER_RSP)
-                x->op = O_ADJ, x->imm = d;
-            else if (o0->reg.value == ZYDIS_REGISTER_RSP && o1->mem.base == ZYDIS_REGISTER_RBP)
-                x->op = O_RSP_FROM_RBP, x->imm = d;
-            else if (o0->reg.value == ZYDIS_REGISTER_RBP && o1->mem.base == ZYDIS_REGISTER_RSP)
-                x->op = O_RBP_FROM_RSP, x->imm = d;
-            else
-                x->op = o0->reg.value == ZYDIS_REGISTER_RSP ? O_RSP_BAD : O_RBP_BAD;
-            return;
-        }
-        break;
-    default:
-        break;
-    }
-    for (uint8_t i = 0; i < in->operand_count; i++) {
-        const ZydisDecodedOperand *o = &op[i];
-        if (o->type != ZYDIS_OPERAND_TYPE_REGISTER || !(o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
-            continue;
-        if (is_rsp(o->reg.value))
-            x->op = O_RSP_BAD;
-        else if (is_rbp(o->reg.value) && x->op != O_RSP_BAD)
-            x->op = O_RBP_BAD;
-    }
+}
+
+/* Classify the instruction at a into x (lib/x86stack.h, the call graph's
+ * rules) and note the functions it takes the address of.  The walk knows
+ * direct jumps only: a conditional one whose target cannot be computed
+ * ends the path, an unconditional one is an indirect jmp (target 0). */
+static void classify(icpp_callgraph *g, const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a,
+                     icpp_x86_insn *x)
+{
+    code_refs(g, in, op, a);
+    icpp_x86_classify(in, op, a, ICPP_X86_RULES_CALLGRAPH, x);
+    if (x->kind == ICPP_X86_JCC && !(x->flags & ICPP_X86_F_DIRECT))
+        x->kind = ICPP_X86_STOP;    /* loop/jrcxz with a strange operand: give up on this path */
+    else if (x->kind == ICPP_X86_JMP && !(x->flags & ICPP_X86_F_DIRECT))
+        x->kind = ICPP_X86_JMP_IND;
 }
 
 /* ---- imports: GOT slot -> symbol, and the PLT stubs that jump through them ---- */
@@ -354,7 +229,7 @@ static const char *plt_name(icpp_callgraph *g, uint64_t t)
     ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
     size_t o = 0;
     for (int k = 0; k < 2 && o < sizeof b; k++) {
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), b + o, sizeof b - o, &in, op)))
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(icpp_x86_decoder(), b + o, sizeof b - o, &in, op)))
             return NULL;
         if (in.mnemonic == ZYDIS_MNEMONIC_ENDBR64) {
             o += in.length;
@@ -389,19 +264,6 @@ static int add_site(icpp_callgraph *g, const icpp_cg_site *s)
     return 0;
 }
 
-static size_t find_ins(const icpp_callgraph *g, uint64_t a)
-{
-    size_t lo = 0, hi = g->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (g->v[mid].a < a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < g->n && g->v[lo].a == a ? lo : SIZE_MAX;
-}
-
 /* Merge state s into instruction i; queue it if it changed. */
 static int reach(icpp_callgraph *g, size_t i, st s)
 {
@@ -431,11 +293,19 @@ static int reach(icpp_callgraph *g, size_t i, st s)
     return 0;
 }
 
-/* A branch or call leaving the function at instruction x with state s. */
-static int leave_to(icpp_callgraph *g, const icpp_func *f, const ins *x, st s, const icpp_cfi *cfi)
+/* The state after instruction x (lib/x86stack.h decides its effect). */
+static st after(const icpp_x86_insn *x, st s)
 {
-    int call = x->op == O_CALL || x->op == O_CALL_IND;
-    icpp_cg_site site = {.ret = x->a + x->len, .caller = f->owner};
+    icpp_x86_regs r = {s.rsp, s.rbp, s.rsp != UNK, s.rbp != UNK};
+    r = icpp_x86_effect(x, r);
+    return (st){r.rsp_known ? (int32_t)r.rsp : UNK, r.rbp_known ? (int32_t)r.rbp : UNK};
+}
+
+/* A branch or call leaving the function at instruction x with state s. */
+static int leave_to(icpp_callgraph *g, const icpp_func *f, const icpp_x86_insn *x, st s, const icpp_cfi *cfi)
+{
+    int call = x->kind == ICPP_X86_CALL;
+    icpp_cg_site site = {.ret = x->addr + x->len, .caller = f->owner};
     if (call) {
         site.has_delta = s.rsp != UNK;
         site.delta = site.has_delta ? -s.rsp : 0;
@@ -446,7 +316,7 @@ static int leave_to(icpp_callgraph *g, const icpp_func *f, const ins *x, st s, c
         site.delta = 0;
         site.tail = 1;
     }
-    if (x->op == O_CALL || x->op == O_JMP || x->op == O_JCC) {
+    if (x->flags & ICPP_X86_F_DIRECT) {
         const icpp_func *t = icpp_module_func_start(g->m, x->target);
         /* a PLT stub first: .plt.got/.plt.sec have FDEs, so stubs can look like function starts */
         if ((!t || t->source == ICPP_FSRC_FDE) && (site.name = plt_name(g, x->target))) {
@@ -491,7 +361,7 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
     for (size_t o = 0; o < len;) {
         if (g->n == g->cap) {
             size_t nc = g->cap ? 2 * g->cap : 4096;
-            ins *nv = realloc(g->v, nc * sizeof *nv);
+            icpp_x86_insn *nv = realloc(g->v, nc * sizeof *nv);
             st *ns = realloc(g->s, nc * sizeof *ns);
             uint8_t *sn = realloc(g->seen, nc);
             if (nv) g->v = nv;
@@ -501,8 +371,8 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
                 return -1;
             g->cap = nc;
         }
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(decoder(), *buf + o, len - o, &in, op))) {
-            g->v[g->n] = (ins){.a = f->addr + o, .len = 1, .op = O_STOP};
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(icpp_x86_decoder(), *buf + o, len - o, &in, op))) {
+            g->v[g->n] = (icpp_x86_insn){.addr = f->addr + o, .len = 1, .kind = ICPP_X86_STOP};
             g->n++;
             o++;
             continue;
@@ -525,41 +395,29 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
     for (;;) {
         while (g->nwork) {
             size_t i = g->work[--g->nwork];
-            ins *x = &g->v[i];
+            const icpp_x86_insn *x = &g->v[i];
             st s = g->s[i];
-            icpp_cfa_rule r = icpp_cfi_lookup(cfi, x->a);
+            icpp_cfa_rule r = icpp_cfi_lookup(cfi, x->addr);
             if (r.kind == ICPP_CFA_RSP)
                 s.rsp = -r.off;
             else if (r.kind == ICPP_CFA_RBP)
                 s.rbp = -r.off;
-            st n = s;
+            st n = after(x, s);
             int fall = 1;
-            switch (x->op) {
-            case O_PUSH: n.rsp = s.rsp == UNK ? UNK : s.rsp - 8; break;
-            case O_POP: n.rsp = s.rsp == UNK ? UNK : s.rsp + 8; break;
-            case O_POP_RBP: n.rsp = s.rsp == UNK ? UNK : s.rsp + 8; n.rbp = UNK; break;
-            case O_ADJ: n.rsp = s.rsp == UNK ? UNK : s.rsp + x->imm; break;
-            case O_RSP_FROM_RBP: n.rsp = s.rbp == UNK ? UNK : s.rbp + x->imm; break;
-            case O_RBP_FROM_RSP: n.rbp = s.rsp == UNK ? UNK : s.rsp + x->imm; break;
-            case O_LEAVE: n.rsp = s.rbp == UNK ? UNK : s.rbp + 8; n.rbp = UNK; break;
-            case O_RSP_BAD: n.rsp = UNK; break;
-            case O_RBP_BAD: n.rbp = UNK; break;
-            case O_CALL:
-            case O_CALL_IND:
-                break;
-            case O_JMP:
-            case O_JCC:
-                if (x->target >= lo && x->target < hi && reach(g, find_ins(g, x->target), s) < 0)
+            switch (x->kind) {
+            case ICPP_X86_JMP:
+            case ICPP_X86_JCC:
+                if (x->target >= lo && x->target < hi && reach(g, icpp_x86_find(g->v, g->n, x->target), s) < 0)
                     return -1;
-                fall = x->op == O_JCC;
+                fall = x->kind == ICPP_X86_JCC;
                 break;
-            case O_JMP_IND:
+            case ICPP_X86_JMP_IND:
                 if (s.rsp != -8)
                     jt = jt == 0 ? (s.rsp == UNK ? UNK : s.rsp) : jt == s.rsp ? jt : UNK;
                 fall = 0;
                 break;
-            case O_RET:
-            case O_STOP: fall = 0; break;
+            case ICPP_X86_RET:
+            case ICPP_X86_STOP: fall = 0; break;
             default: break;
             }
             if (fall && i + 1 < g->n && reach(g, i + 1, n) < 0)
@@ -580,14 +438,14 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
     g->weak = 0;
     /* The sites, once each, with the state the walk settled on. */
     for (size_t i = 0; i < g->n; i++) {
-        const ins *x = &g->v[i];
-        if (!g->seen[i] || (x->op != O_CALL && x->op != O_CALL_IND && x->op != O_JMP && x->op != O_JCC &&
-                            x->op != O_JMP_IND))
+        const icpp_x86_insn *x = &g->v[i];
+        if (!g->seen[i] || (x->kind != ICPP_X86_CALL && x->kind != ICPP_X86_JMP && x->kind != ICPP_X86_JCC &&
+                            x->kind != ICPP_X86_JMP_IND))
             continue;
-        if ((x->op == O_JMP || x->op == O_JCC) && x->target >= lo && x->target < hi)
+        if ((x->kind == ICPP_X86_JMP || x->kind == ICPP_X86_JCC) && x->target >= lo && x->target < hi)
             continue;
         st s = g->s[i];
-        icpp_cfa_rule r = icpp_cfi_lookup(cfi, x->a);
+        icpp_cfa_rule r = icpp_cfi_lookup(cfi, x->addr);
         if (r.kind == ICPP_CFA_RSP)
             s.rsp = -r.off;
         if (leave_to(g, f, x, s, cfi) < 0)

@@ -11,8 +11,9 @@
 
 /* Every function of a module (a split-off foo.cold part counts as foo) is
  * decoded with Zydis and walked along its control flow, tracking %rsp and
- * %rbp relative to the CFA (the module's CFI table resynchronises the walk
- * wherever its rule is rsp-based).  Each call site gets
+ * %rbp relative to the CFA (each instruction's effect as lib/x86stack.h
+ * models it; the module's CFI table resynchronises the walk wherever its
+ * rule is rsp-based).  Each call site gets
  *
  *   delta = caller's entry SP - callee's entry SP = CFA - %rsp at the call,
  *

@@ -7,6 +7,7 @@
 
 #include "agent.h"
 #include "lde.h"
+#include "x86stack.h"
 
 /* Branches are emitted by hand, always in their rel32 form (E9, 0F 8x, E8),
  * instead of through ZydisEncoderEncodeInstructionAbsolute: the emitted
@@ -34,17 +35,6 @@ typedef struct insn {
     uint8_t   disp_off;     /* K_RIPMEM: offset of disp32 */
     uint64_t  target;       /* absolute branch target or memory address */
 } insn;
-
-static const ZydisDecoder *decoder(void)
-{
-    static ZydisDecoder d;
-    static int ready;
-    if (!ready) {
-        ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-        ready = 1;
-    }
-    return &d;
-}
 
 static int fits32(int64_t v)
 {
@@ -149,7 +139,7 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
         size_t left = avail > off ? avail - off : 0;
         if (left == 0)
             return fail(why, "instruction runs past the function's end", ICPP_AGENT_R_TOO_SHORT);
-        ZyanStatus st = ZydisDecoderDecodeFull(decoder(), src + off, left < 15 ? left : 15, &in, ops);
+        ZyanStatus st = ZydisDecoderDecodeFull(icpp_x86_decoder(), src + off, left < 15 ? left : 15, &in, ops);
         if (st == ZYDIS_STATUS_NO_MORE_DATA)
             return fail(why, "instruction runs past the function's end", ICPP_AGENT_R_TOO_SHORT);
         if (!ZYAN_SUCCESS(st))
