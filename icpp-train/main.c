@@ -8,6 +8,7 @@
 #include "names.h"
 #include "pathmap.h"
 #include "recover.h"
+#include "sibling.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -317,23 +318,10 @@ static char *find_in_path(const char *prog)
  * prefix (icpp-train copied or linked elsewhere).  Its real path, or NULL. */
 static char *agent_path(void)
 {
-    const char *env = getenv("ICPP_AGENT");
-    if (env)
-        return strdup(env);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = 0;
-        char *d = dirname(self);
-        const char *rel[] = {"libicpp-agent.so", ICPP_AGENT_FROM_BINDIR};
-        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-            char buf[PATH_MAX];
-            if (!*rel[i] || snprintf(buf, sizeof buf, "%s/%s", d, rel[i]) >= (int)sizeof buf)
-                continue;
-            if (access(buf, R_OK) == 0)
-                return realpath(buf, NULL);
-        }
-    }
+    static const char *const rel[] = {"libicpp-agent.so", ICPP_AGENT_FROM_BINDIR};
+    char *p = icpp_sibling_find("ICPP_AGENT", rel, sizeof rel / sizeof *rel, R_OK);
+    if (p)
+        return p;
     if (access(ICPP_AGENT_PATH, R_OK) == 0)
         return realpath(ICPP_AGENT_PATH, NULL);
     return NULL;
