@@ -6,6 +6,7 @@
 #include "module.h"
 #include "pathmap.h"
 #include "search.h"
+#include "sibling.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -37,25 +38,13 @@
 #define NONE UINT32_MAX
 #define NOFF 4
 
+/* icpp-train: $ICPP_TRAIN, else beside icpp-rewrite (the build tree, an
+ * install), else from PATH. */
 static char *train_path(void)
 {
-    const char *env = getenv("ICPP_TRAIN");
-    if (env)
-        return strdup(env);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = 0;
-        char *d = dirname(self);
-        static const char *rel[] = {"../icpp-train/icpp-train", "icpp-train"};
-        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-            char buf[PATH_MAX + 64];
-            snprintf(buf, sizeof buf, "%s/%s", d, rel[i]);
-            if (access(buf, X_OK) == 0)
-                return realpath(buf, NULL);
-        }
-    }
-    return strdup("icpp-train");    /* from PATH */
+    static const char *const rel[] = {"../icpp-train/icpp-train", "icpp-train"};
+    char *p = icpp_sibling_find("ICPP_TRAIN", rel, sizeof rel / sizeof *rel, X_OK);
+    return p ? p : strdup("icpp-train");    /* from PATH */
 }
 
 /* Run argv (stdin /dev/null, ASLR off, ICPP_REWRITE_STACK_PAD of `pad`
