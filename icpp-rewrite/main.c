@@ -11,6 +11,8 @@
 #include "pathmap.h"
 #include "plan.h"
 #include "search.h"
+#include "segment.h"
+#include "sites.h"
 #include "verify.h"
 #include "wrap.h"
 
@@ -666,7 +668,7 @@ int main(int argc, char **argv)
     if (rw_image_set_build_id(&img, &nbid, &err) < 0)
         die(1, "%s: %s", prog, err.msg);
     rw_clones_in ci = {cloner, fs, cs.c, cs.n};
-    if (rw_wrap_apply(&img, &sites, wraps, nwraps, pads, npads, &ci, &err) < 0)
+    if (rw_segment_apply(&img, &sites, wraps, nwraps, pads, npads, &ci, &err) < 0)
         die(1, "%s: cannot wrap call sites or clone functions: %s (--no-wrap, --no-clone leave them)", prog,
             err.msg);
     char *out_abs = abs_path(out);
