@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cfaprog.h"
+#include "cli.h"
 #include "ehwrite.h"
 #include "fde.h"
-#include "wrap.h"
+#include "greedy.h"
+#include "sites.h"
 
 struct rw_cloner {
     const icpp_module *m;
@@ -475,6 +477,178 @@ int rw_clone_classes(const icpp_pathmap *pm, const rw_sites *s, const uint32_t *
             cmax[k] = -1;
     free(callee), free(seen);
     return 0;
+}
+
+/* ---- the choice of clones ---- */
+
+/* Shifts with clones: shift[i] = shift[c] + (the padding of c's frame: its
+ * clone's if c was cloned, else its function's) + the wrap of i. */
+static void clone_shifts(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const uint32_t *nwrap,
+                         const int32_t *ncq, int64_t *shift)
+{
+    size_t nn = icpp_pathmap_nnodes(pm);
+    shift[0] = 0;
+    for (size_t i = 1; i < nn; i++) {
+        uint32_t c = caller[i];
+        int64_t p = !c ? 0 : ncq[c] >= 0 ? (int64_t)ncq[c] : (int64_t)fpad[icpp_pathmap_node(pm, c)->func];
+        shift[i] = (c ? shift[c] + p : 0) + nwrap[i];
+    }
+}
+
+/* A trial of the clone search (greedy.h): class k's nodes enter a copy
+ * of their callee (function fid) padded by q instead of fpad; the nodes
+ * called below them move by the difference where the copy's frame is
+ * their caller's. */
+typedef struct clone_trial_in {
+    rw_greedy      *g;
+    const uint32_t *fpad;
+    const int32_t  *cmax;
+    const uint32_t *func;           /* per node: its function, a clone's (nf + class) if cloned */
+    size_t          nf;             /* the map's functions */
+} clone_trial_in;
+
+static int32_t clone_most(void *ctx, uint32_t k)
+{
+    return ((const clone_trial_in *)ctx)->cmax[k];
+}
+
+/* Move class k's own nodes (g->vis[0..nown)) from function `from` to `to`
+ * in g->t (the copy's function and back). */
+static int clone_swap(rw_greedy *g, const uint32_t *from, uint32_t fid, int dir)
+{
+    for (size_t v = 0; v < g->nown; v++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(g->pm, g->vis[v]);
+        for (uint32_t j = 0; j < nd->nheights; j++) {
+            int64_t h = nd->heights[j].height + g->base[g->vis[v]];
+            uint32_t a = dir > 0 ? from[g->vis[v]] : fid, b = dir > 0 ? fid : from[g->vis[v]];
+            if (rw_cid_move(&g->t, a, h, -1, nd->heights[j].count) < 0 ||
+                rw_cid_move(&g->t, b, h, 1, nd->heights[j].count) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int clone_trial(void *ctx, uint32_t k, int32_t q, rw_trial *tr)
+{
+    const clone_trial_in *in = ctx;
+    rw_greedy *g = in->g;
+    const rw_sites *s = g->s;
+    uint32_t f = in->func[g->kfirst[k]];
+    uint32_t fid = (uint32_t)(in->nf + k);
+    int64_t dq = (int64_t)q - (int64_t)in->fpad[f];
+    for (size_t v = g->nown; v < g->nvis; v++) {   /* callers first: delta[cn] is final */
+        uint32_t i = g->vis[v], cn = g->caller[i];
+        g->delta[i] = !g->mark[cn] ? 0 : g->delta[cn] + (s->node_cls[cn] == (int32_t)k ? dq : 0);
+    }
+    /* the class's nodes change function, the rest move */
+    if (clone_swap(g, in->func, fid, 1) < 0 || rw_greedy_score(g, g->nown, in->func, tr) < 0 ||
+        clone_swap(g, in->func, fid, -1) < 0)
+        return -1;
+    return 1;
+}
+
+/* Whether class k's nodes run in PROG's code (not called from a clone,
+ * nor from another node of the class: the copy calls the original), and
+ * their callees' sites are not in a copy either (they would not be
+ * redirected). */
+static int clone_runs_in_prog(const rw_greedy *g, uint32_t k, const int32_t *ncq)
+{
+    int ok = g->kfirst[k] != 0;
+    for (uint32_t i = g->kfirst[k]; i && ok; i = g->knext[i]) {
+        ok = ncq[g->caller[i]] < 0 && g->s->node_cls[g->caller[i]] != (int32_t)k;
+        for (uint32_t ch = g->cfirst[i]; ch && ok; ch = g->cnext[ch])
+            ok = ncq[ch] < 0;
+    }
+    return ok;
+}
+
+/* g->amb: the nodes in a CID shared under the current choice (g->t, g->base)
+ * and their ancestors; g->cand: the classes that may be cloned on their way. */
+static void clone_candidates(rw_greedy *g, const uint32_t *func, const int32_t *cmax, const int32_t *cq,
+                             const int32_t *ncq)
+{
+    size_t nn = icpp_pathmap_nnodes(g->pm);
+    const rw_sites *s = g->s;
+    memset(g->amb, 0, nn);
+    memset(g->cand, 0, s->ncls + 1);
+    for (size_t i = nn; i-- > 1;) {
+        const icpp_pm_node *nd = icpp_pathmap_node(g->pm, (uint32_t)i);
+        for (uint32_t j = 0; j < nd->nheights && !g->amb[i]; j++) {
+            uint64_t *v = icpp_hmap_get(&g->t.h, func[i], (uint64_t)(nd->heights[j].height + g->base[i]));
+            g->amb[i] = v && g->t.cnt[*v - 1] > 1;
+        }
+        if (!g->amb[i])
+            continue;
+        if (nd->parent)
+            g->amb[nd->parent] = 1;
+        int32_t k = s->node_cls[i];
+        if (k >= 0 && cmax[k] >= 0 && cq[k] < 0)
+            g->cand[k] = 1;
+    }
+    for (uint32_t k = 0; k < s->ncls; k++)
+        if (g->cand[k] && !clone_runs_in_prog(g, k, ncq))
+            g->cand[k] = 0;
+}
+
+int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
+                    const uint32_t *cpad, const int32_t *cmax, int64_t max_height, double time_limit,
+                    size_t max_clones, int32_t *cq, icpp_err *err)
+{
+    size_t nn = icpp_pathmap_nnodes(pm), nf = icpp_pathmap_nfuncs(pm), nclones = 0;
+    for (uint32_t k = 0; k <= s->ncls; k++)
+        cq[k] = -1;
+    if (!s->ncls || !max_clones)
+        return 0;
+    rw_greedy g;
+    uint32_t *nwrap = malloc(nn * sizeof *nwrap), *func = malloc(nn * sizeof *func);
+    int32_t *ncq = malloc(nn * sizeof *ncq);            /* per node: its clone's padding, -1 if not cloned */
+    int rc = -1;
+    if (rw_greedy_init(&g, pm, caller, s) < 0 || !nwrap || !func || !ncq)
+        goto oom;
+    for (size_t i = 0; i < nn; i++) {
+        nwrap[i] = i && s->node_cls[i] >= 0 ? cpad[s->node_cls[i]] : 0;
+        ncq[i] = -1;
+        func[i] = i ? icpp_pathmap_node(pm, (uint32_t)i)->func : 0;
+    }
+    /* A copy of a whole function for a gain below 0.01% of the calls is
+     * not worth its code (lua: two dozen clones for 5e-6 of them). */
+    uint64_t total = 0;
+    for (size_t i = 1; i < nn; i++) {
+        const icpp_pm_node *nd = icpp_pathmap_node(pm, (uint32_t)i);
+        for (uint32_t j = 0; j < nd->nheights; j++)
+            total += nd->heights[j].count;
+    }
+    clone_trial_in in = {&g, fpad, cmax, func, nf};
+    rw_greedy_rules rules = {clone_most, clone_trial, total / 10000 ? total / 10000 : 1, 0, 0};
+    double t0 = icpp_cli_cpu_seconds();
+    while (nclones < max_clones) {
+        clone_shifts(pm, caller, fpad, nwrap, ncq, g.base);
+        /* The CIDs of the current choice, and the nodes in a shared one. */
+        int64_t hm, best;
+        int32_t bestq;
+        if (rw_greedy_fill(&g, func, &hm) < 0)
+            goto oom;
+        clone_candidates(&g, func, cmax, cq, ncq);
+        if (rw_greedy_round(&g, &rules, &in, hm, max_height, t0, time_limit, &best, &bestq) < 0)
+            goto oom;
+        if (best < 0)
+            break;
+        cq[best] = bestq;
+        nclones++;
+        for (uint32_t i = g.kfirst[best]; i; i = g.knext[i]) {
+            ncq[i] = bestq;
+            func[i] = (uint32_t)(nf + (size_t)best);
+        }
+    }
+    rc = 0;
+    goto out;
+oom:
+    icpp_err_set(err, ENOMEM, "out of memory choosing functions to clone");
+out:
+    rw_greedy_free(&g);
+    free(nwrap), free(func), free(ncq);
+    return rc;
 }
 
 #define NAME_MAX_ 512

@@ -8,6 +8,7 @@
 #include "frame.h"
 #include "image.h"
 #include "module.h"
+#include "sites.h"
 /* A clone (docs/rewrite.md, "Cloning") is PROG's bytes of a function and
  * of its split-off parts, copied to OUT's new segment with every
  * pc-relative reference out of them (into another part: into its copy)
@@ -57,13 +58,24 @@ int rw_clone_redirect(rw_image *img, uint64_t ret, uint64_t to, icpp_err *err);
  * in the class; f can be copied (rw_clone_judge), is not enlarged by
  * wrapping (bywrap, per map function) and owns no wrapped site.  The
  * padding is f's maxpad (per map function) when f's frame can grow. */
-struct rw_sites;
-int rw_clone_classes(const icpp_pathmap *pm, const struct rw_sites *s, const uint32_t *cpad, rw_cloner *c,
+int rw_clone_classes(const icpp_pathmap *pm, const rw_sites *s, const uint32_t *cpad, rw_cloner *c,
                      const rw_frames *fs, const uint32_t *maxpad, const uint8_t *bywrap, int32_t *cmax,
                      icpp_err *err);
+/* Choose classes whose call sites are to call a clone of their callee
+ * instead (icpp-rewrite/clone.h) where resizing and wrapping (fpad, cpad)
+ * left ambiguity: greedy as rw_wrap_search (icpp-rewrite/wrap.h), each round the class and clone
+ * padding (0..cmax[class] in steps of 16; cmax < 0: cannot be cloned) that
+ * most improve the weight of unique contexts, by at least 0.01% of the
+ * map's calls, at most max_clones.  A class
+ * is taken only if its nodes run in PROG's code (none called from a clone
+ * or from a node of the same class).  cq[class]: the clone's padding, -1
+ * for none. */
+int rw_clone_search(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *fpad, const rw_sites *s,
+                    const uint32_t *cpad, const int32_t *cmax, int64_t max_height, double time_limit,
+                    size_t max_clones, int32_t *cq, icpp_err *err);
 /* At most this many clones per rewrite (each a copy of a whole function). */
 #define RW_MAX_CLONES 64
-/* The clones chosen (per class cq[k] >= 0: rw_clone_search, wrap.h), laid
+/* The clones chosen (per class cq[k] >= 0: rw_clone_search), laid
  * out from `at` on (after the stubs: rw_wrap_code_addr + RW_WRAP_STUB per
  * wrap), each and each part 16-byte aligned: one per class, with the
  * class's return addresses, the symbol SYMBOL.icpp_clone.N and, for OUT's
@@ -75,7 +87,7 @@ typedef struct rw_clone_set {
     icpp_arr_part  *parts;          /* ... of their parts */
     char           *names;          /* ... of their names */
 } rw_clone_set;
-int  rw_clone_list(const icpp_module *m, const icpp_pathmap *pm, const struct rw_sites *s, const int32_t *cq,
+int  rw_clone_list(const icpp_module *m, const icpp_pathmap *pm, const rw_sites *s, const int32_t *cq,
                    rw_cloner *cl, uint64_t at, rw_clone_set *out, icpp_err *err);
 void rw_clone_set_free(rw_clone_set *cs);
 #endif

@@ -10,7 +10,11 @@
 #include "module.h"
 #include "pathmap.h"
 #include "plan.h"
+#include "report.h"
+#include "run.h"
 #include "search.h"
+#include "segment.h"
+#include "sites.h"
 #include "verify.h"
 #include "wrap.h"
 
@@ -26,16 +30,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* A name from PROG or the map, escaped for the terminal (lib/escape.h); four
- * rotating buffers, so up to four per printf. */
-static const char *esc(const char *s)
-{
-    static char b[4][1024];
-    static int i;
-    i = (i + 1) % 4;
-    return icpp_escape(s, b[i], sizeof b[i]);
-}
 
 static const char *usage_text =
     "usage: icpp-rewrite -m MAP [-o OUT] [options] PROG [ARGS...]\n"
@@ -99,11 +93,6 @@ static void die(int status, const char *fmt, ...)
     exit(status);
 }
 
-static double pct(uint64_t a, uint64_t b)
-{
-    return b ? 100.0 * (double)a / (double)b : 0.0;
-}
-
 static int64_t map_max_height(const icpp_pathmap *pm)
 {
     int64_t m = 0;
@@ -125,222 +114,6 @@ static char *abs_path(const char *p)
         return strdup(p);
     char *r;
     return asprintf(&r, "%s/%s", cwd, p) < 0 ? NULL : r;
-}
-
-/* ---- the report ---- */
-
-static void print_stats_pair(const icpp_pm_stats *a, const icpp_pm_stats *b)
-{
-    printf("%-28s %12s %12s\n", "", "before", "after");
-    printf("%-28s %11.1f%% %11.1f%%   (%zu -> %zu of %zu)\n", "unique CIDs, by paths", pct(a->unique_paths, a->paths),
-           pct(b->unique_paths, b->paths), a->unique_paths, b->unique_paths, a->paths);
-    printf("%-28s %11.1f%% %11.1f%%   (%zu -> %zu of %zu)\n", "unique CIDs, by contexts",
-           pct(a->unique_contexts, a->contexts), pct(b->unique_contexts, b->contexts), a->unique_contexts,
-           b->unique_contexts, a->contexts);
-    printf("%-28s %11.1f%% %11.1f%%   (%" PRIu64 " -> %" PRIu64 " of %" PRIu64 ")\n",
-           "unique CIDs, by call weight", pct(a->unique_calls, a->calls), pct(b->unique_calls, b->calls),
-           a->unique_calls, b->unique_calls, a->calls);
-    printf("ambiguity (contexts by how many paths share their CID; calls in brackets):\n");
-    for (int k = 0; k < ICPP_AMBIG_BUCKETS; k++)
-        printf("  %-8s %10zu [%12" PRIu64 "]  ->  %10zu [%12" PRIu64 "]\n", icpp_pathmap_bucket_name(k),
-               a->hist_paths[k], a->hist_calls[k], b->hist_paths[k], b->hist_calls[k]);
-}
-
-/* What one run did, for the report. */
-typedef struct rw_report {
-    const icpp_module      *m;
-    const char             *prog, *out, *map_path, *out_map;
-    const char             *hex_old, *hex_new;      /* build-ids of prog and out */
-    const icpp_pm_stats    *before, *after;         /* the map's ambiguity before and after */
-    int64_t                 h0;                     /* the map's largest height */
-    double                  growth;                 /* --max-stack-growth */
-    const rw_search_opts   *so;
-    const rw_search_result *sr;
-    const rw_plan          *plan;
-    const rw_frames        *fs;
-    const icpp_arr_pad     *pads;
-    size_t                  npads, n_sub, n_enter;
-    const icpp_arr_pad     *wpads;                  /* functions enlarged by wrapping their calls (by address) */
-    size_t                  nwpads;
-    const icpp_arr_wrap    *wraps;                  /* the wrapped call sites, by return address */
-    size_t                  nwraps;
-    const uint32_t         *nwrap;                  /* per node: its wrap padding (icpp_arr_node_wraps) */
-    const rw_sites         *sites;
-    uint64_t                seed;
-    double                  t[6];                   /* CPU seconds at: start, read, analysis, search, new map, written */
-    int                     wrap;                   /* call sites could be wrapped (no --no-wrap) */
-    int                     all_groups;             /* list every shared CID, not the 12 heaviest (--explain) */
-    const rw_clone_set     *clones;                 /* the functions copied, and the calls that call the copies */
-    const int32_t          *cq;                     /* per call-site class: its clone's padding, -1 if none */
-    /* What is left ambiguous is judged on the map with clones (icpp_arr_clone_map): */
-    const icpp_pathmap     *cpm;
-    const uint32_t         *cpad_f, *cnwrap, *cmaxpad; /* per cpm function, per node, per cpm function */
-} rw_report;
-
-/* Why no call site on an inseparable group's paths separated them: for
- * each path, its own call site nearest the leaf (the first main-module one
- * from the leaf up) and its verdict -- not wrappable and why, in a class of
- * sites with one that is not, wrappable but not chosen by the search, or
- * wrapped -- each site once (paths often share it). */
-static void print_wrap_why(const icpp_pathmap *pm, const rw_report *r, const rw_amb_group *G)
-{
-    const rw_site *shown[4] = {0};
-    for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
-        for (uint32_t nd = G->nodes[j]; nd; nd = icpp_pathmap_node(pm, nd)->parent) {
-            const icpp_pm_node *n = icpp_pathmap_node(pm, nd);
-            int32_t k = r->sites->node_cls ? r->sites->node_cls[nd] : -1;
-            if (k < 0 || !n->nsites)
-                continue;
-            rw_site key = {.ret = n->sites[0].addr};
-            const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
-            if (!st)
-                continue;
-            int dup = 0;
-            for (uint32_t q = 0; q < j && !dup; q++)
-                dup = shown[q] == st;
-            shown[j] = st;
-            if (dup)
-                break;
-            const char *name = esc(icpp_pathmap_func(pm, n->func)->name);
-            if (r->cq && r->cq[st->cls] >= 0)
-                printf("      (call %#" PRIx64 " into %s calls a copy, +%d: not enough to separate these paths)\n",
-                       st->ret - 5, name, r->cq[st->cls]);
-            else if (st->why)
-                printf("      (call %#" PRIx64 " into %s not wrapped: %s)\n", st->ret - 5, name, st->why);
-            else if (!r->wrap)
-                printf("      (call %#" PRIx64 " into %s wrappable, not wrapped: --no-wrap)\n", st->ret - 5, name);
-            else if (!r->sites->cls_ok[st->cls])
-                printf("      (call %#" PRIx64 " into %s not wrapped: it shares paths with a call site that cannot "
-                       "be)\n", st->ret - 5, name);
-            else if (r->nwrap && r->nwrap[nd])
-                printf("      (call %#" PRIx64 " into %s wrapped, +%u: not enough to separate these paths)\n",
-                       st->ret - 5, name, r->nwrap[nd]);
-            else
-                printf("      (call %#" PRIx64 " into %s wrappable, not wrapped: no padding of it separates these "
-                       "paths within the budget)\n", st->ret - 5, name);
-            break;
-        }
-    }
-}
-
-/* The report on stdout: what changed, what was refused and why, what stays ambiguous. */
-static int report(const icpp_pathmap *pm, const rw_report *r, icpp_err *err)
-{
-    printf("icpp-rewrite: %s -> %s\n", r->prog, r->out);
-    printf("build-id:     %s -> %s\n", r->hex_old, r->hex_new);
-    printf("map:          %s -> %s\n", r->map_path, r->out_map);
-    print_stats_pair(r->before, r->after);
-    printf("max height:   %" PRId64 " -> %" PRId64 " bytes (x%.2f; budget x%.2f = %" PRId64 ")\n", r->h0,
-           r->sr->max_height, r->h0 ? (double)r->sr->max_height / (double)r->h0 : 1.0, r->growth, r->so->max_height);
-    printf("functions:    %zu of the program's functions call others on the map's paths: %zu can be "
-           "enlarged, %zu refused\n",
-           r->plan->ncallers, r->plan->ncallers_ok, r->plan->ncallers - r->plan->ncallers_ok);
-    if (r->plan->moved)
-        printf("returned:     %ld paths were entered below frames that had returned (calls with stack "
-               "arguments); heights follow the frame they were called from\n",
-               r->plan->moved);
-    printf("resized:      %zu functions (%zu sub immediates, %zu enter, %zu by wrapping their calls)%s\n",
-           r->npads + r->nwpads, r->n_sub, r->n_enter, r->nwpads, r->npads + r->nwpads ? ":" : "");
-    for (size_t i = 0; i < r->npads; i++) {
-        const rw_frame *fr = rw_frames_find(r->fs, r->pads[i].addr);
-        printf("  %#10" PRIx64 "  +%-5u %-5s frame %5u -> %-5u  %s\n", r->pads[i].addr, r->pads[i].pad,
-               fr->mode == RW_MODE_ENTER ? "enter" : "sub", fr->frame, fr->frame + r->pads[i].pad, esc(fr->name));
-    }
-    for (size_t i = 0; i < r->nwpads; i++) {
-        const rw_frame *fr = rw_frames_find(r->fs, r->wpads[i].addr);
-        size_t ns = 0;
-        for (size_t j = 0; j < r->nwraps; j++) {
-            rw_site key = {.ret = r->wraps[j].ret};
-            const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
-            ns += st && st->owner == r->wpads[i].addr;
-        }
-        printf("  %#10" PRIx64 "  +%-5u wrap  %zu call%s (%s)  %s\n", r->wpads[i].addr, r->wpads[i].pad, ns,
-               ns == 1 ? "" : "s", fr && fr->why ? fr->why : "?", fr ? esc(fr->name) : "?");
-    }
-    /* A wrapped call costs two jumps and two adds each time it runs (docs/rewrite.md, "Figures": tcc's hot
-     * wrapped sites cost 4%): how many of the training's calls went through one. */
-    uint64_t all = 0, through = 0;
-    for (size_t i = 1; i < icpp_pathmap_nnodes(pm); i++) {
-        all += icpp_pathmap_node(pm, (uint32_t)i)->count;
-        if (r->nwrap[i])
-            through += icpp_pathmap_node(pm, (uint32_t)i)->count;
-    }
-    printf("wrapped:      %zu call sites", r->nwraps);
-    if (r->nwraps)
-        printf(" (%.2f%% of the training's calls went through them):", all ? 100.0 * (double)through / (double)all : 0);
-    putchar('\n');
-    for (size_t i = 0; i < r->nwraps; i++) {
-        rw_site key = {.ret = r->wraps[i].ret};
-        const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
-        const icpp_func *cf = st ? icpp_module_func_start(r->m, st->callee) : NULL;
-        const icpp_func *of = st ? icpp_module_func_start(r->m, st->owner) : NULL;
-        printf("  %#10" PRIx64 "  +%-5u call %s -> %s (stub %#" PRIx64 ")\n", r->wraps[i].ret - 5, r->wraps[i].pad,
-               of ? esc(of->name) : "?", cf ? esc(cf->name) : "?",
-               r->wraps[i].new_ret - RW_WRAP_RET);
-    }
-    printf("cloned:       %zu functions for %zu call sites%s\n", r->clones->n, r->clones->nrets,
-           r->clones->n ? ":" : "");
-    for (size_t i = 0; i < r->clones->n; i++) {
-        const icpp_arr_clone *c = &r->clones->c[i];
-        for (size_t k = 0; k < c->nrets; k++) {
-            rw_site key = {.ret = c->rets[k]};
-            const rw_site *st = bsearch(&key, r->sites->v, r->sites->n, sizeof key, rw_site_cmp);
-            const icpp_func *cf = icpp_module_func_start(r->m, c->orig);
-            const icpp_func *of = st ? icpp_module_func_start(r->m, st->owner) : NULL;
-            printf("  %#10" PRIx64 "  +%-5u call %s -> %s (copy %s at %#" PRIx64 ", %" PRIu64 " bytes)\n",
-                   c->rets[k] - 5, c->pad, of ? esc(of->name) : "?", cf ? esc(cf->name) : "?", esc(c->sym), c->addr,
-                   c->size);
-        }
-    }
-    if (r->plan->nreasons) {
-        const rw_reason *rc = r->plan->reasons;
-        printf("refused (callers on the map's paths), by reason:\n");
-        for (size_t i = 0; i < r->plan->nreasons; i++)
-            printf("  %5zu  %s (%s%s%s%s%s%s)\n", rc[i].n, rc[i].why, rc[i].eg[0] ? esc(rc[i].eg[0]) : "",
-                   rc[i].eg[1] ? ", " : "", rc[i].eg[1] ? esc(rc[i].eg[1]) : "", rc[i].eg[2] ? ", " : "",
-                   rc[i].eg[2] ? esc(rc[i].eg[2]) : "", rc[i].n > 3 ? ", ..." : "");
-        printf("  (--explain lists every function with the address the reason is about)\n");
-    }
-    printf("search:       %.3f s CPU, %" PRIu64 " best responses, %" PRIu64 " paddings evaluated, %zu candidate "
-           "functions, %zu contexts that can collide, seed %" PRIu64 "%s\n",
-           r->sr->seconds, r->sr->iterations, r->sr->evaluations, r->sr->candidates, r->sr->tracked, r->seed,
-           r->sr->hit_time_limit ? " (time limit reached)" : "");
-    printf("time:         %.2f s CPU: reading %.2f, analysis %.2f, search %.2f, new map %.2f, writing %.2f\n",
-           r->t[5] - r->t[0], r->t[1] - r->t[0], r->t[2] - r->t[1], r->t[3] - r->t[2], r->t[4] - r->t[3],
-           r->t[5] - r->t[4]);
-    rw_amb_report ar;
-    pm = r->cpm;
-    if (rw_ambiguity(pm, r->plan->caller, r->cpad_f, r->cnwrap, r->cmaxpad, &ar, err) < 0)
-        return -1;
-    static const char *cls_name[RW_AMB_NCLASSES] = {
-        "same callers in another order or place: no resizing can separate, no wrappable call site did",
-        "only functions that cannot be patched differ",
-        "separable in principle: budget or conflicts left them",
-    };
-    printf("still ambiguous: %zu contexts\n",
-           ar.contexts[0] + ar.contexts[1] + ar.contexts[2]);
-    for (int k = 0; k < RW_AMB_NCLASSES; k++)
-        printf("  %6zu contexts, %12" PRIu64 " calls: %s\n", ar.contexts[k], ar.weight[k], cls_name[k]);
-    size_t shown = 0;
-    for (size_t g = 0; g < ar.ngroups && (r->all_groups || shown < 12); g++, shown++) {
-        const rw_amb_group *G = &ar.groups[g];
-        printf("  [%s] %s at height %" PRId64 ", %u paths, %" PRIu64 " calls:\n",
-               G->cls == RW_AMB_SAME_CALLERS ? "inseparable" : G->cls == RW_AMB_UNPATCHABLE ? "unpatchable" : "open",
-               esc(icpp_pathmap_func(pm, G->leaf)->name), G->height, G->nnodes, G->weight);
-        for (uint32_t j = 0; j < G->nnodes && j < 4; j++) {
-            char pn[1024];
-            rw_path_name(pm, G->nodes[j], pn, sizeof pn);
-            printf("      %s\n", esc(pn));
-        }
-        if (G->cls != RW_AMB_OPEN)
-            print_wrap_why(pm, r, G);
-        if (G->nnodes > 4)
-            printf("      ... %u more\n", G->nnodes - 4);
-    }
-    if (ar.ngroups > shown)
-        printf("  ... %zu more shared CIDs\n", ar.ngroups - shown);
-    rw_amb_report_free(&ar);
-    return 0;
 }
 
 /* Refuse, before any work, an OUT that is PROG itself, that cannot be
@@ -375,68 +148,17 @@ static void check_outputs(const char *prog, const char *map_path, const char *ou
     free(d1);
 }
 
-/* --explain: the verdict on every function of the program. */
-static void explain_frames(const rw_frames *fs)
-{
-    printf("# function\taddress\tverdict\n");
-    for (size_t i = 0; i < rw_frames_count(fs); i++) {
-        const rw_frame *f = rw_frames_get(fs, i);
-        if (f->why)
-            printf("%s\t%#" PRIx64 "\trefused: %s%s", esc(f->name), f->addr, f->why, f->where ? " at " : "");
-        else
-            printf("%s\t%#" PRIx64 "\tok: %s, frame %u, up to +%u (%u patches%s)", esc(f->name), f->addr,
-                   f->mode == RW_MODE_ENTER ? "enter" : "sub", f->frame, f->maxpad, f->npatches,
-                   f->ncfa ? ", no frame pointer: CFA offsets in the CFI among them" : "");
-        if (f->why && f->where)
-            printf("%#" PRIx64, f->where);
-        putchar('\n');
-    }
-}
-
-/* --explain: the verdict on every call site of the map's paths. */
-static void explain_sites(const icpp_module *m, const rw_sites *s, const uint32_t *cpad, const int32_t *cq,
-                          const int32_t *cmax, rw_cloner *cl, int clone)
-{
-    printf("# call site\tcaller\tcallee\tverdict\t(not wrapped or cloned: whether a copy of the callee could "
-           "take the call)\n");
-    for (size_t i = 0; i < s->n; i++) {
-        const rw_site *st = &s->v[i];
-        const icpp_func *of = icpp_module_func_start(m, st->owner), *cf = icpp_module_func_start(m, st->callee);
-        printf("%#" PRIx64 "\t%s\t%s\t", st->ret - 5, of ? esc(of->name) : "?", cf ? esc(cf->name) : "?");
-        if (cq[st->cls] >= 0)
-            printf("cloned: calls a copy of its callee, padded +%d", cq[st->cls]);
-        else if (st->why)
-            printf("refused: %s", st->why);
-        else if (!s->cls_ok[st->cls])
-            printf("refused: another site on its paths cannot be wrapped, or they have sites in other modules");
-        else if (cpad[st->cls])
-            printf("wrapped: +%u", cpad[st->cls]);
-        else
-            printf("ok, not needed");
-        const char *why = NULL;
-        if (cq[st->cls] >= 0 || cpad[st->cls])
-            ;
-        else if (!clone)
-            printf("\tcopy: not tried (--no-clone)");
-        else if (cmax[st->cls] >= 0)
-            printf("\tcopy: possible (up to +%d), not needed", cmax[st->cls]);
-        else if (!cf || cf->plt || cf->owner != cf->addr)
-            printf("\tcopy: no: the callee is not a function of the program");
-        else if ((why = rw_clone_judge(cl, st->callee)))
-            printf("\tcopy: no: %s", why);
-        else
-            printf("\tcopy: no: some path through it enters another function or has a call site elsewhere, the "
-                   "callee owns a wrapped call, or is enlarged by wrapping");
-        putchar('\n');
-    }
-}
-
 static const rw_frame *verdict(const void *fs, uint64_t addr)
 {
     return rw_frames_find(fs, addr);
 }
 
-int main(int argc, char **argv)
+
+/* ---- the phases, in the order main runs them ---- */
+
+/* The command line into r->o.  -1: go on; else the exit status (--help,
+ * --version, bad usage: its message printed). */
+static int parse_options(int argc, char **argv, rw_opts *o)
 {
     enum { OPT_GROWTH = 256, OPT_SEED, OPT_TIME, OPT_VERIFY, OPT_ENTER, OPT_EXPLAIN, OPT_VERSION, OPT_NOWRAP,
            OPT_WRAP, OPT_NOCLONE };
@@ -456,246 +178,265 @@ int main(int argc, char **argv)
                                        {"version", no_argument, 0, OPT_VERSION},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    const char *map_path = NULL, *out = NULL;
-    double growth = 1.5, tlimit = 6.0;
-    uint64_t seed = 1;
-    int do_verify = 0, enter = 0, explain = 0, quiet = 0, wrap = 1, clone = 1, c;
-    uint64_t force[64];
-    size_t nforce = 0;
+    o->growth = 1.5, o->tlimit = 6.0, o->seed = 1, o->wrap = 1, o->clone = 1;
+    int c;
     char *e;
     while ((c = getopt_long(argc, argv, "+m:o:qvh", lo, NULL)) != -1) {
         switch (c) {
-        case 'm': map_path = optarg; break;
-        case 'o': out = optarg; break;
+        case 'm': o->map_path = optarg; break;
+        case 'o': o->out = optarg; break;
         case OPT_GROWTH:
-            growth = strtod(optarg, &e);
-            if (*e || !(growth >= 1.0) || growth > 1000)
+            o->growth = strtod(optarg, &e);
+            if (*e || !(o->growth >= 1.0) || o->growth > 1000)
                 die(2, "--max-stack-growth wants a factor from 1 to 1000 (1.5: paths may get 50%% higher), not '%s'",
                     optarg);
             break;
         case OPT_SEED:
             errno = 0;
-            seed = strtoull(optarg, &e, 0);
+            o->seed = strtoull(optarg, &e, 0);
             if (*e || !*optarg || errno || strchr(optarg, '-'))     /* strtoull takes "-1" as 2^64-1 */
                 die(2, "--seed wants a number from 0 to 2^64-1, not '%s'", optarg);
             break;
         case OPT_TIME:
-            tlimit = strtod(optarg, &e);
-            if (*e || !(tlimit > 0) || tlimit > 1e6)
+            o->tlimit = strtod(optarg, &e);
+            if (*e || !(o->tlimit > 0) || o->tlimit > 1e6)
                 die(2, "--time-limit wants seconds (> 0), not '%s'", optarg);
             break;
-        case OPT_VERIFY: do_verify = 1; break;
-        case OPT_ENTER: enter = 1; break;
-        case OPT_NOWRAP: wrap = 0; break;
-        case OPT_NOCLONE: clone = 0; break;
+        case OPT_VERIFY: o->verify = 1; break;
+        case OPT_ENTER: o->enter = 1; break;
+        case OPT_NOWRAP: o->wrap = 0; break;
+        case OPT_NOCLONE: o->clone = 0; break;
         case OPT_WRAP:
-            if (nforce == sizeof force / sizeof *force)
-                die(2, "--wrap: at most %zu call sites", sizeof force / sizeof *force);
+            if (o->nforce == RW_MAX_FORCE)
+                die(2, "--wrap: at most %zu call sites", (size_t)RW_MAX_FORCE);
             errno = 0;
-            force[nforce++] = strtoull(optarg, &e, 0);
+            o->force[o->nforce++] = strtoull(optarg, &e, 0);
             if (*e || !*optarg || errno || strchr(optarg, '-'))
                 die(2, "--wrap wants the address of a call instruction (0x1234), not '%s'", optarg);
             break;
         case OPT_EXPLAIN:
-        case 'v': explain = 1; break;
-        case 'q': quiet = 1; break;
+        case 'v': o->explain = 1; break;
+        case 'q': o->quiet = 1; break;
         case OPT_VERSION: icpp_cli_version(stdout, "icpp-rewrite"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
     }
-    if (!map_path)
+    if (!o->map_path)
         die(2, "no path map given: -m MAP (made by icpp-train -o MAP -- PROG)");
     if (optind >= argc)
         die(2, "no program given (see --help)");
-    const char *prog = argv[optind];
-    char defout[PATH_MAX];
-    if (!out) {
-        snprintf(defout, sizeof defout, "%s.arr", prog);
-        out = defout;
+    o->prog = argv[optind];
+    o->args = argv + optind + 1;
+    o->nargs = argc - optind - 1;
+    if (!o->out) {
+        snprintf(o->defout, sizeof o->defout, "%s.arr", o->prog);
+        o->out = o->defout;
     }
-    char out_map[PATH_MAX + 16];
-    snprintf(out_map, sizeof out_map, "%s.icppmap", out);
+    snprintf(o->out_map, sizeof o->out_map, "%s.icppmap", o->out);
+    return -1;
+}
 
-    /* A new file not yet in place is removed when SIGINT, SIGTERM or SIGHUP end us. */
-    icpp_fs_remove_temps_on_signal();
-    /* Inputs, checked before any work. */
-    double t_start = icpp_cli_cpu_seconds(), t_read, t_analysis, t_search, t_map, t_write;
+/* PROG and MAP read and checked against each other, OUT and its map
+ * checked, before any work. */
+static void open_inputs(rw_run *r)
+{
     icpp_err err;
-    icpp_module *m = icpp_module_open(prog, &err);
-    if (!m)
+    const char *prog = r->o.prog, *map_path = r->o.map_path;
+    if (!(r->m = icpp_module_open(prog, &err)))
         die(1, "%s", err.msg);
-    const icpp_build_id *bid = icpp_module_build_id(m);
-    char hex_old[2 * ICPP_BUILD_ID_MAX + 1], hex_new[2 * ICPP_BUILD_ID_MAX + 1], hex_map[2 * ICPP_BUILD_ID_MAX + 1];
-    icpp_build_id_hex(bid, hex_old, sizeof hex_old);
-    if (!bid->len)
+    r->bid = icpp_module_build_id(r->m);
+    char hex_map[2 * ICPP_BUILD_ID_MAX + 1];
+    icpp_build_id_hex(r->bid, r->hex_old, sizeof r->hex_old);
+    if (!r->bid->len)
         die(1, "%s has no GNU build-id: ICPP names binaries by build-id (link with -Wl,--build-id)", prog);
-    icpp_pathmap *pm = icpp_pathmap_read(map_path, &err);
-    if (!pm)
+    if (!(r->pm = icpp_pathmap_read(map_path, &err)))
         die(1, "%s", err.msg);
-    const icpp_pm_module *mm = icpp_pathmap_nmodules(pm) ? icpp_pathmap_module(pm, icpp_pathmap_main(pm)) : NULL;
+    const icpp_pm_module *mm =
+        icpp_pathmap_nmodules(r->pm) ? icpp_pathmap_module(r->pm, icpp_pathmap_main(r->pm)) : NULL;
     if (!mm)
         die(1, "%s: the map is empty (no modules)", map_path);
     icpp_build_id_hex(&mm->build_id, hex_map, sizeof hex_map);
     char mpe[1024];
-    if (!icpp_build_id_eq(&mm->build_id, bid))     /* bid->len > 0: checked above */
+    if (!icpp_build_id_eq(&mm->build_id, r->bid))     /* bid->len > 0: checked above */
         die(1, "%s is a map of %s (build-id %s), not of %s (build-id %s): train this program with icpp-train",
-            map_path, icpp_escape(mm->path, mpe, sizeof mpe), hex_map, prog, hex_old);
-    check_outputs(prog, map_path, out, out_map);
+            map_path, icpp_escape(mm->path, mpe, sizeof mpe), hex_map, prog, r->hex_old);
+    check_outputs(prog, map_path, r->o.out, r->o.out_map);
+}
 
-    /* Analysis. */
-    t_read = icpp_cli_cpu_seconds();
-    icpp_cfi *cfi = icpp_cfi_build(m, &err);
-    if (!cfi)
+/* Every function's verdict (may its frame grow, and how), and the plan. */
+static void analyse(rw_run *r)
+{
+    icpp_err err;
+    if (!(r->cfi = icpp_cfi_build(r->m, &err)))
         die(1, "%s", err.msg);
-    rw_image img;
-    if (rw_image_load(&img, m, &err) < 0)
+    if (rw_image_load(&r->img, r->m, &err) < 0)
         die(1, "%s", err.msg);
-    if (!img.bid_len)
-        die(1, "%s has no GNU build-id note to replace (link with -Wl,--build-id)", prog);
-    rw_frame_opts fo = {enter, 1u << 20};
-    rw_frames *fs = rw_frames_analyze(m, &img, cfi, &fo, &err);
-    if (!fs)
+    if (!r->img.bid_len)
+        die(1, "%s has no GNU build-id note to replace (link with -Wl,--build-id)", r->o.prog);
+    rw_frame_opts fo = {r->o.enter, 1u << 20};
+    if (!(r->fs = rw_frames_analyze(r->m, &r->img, r->cfi, &fo, &err)))
         die(1, "%s", err.msg);
-    if (explain)
-        explain_frames(fs);
-    rw_plan plan;
-    if (rw_plan_build(&plan, pm, icpp_module_funcs(m), icpp_module_nfuncs(m), verdict, fs, &err) < 0)
+    if (r->o.explain)
+        rw_report_explain_frames(r->fs);
+    if (rw_plan_build(&r->plan, r->pm, icpp_module_funcs(r->m), icpp_module_nfuncs(r->m), verdict, r->fs, &err) < 0)
         die(1, "%s", err.msg);
+}
 
-    /* Search. */
-    t_analysis = icpp_cli_cpu_seconds();
-    icpp_pm_stats before, after;
-    if (icpp_pathmap_stats(pm, &before, &err) < 0)
+/* The resizing search, after the call sites are judged (all of a
+ * function's are wrapped at once where its frame cannot grow:
+ * rw_plan_wrap_frames). */
+static void search_frames(rw_run *r)
+{
+    icpp_err err;
+    if (icpp_pathmap_stats(r->pm, &r->before, &err) < 0)
         die(1, "%s", err.msg);
-    int64_t h0 = map_max_height(pm);
-    /* Call sites: wrapped where resizing leaves ambiguity, and all of a
-     * function's at once where its frame cannot grow (rw_plan_wrap_frames). */
-    rw_sites sites;
-    if (rw_sites_find(&sites, pm, m, &img, fs, plan.ranges, plan.nranges, &err) < 0)
-        die(1, "%s: %s", prog, err.msg);
-    if (wrap && rw_plan_wrap_frames(&plan, pm, &sites, verdict, fs, &err) < 0)
+    r->h0 = map_max_height(r->pm);
+    if (rw_sites_find(&r->sites, r->pm, r->m, &r->img, r->fs, r->plan.ranges, r->plan.nranges, &err) < 0)
+        die(1, "%s: %s", r->o.prog, err.msg);
+    if (r->o.wrap && rw_plan_wrap_frames(&r->plan, r->pm, &r->sites, verdict, r->fs, &err) < 0)
         die(1, "%s", err.msg);
-    icpp_cli_progress progress; /* the search's progress on a terminal (lib/cli.h) */
-    icpp_cli_progress_init(&progress, "icpp-rewrite", quiet);
+    icpp_cli_progress_init(&r->progress, "icpp-rewrite", r->o.quiet);
     /* --time-limit bounds the searches: resizing gets 3/4 of it, wrapping 4/5
      * of the rest (of at least 1/4), cloning what is left (at least 1/16), so
      * rewriting stays within its bound (docs/rewrite.md). */
     /* The budget: h0 x growth, at most the largest height there can be
      * (ICPP_HEIGHT_MAX; the map reader refuses larger ones), so that it
      * neither overflows int64_t nor lets a height leave the bound. */
-    double hbudget = floor((double)h0 * growth);
-    rw_search_opts so2 = {seed, tlimit * 0.75,
-                          hbudget < (double)ICPP_HEIGHT_MAX ? (int64_t)hbudget : ICPP_HEIGHT_MAX - 1, 0, &progress};
-    rw_search_result sr;
-    int srr = rw_search_run(pm, plan.caller, plan.maxpad, &so2, &sr, &err);
-    icpp_cli_progress_end(&progress);
+    double hbudget = floor((double)r->h0 * r->o.growth);
+    r->so = (rw_search_opts){r->o.seed, r->o.tlimit * 0.75,
+                             hbudget < (double)ICPP_HEIGHT_MAX ? (int64_t)hbudget : ICPP_HEIGHT_MAX - 1, 0,
+                             &r->progress};
+    int srr = rw_search_run(r->pm, r->plan.caller, r->plan.maxpad, &r->so, &r->sr, &err);
+    icpp_cli_progress_end(&r->progress);
     if (srr < 0)
         die(1, "%s", err.msg);
+}
 
-    /* Call sites to wrap where resizing left ambiguity. */
-    uint32_t *cpad = calloc(sites.ncls + 1, sizeof *cpad), *nwrap = calloc(icpp_pathmap_nnodes(pm), sizeof *nwrap);
-    if (!cpad || !nwrap)
+/* Call sites to wrap where resizing left ambiguity, and --wrap's. */
+static void search_wraps(rw_run *r)
+{
+    icpp_err err;
+    double tlimit = r->o.tlimit;
+    r->cpad = calloc(r->sites.ncls + 1, sizeof *r->cpad);
+    r->nwrap = calloc(icpp_pathmap_nnodes(r->pm), sizeof *r->nwrap);
+    if (!r->cpad || !r->nwrap)
         die(1, "out of memory");
     /* wrapping: 4/5 of what resizing left (at least 1/4 of the limit); cloning the rest */
-    double wlimit = (tlimit - sr.seconds > tlimit / 4 ? tlimit - sr.seconds : tlimit / 4) * 0.8;
-    if (wrap && rw_wrap_search(pm, plan.caller, sr.pad, &sites, so2.max_height, wlimit, cpad, &err) < 0)
+    double wlimit = (tlimit - r->sr.seconds > tlimit / 4 ? tlimit - r->sr.seconds : tlimit / 4) * 0.8;
+    if (r->o.wrap &&
+        rw_wrap_search(r->pm, r->plan.caller, r->sr.pad, &r->sites, r->so.max_height, wlimit, r->cpad, &err) < 0)
         die(1, "%s", err.msg);
-    icpp_arr_pad *wpads;    /* functions enlarged by wrapping their calls (rw_plan_wrap_pads), for the report */
-    size_t n_bywrap;
-    if (rw_plan_wrap_pads(&plan, pm, &sites, sr.pad, cpad, &wpads, &n_bywrap, &err) < 0)
+    if (rw_plan_wrap_pads(&r->plan, r->pm, &r->sites, r->sr.pad, r->cpad, &r->wpads, &r->nwpads, &err) < 0)
         die(1, "%s", err.msg);
-    for (size_t i = 0; i < nforce; i++)
-        if (rw_wrap_force(&sites, force[i], cpad, &err) < 0)
+    for (size_t i = 0; i < r->o.nforce; i++)
+        if (rw_wrap_force(&r->sites, r->o.force[i], r->cpad, &err) < 0)
             die(1, "%s", err.msg);
-    icpp_arr_wrap *wraps;
-    size_t nwraps;
-    if (rw_wrap_list(&sites, cpad, rw_wrap_code_addr(&img), &wraps, &nwraps, &err) < 0)
+    if (rw_wrap_list(&r->sites, r->cpad, rw_wrap_code_addr(&r->img), &r->wraps, &r->nwraps, &err) < 0)
         die(1, "%s", err.msg);
-    icpp_arr_node_wraps(pm, wraps, nwraps, nwrap);
+    icpp_arr_node_wraps(r->pm, r->wraps, r->nwraps, r->nwrap);
+}
 
-    /* Clones where resizing and wrapping left ambiguity (docs/rewrite.md,
-     * "Cloning"): from PROG's bytes, so before any patch (the cloner keeps a
-     * copy of them: only when cloning or explaining). */
-    rw_cloner *cloner = clone || explain ? rw_cloner_new(m, &img, &err) : NULL;
-    int32_t *cmax = malloc((sites.ncls + 1) * sizeof *cmax), *cq = malloc((sites.ncls + 1) * sizeof *cq);
-    if ((!cloner && (clone || explain)) || !cmax || !cq)
-        die(1, "%s", cmax && cq ? err.msg : "out of memory");
-    for (uint32_t k = 0; k <= sites.ncls; k++)
-        cq[k] = cmax[k] = -1;
+/* Clones where resizing and wrapping left ambiguity (docs/rewrite.md,
+ * "Cloning"): from PROG's bytes, so before any patch (the cloner keeps a
+ * copy of them: only when cloning or explaining). */
+static void search_clones(rw_run *r)
+{
+    icpp_err err;
+    double tlimit = r->o.tlimit;
+    int clone = r->o.clone, explain = r->o.explain;
+    uint32_t ncls = r->sites.ncls;
+    r->cloner = clone || explain ? rw_cloner_new(r->m, &r->img, &err) : NULL;
+    r->cmax = malloc((ncls + 1) * sizeof *r->cmax), r->cq = malloc((ncls + 1) * sizeof *r->cq);
+    if ((!r->cloner && (clone || explain)) || !r->cmax || !r->cq)
+        die(1, "%s", r->cmax && r->cq ? err.msg : "out of memory");
+    for (uint32_t k = 0; k <= ncls; k++)
+        r->cq[k] = r->cmax[k] = -1;
     /* what is left of --time-limit, at least 1/16 of it */
-    double climit = tlimit - (icpp_cli_cpu_seconds() - t_analysis);
+    double climit = tlimit - (icpp_cli_cpu_seconds() - r->t[RW_T_ANALYSIS]);
     if (climit < tlimit / 16)
         climit = tlimit / 16;
-    if (clone && (rw_clone_classes(pm, &sites, cpad, cloner, fs, plan.maxpad, plan.bywrap, cmax, &err) < 0 ||
-                  rw_clone_search(pm, plan.caller, sr.pad, &sites, cpad, cmax, so2.max_height, climit, RW_MAX_CLONES,
-                                  cq, &err) < 0))
+    if (clone && (rw_clone_classes(r->pm, &r->sites, r->cpad, r->cloner, r->fs, r->plan.maxpad, r->plan.bywrap,
+                                   r->cmax, &err) < 0 ||
+                  rw_clone_search(r->pm, r->plan.caller, r->sr.pad, &r->sites, r->cpad, r->cmax, r->so.max_height,
+                                  climit, RW_MAX_CLONES, r->cq, &err) < 0))
         die(1, "%s", err.msg);
-    rw_clone_set cs;
-    if (rw_clone_list(m, pm, &sites, cq, cloner, rw_wrap_code_addr(&img) + RW_WRAP_STUB * nwraps, &cs, &err) < 0)
+    if (rw_clone_list(r->m, r->pm, &r->sites, r->cq, r->cloner,
+                      rw_wrap_code_addr(&r->img) + RW_WRAP_STUB * r->nwraps, &r->cs, &err) < 0)
         die(1, "%s", err.msg);
     if (explain)
-        explain_sites(m, &sites, cpad, cq, cmax, cloner, clone);
+        rw_report_explain_sites(r->m, &r->sites, r->cpad, r->cq, r->cmax, r->cloner, clone);
+}
 
-    /* Patch. */
-    t_search = icpp_cli_cpu_seconds();
-    icpp_arr_pad *pads;
-    size_t npads, n_sub, n_enter;
-    if (rw_plan_pads(pm, sr.pad, verdict, fs, &pads, &npads, &n_sub, &n_enter, &err) < 0)
+/* The frames enlarged, OUT's build-id, the stubs and clones in its new segment. */
+static void patch(rw_run *r)
+{
+    icpp_err err;
+    const rw_clone_set *cs = &r->cs;
+    if (rw_plan_pads(r->pm, r->sr.pad, verdict, r->fs, &r->pads, &r->npads, &r->n_sub, &r->n_enter, &err) < 0)
         die(1, "%s", err.msg);
-    for (size_t i = 0; i < npads; i++)
-        if (rw_frame_patch(rw_frames_find(fs, pads[i].addr), pads[i].pad, &img, &err) < 0)
+    for (size_t i = 0; i < r->npads; i++)
+        if (rw_frame_patch(rw_frames_find(r->fs, r->pads[i].addr), r->pads[i].pad, &r->img, &err) < 0)
             die(1, "%s", err.msg);
     /* OUT's map: the clones' map, padded (each clone by its own padding). */
-    icpp_arr_pad *pads2 = malloc((npads + cs.n + 1) * sizeof *pads2);
-    icpp_arr_wrap *bidw = malloc((nwraps + cs.nrets + 1) * sizeof *bidw);
-    if (!pads2 || !bidw)
+    r->pads2 = malloc((r->npads + cs->n + 1) * sizeof *r->pads2);
+    r->bidw = malloc((r->nwraps + cs->nrets + 1) * sizeof *r->bidw);
+    if (!r->pads2 || !r->bidw)
         die(1, "out of memory");
-    memcpy(pads2, pads, npads * sizeof *pads);
-    memcpy(bidw, wraps, nwraps * sizeof *wraps);
-    size_t npads2 = npads, nbidw = nwraps;
-    for (size_t i = 0; i < cs.n; i++) {
-        if (cs.c[i].pad)
-            pads2[npads2++] = (icpp_arr_pad){cs.c[i].addr, cs.c[i].pad};
-        for (size_t k = 0; k < cs.c[i].nrets; k++)
-            bidw[nbidw++] = (icpp_arr_wrap){cs.c[i].rets[k], cs.c[i].addr, cs.c[i].pad + 1};
+    memcpy(r->pads2, r->pads, r->npads * sizeof *r->pads);
+    memcpy(r->bidw, r->wraps, r->nwraps * sizeof *r->wraps);
+    r->npads2 = r->npads, r->nbidw = r->nwraps;
+    for (size_t i = 0; i < cs->n; i++) {
+        if (cs->c[i].pad)
+            r->pads2[r->npads2++] = (icpp_arr_pad){cs->c[i].addr, cs->c[i].pad};
+        for (size_t k = 0; k < cs->c[i].nrets; k++)
+            r->bidw[r->nbidw++] = (icpp_arr_wrap){cs->c[i].rets[k], cs->c[i].addr, cs->c[i].pad + 1};
     }
-    icpp_build_id nbid;
-    icpp_arr_build_id(bid, pads, npads, bidw, nbidw, &nbid);
-    icpp_build_id_hex(&nbid, hex_new, sizeof hex_new);
-    if (rw_image_set_build_id(&img, &nbid, &err) < 0)
-        die(1, "%s: %s", prog, err.msg);
-    rw_clones_in ci = {cloner, fs, cs.c, cs.n};
-    if (rw_wrap_apply(&img, &sites, wraps, nwraps, pads, npads, &ci, &err) < 0)
-        die(1, "%s: cannot wrap call sites or clone functions: %s (--no-wrap, --no-clone leave them)", prog,
+    icpp_arr_build_id(r->bid, r->pads, r->npads, r->bidw, r->nbidw, &r->nbid);
+    icpp_build_id_hex(&r->nbid, r->hex_new, sizeof r->hex_new);
+    if (rw_image_set_build_id(&r->img, &r->nbid, &err) < 0)
+        die(1, "%s: %s", r->o.prog, err.msg);
+    rw_clones_in ci = {r->cloner, r->fs, cs->c, cs->n};
+    if (rw_segment_apply(&r->img, &r->sites, r->wraps, r->nwraps, r->pads, r->npads, &ci, &err) < 0)
+        die(1, "%s: cannot wrap call sites or clone functions: %s (--no-wrap, --no-clone leave them)", r->o.prog,
             err.msg);
-    char *out_abs = abs_path(out);
+}
+
+/* OUT's map: MAP with the clones, padded, with OUT's build-id and path. */
+static void new_map(rw_run *r)
+{
+    icpp_err err;
+    r->out_abs = abs_path(r->o.out);
     size_t partly = 0;
-    icpp_pathmap *cpm = icpp_arr_clone_map(pm, cs.c, cs.n, &partly, &err);
-    if (!cpm)
+    if (!(r->cpm = icpp_arr_clone_map(r->pm, r->cs.c, r->cs.n, &partly, &err)))
         die(1, "%s", err.msg);
     if (partly)
         die(1, "internal error: %zu paths go through a clone's call sites only in part", partly);
-    icpp_pathmap *npm = icpp_arr_apply(cpm, plan.caller, pads2, npads2, wraps, nwraps, out_abs ? out_abs : out,
-                                       &nbid, &err);
-    if (!npm || icpp_arr_set_unpaddable(npm, pm, plan.maxpad, &err) < 0)
+    r->npm = icpp_arr_apply(r->cpm, r->plan.caller, r->pads2, r->npads2, r->wraps, r->nwraps,
+                            r->out_abs ? r->out_abs : r->o.out, &r->nbid, &err);
+    if (!r->npm || icpp_arr_set_unpaddable(r->npm, r->pm, r->plan.maxpad, &err) < 0)
         die(1, "%s", err.msg);
     char ncl[32];
-    snprintf(ncl, sizeof ncl, "%zu", cs.n);
-    if (cs.n && icpp_pathmap_set_meta(npm, "arr-clones", ncl) < 0)
+    snprintf(ncl, sizeof ncl, "%zu", r->cs.n);
+    if (r->cs.n && icpp_pathmap_set_meta(r->npm, "arr-clones", ncl) < 0)
         die(1, "out of memory");
-    if (icpp_pathmap_stats(npm, &after, &err) < 0)
+    if (icpp_pathmap_stats(r->npm, &r->after, &err) < 0)
         die(1, "%s", err.msg);
-    t_map = icpp_cli_cpu_seconds();
-    /* The binary and its map belong together: both new files are written
-     * first, then both replace the previous ones, or neither does (the map
-     * is put in place first, the binary last: lib/fsafe.h). */
+}
+
+/* The binary and its map belong together: both new files are written
+ * first, then both replace the previous ones, or neither does (the map
+ * is put in place first, the binary last: lib/fsafe.h). */
+static void write_outputs(rw_run *r)
+{
+    icpp_err err;
+    const char *out = r->o.out, *out_map = r->o.out_map;
     icpp_fs_out ob, om;
     uint8_t *mbuf;
     size_t mlen;
-    if (icpp_pathmap_encode(npm, &mbuf, &mlen, &err) < 0)
+    if (icpp_pathmap_encode(r->npm, &mbuf, &mlen, &err) < 0)
         die(1, "%s: %s", out_map, err.msg);
-    if (rw_image_write(&img, &ob, out, &err) < 0)
+    if (rw_image_write(&r->img, &ob, out, &err) < 0)
         die(1, "%s (neither %s nor %s was changed)", err.msg, out, out_map);
     if (icpp_fs_out_begin(&om, out_map, ICPP_FS_MODE_PLAIN, &err) < 0) {
         icpp_fs_out_abort(&ob);
@@ -720,56 +461,67 @@ int main(int argc, char **argv)
     icpp_fs_unlock(&lk);
     if (pr < 0)
         die(1, "%s", err.msg);
-    t_write = icpp_cli_cpu_seconds();
+}
 
-    if (!quiet) {
-        size_t ncf = icpp_pathmap_nfuncs(cpm), nmf = icpp_pathmap_nfuncs(pm);
-        uint32_t *cpad_f = malloc((ncf + 1) * sizeof *cpad_f), *cmaxpad = calloc(ncf + 1, sizeof *cmaxpad);
-        uint32_t *cnwrap = malloc((icpp_pathmap_nnodes(cpm) + 1) * sizeof *cnwrap);
-        if (!cpad_f || !cmaxpad || !cnwrap)
-            die(1, "out of memory");
-        icpp_arr_func_pads(cpm, pads2, npads2, cpad_f);
-        icpp_arr_node_wraps(cpm, wraps, nwraps, cnwrap);
-        memcpy(cmaxpad, plan.maxpad, nmf * sizeof *cmaxpad);
-        for (size_t i = nmf; i < ncf; i++)
-            cmaxpad[i] = cs.c[i - nmf].pad ? 16 : 0;
-        rw_report r = {.m = m, .prog = prog, .out = out, .map_path = map_path, .out_map = out_map,
-                       .hex_old = hex_old, .hex_new = hex_new, .before = &before, .after = &after, .h0 = h0,
-                       .growth = growth, .so = &so2, .sr = &sr, .plan = &plan, .fs = fs, .pads = pads,
-                       .npads = npads, .n_sub = n_sub, .n_enter = n_enter, .wpads = wpads, .nwpads = n_bywrap,
-                       .wraps = wraps, .nwraps = nwraps, .nwrap = nwrap, .sites = &sites, .seed = seed,
-                       .t = {t_start, t_read, t_analysis, t_search, t_map, t_write}, .wrap = wrap,
-                       .all_groups = explain, .clones = &cs, .cq = cq, .cpm = cpm, .cpad_f = cpad_f, .cnwrap = cnwrap,
-                       .cmaxpad = cmaxpad};
-        if (report(pm, &r, &err) < 0)
-            die(1, "%s", err.msg);
-        free(cpad_f), free(cmaxpad), free(cnwrap);
-    }
-    int status = 0;
-    if (do_verify) {
-        rw_verify_opts vo = {prog,   out,    out_map, argv + optind + 1, argc - optind - 1, pads2, npads2, wraps,
-                             nwraps, cs.c,   cs.n,   plan.ranges, plan.nranges,     quiet};
-        int v = rw_verify(&vo);
-        status = v < 0 ? 1 : v > 0 ? 3 : 0;
-    }
-    free(out_abs);
-    icpp_pathmap_free(cpm);
-    rw_clone_set_free(&cs);
-    rw_cloner_free(cloner);
-    free(cmax), free(cq), free(pads2), free(bidw);
-    free(pads);
-    free(wraps);
-    free(cpad);
-    free(wpads);
-    free(nwrap);
-    rw_sites_free(&sites);
-    rw_plan_free(&plan);
-    rw_search_result_free(&sr);
-    icpp_pathmap_free(npm);
-    icpp_pathmap_free(pm);
-    rw_frames_free(fs);
-    rw_image_free(&img);
-    icpp_cfi_free(cfi);
-    icpp_module_close(m);
+/* --verify: 0 matched, 1 could not run, 3 a difference. */
+static int verify(const rw_run *r)
+{
+    rw_verify_opts vo = {r->o.prog, r->o.out,   r->o.out_map,  r->o.args,  r->o.nargs,     r->pads2,
+                         r->npads2, r->wraps,   r->nwraps,     r->cs.c,    r->cs.n,        r->plan.ranges,
+                         r->plan.nranges,       r->o.quiet};
+    int v = rw_verify(&vo);
+    return v < 0 ? 1 : v > 0 ? 3 : 0;
+}
+
+static void run_free(rw_run *r)
+{
+    free(r->out_abs);
+    icpp_pathmap_free(r->cpm);
+    rw_clone_set_free(&r->cs);
+    rw_cloner_free(r->cloner);
+    free(r->cmax), free(r->cq), free(r->pads2), free(r->bidw);
+    free(r->pads);
+    free(r->wraps);
+    free(r->cpad);
+    free(r->wpads);
+    free(r->nwrap);
+    rw_sites_free(&r->sites);
+    rw_plan_free(&r->plan);
+    rw_search_result_free(&r->sr);
+    icpp_pathmap_free(r->npm);
+    icpp_pathmap_free(r->pm);
+    rw_frames_free(r->fs);
+    rw_image_free(&r->img);
+    icpp_cfi_free(r->cfi);
+    icpp_module_close(r->m);
+}
+
+int main(int argc, char **argv)
+{
+    static rw_run r;
+    int status = parse_options(argc, argv, &r.o);
+    if (status >= 0)
+        return status;
+    /* A new file not yet in place is removed when SIGINT, SIGTERM or SIGHUP end us. */
+    icpp_fs_remove_temps_on_signal();
+    r.t[RW_T_START] = icpp_cli_cpu_seconds();
+    open_inputs(&r);
+    r.t[RW_T_READ] = icpp_cli_cpu_seconds();
+    analyse(&r);
+    r.t[RW_T_ANALYSIS] = icpp_cli_cpu_seconds();
+    search_frames(&r);
+    search_wraps(&r);
+    search_clones(&r);
+    r.t[RW_T_SEARCH] = icpp_cli_cpu_seconds();
+    patch(&r);
+    new_map(&r);
+    r.t[RW_T_MAP] = icpp_cli_cpu_seconds();
+    write_outputs(&r);
+    r.t[RW_T_WRITE] = icpp_cli_cpu_seconds();
+    icpp_err err;
+    if (!r.o.quiet && rw_report(&r, &err) < 0)
+        die(1, "%s", err.msg);
+    status = r.o.verify ? verify(&r) : 0;
+    run_free(&r);
     return status;
 }

@@ -1,6 +1,6 @@
 /* plan.c -- icpp-rewrite's plan: which of the map's functions may be enlarged, by how much, and why not. */
 #include "plan.h"
-#include "wrap.h"
+#include "sites.h"
 
 #include <assert.h>
 #include <errno.h>

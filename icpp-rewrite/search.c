@@ -234,21 +234,21 @@ static void commit_hmax(S *s, int32_t delta, int64_t newmax)
 
 /* ---- set-up ---- */
 
-static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *maxpad)
+/* The tracked nodes (s->cfirst: their leaf function has two or more
+ * contexts), each node's largest height (s->maxh0), and the candidates:
+ * paddable functions (maxpad >= 16) above some tracked context; f2c[f]:
+ * function f's candidate, NONE if none.  *nc: the tracked contexts.
+ * 0 or -ENOMEM. */
+static int setup_candidates(S *s, const uint32_t *caller, const uint32_t *maxpad, uint32_t *f2c, size_t *nc_out)
 {
-    size_t nn = icpp_pathmap_nnodes(pm), nf = icpp_pathmap_nfuncs(pm);
-    s->pm = pm;
-    s->nn = nn;
+    const icpp_pathmap *pm = s->pm;
+    size_t nn = s->nn, nf = icpp_pathmap_nfuncs(pm);
     uint32_t *fctx = calloc(nf + 1, sizeof *fctx);
     uint8_t *below = calloc(nn, 1);       /* node has a tracked node strictly below it */
     uint8_t *fmark = calloc(nf + 1, 1);
-    uint32_t *f2c = malloc((nf + 1) * sizeof *f2c);
-    s->shift = calloc(nn, sizeof *s->shift);
-    s->maxh0 = malloc(nn * sizeof *s->maxh0);
-    s->cfirst = malloc(nn * sizeof *s->cfirst);
-    s->vstart = calloc(nn + 1, sizeof *s->vstart);
-    if (!fctx || !below || !fmark || !f2c || !s->shift || !s->maxh0 || !s->cfirst || !s->vstart)
-        goto oom;
+    int rc = -ENOMEM;
+    if (!fctx || !below || !fmark)
+        goto out;
     /* Tracked nodes: their leaf function has two or more contexts. */
     for (size_t i = 1; i < nn; i++) {
         const icpp_pm_node *n = icpp_pathmap_node(pm, (uint32_t)i);
@@ -281,7 +281,7 @@ static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uin
     s->cand_max = malloc((nf + 1) * sizeof *s->cand_max);
     s->pad = calloc(nf + 1, sizeof *s->pad);
     if (!s->cand_func || !s->cand_max || !s->pad)
-        goto oom;
+        goto out;
     for (size_t f = 0; f < nf; f++) {
         f2c[f] = NONE;
         if (fmark[f] && maxpad[f] >= 16) {
@@ -290,12 +290,28 @@ static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uin
             s->cand_max[s->ncand++] = maxpad[f] & ~15u;
         }
     }
+    *nc_out = nc;
+    rc = 0;
+out:
+    free(fctx);
+    free(below);
+    free(fmark);
+    return rc;
+}
+
+/* Per node the candidates above it and how many times each (its caller's
+ * plus its caller's function), inverted: per candidate the nodes below it
+ * (s->istart, s->inode, s->imult).  0 or -ENOMEM. */
+static int setup_index(S *s, const uint32_t *caller, const uint32_t *f2c)
+{
+    const icpp_pathmap *pm = s->pm;
+    size_t nn = s->nn;
     /* Per-node candidate vectors: the caller's plus the caller's function. */
     size_t total = 0, cap = 1024;
     s->vcand = malloc(cap * sizeof *s->vcand);
     s->vmult = malloc(cap * sizeof *s->vmult);
     if (!s->vcand || !s->vmult)
-        goto oom;
+        return -ENOMEM;
     s->vstart[0] = 0;
     s->vstart[1] = 0;
     for (size_t i = 1; i < nn; i++) {
@@ -308,10 +324,10 @@ static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uin
                 cap *= 2;
             uint32_t *a = realloc(s->vcand, cap * sizeof *a), *b;
             if (!a)
-                goto oom;
+                return -ENOMEM;
             s->vcand = a;
             if (!(b = realloc(s->vmult, cap * sizeof *b)))
-                goto oom;
+                return -ENOMEM;
             s->vmult = b;
         }
         int done = add == NONE;
@@ -338,14 +354,14 @@ static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uin
     s->inode = malloc((total + 1) * sizeof *s->inode);
     s->imult = malloc((total + 1) * sizeof *s->imult);
     if (!s->istart || !s->inode || !s->imult)
-        goto oom;
+        return -ENOMEM;
     for (uint64_t e = 0; e < total; e++)
         s->istart[s->vcand[e] + 1]++;
     for (uint32_t k = 0; k < s->ncand; k++)
         s->istart[k + 1] += s->istart[k];
     uint64_t *fill = malloc((s->ncand + 1) * sizeof *fill);
     if (!fill)
-        goto oom;
+        return -ENOMEM;
     memcpy(fill, s->istart, (s->ncand + 1) * sizeof *fill);
     for (size_t i = 1; i < nn; i++)
         for (uint64_t e = s->vstart[i]; e < s->vstart[i + 1]; e++) {
@@ -359,6 +375,14 @@ static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uin
     free(s->vstart);
     s->vcand = s->vmult = NULL;
     s->vstart = NULL;
+    return 0;
+}
+
+/* The tracked contexts (nc of them) and the CID table of them. */
+static int setup_table(S *s, size_t nc)
+{
+    const icpp_pathmap *pm = s->pm;
+    size_t nn = s->nn;
     /* Contexts and the table (never more CIDs than contexts: fixed size). */
     s->nc = nc;
     s->c = malloc((nc + 1) * sizeof *s->c);
@@ -368,7 +392,7 @@ static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uin
     s->t = calloc(tc, sizeof *s->t);
     s->mask = tc - 1;
     if (!s->c || !s->t)
-        goto oom;
+        return -ENOMEM;
     for (size_t i = 1; i < nn; i++) {
         if (s->cfirst[i] == NONE)
             continue;
@@ -380,17 +404,25 @@ static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uin
         ctx_add(s, (uint32_t)i);
     s->hmax = exact_hmax(s);
     s->hmax_exact = 1;
-    free(fctx);
-    free(below);
-    free(fmark);
-    free(f2c);
     return 0;
-oom:
-    free(fctx);
-    free(below);
-    free(fmark);
+}
+
+static int setup(S *s, const icpp_pathmap *pm, const uint32_t *caller, const uint32_t *maxpad)
+{
+    size_t nn = icpp_pathmap_nnodes(pm), nf = icpp_pathmap_nfuncs(pm), nc = 0;
+    s->pm = pm;
+    s->nn = nn;
+    uint32_t *f2c = malloc((nf + 1) * sizeof *f2c);
+    s->shift = calloc(nn, sizeof *s->shift);
+    s->maxh0 = malloc(nn * sizeof *s->maxh0);
+    s->cfirst = malloc(nn * sizeof *s->cfirst);
+    s->vstart = calloc(nn + 1, sizeof *s->vstart);
+    int rc = -ENOMEM;
+    if (f2c && s->shift && s->maxh0 && s->cfirst && s->vstart && setup_candidates(s, caller, maxpad, f2c, &nc) == 0 &&
+        setup_index(s, caller, f2c) == 0)
+        rc = setup_table(s, nc);
     free(f2c);
-    return -ENOMEM;
+    return rc;
 }
 
 static void teardown(S *s)

@@ -6,6 +6,7 @@
 #include "module.h"
 #include "pathmap.h"
 #include "search.h"
+#include "sibling.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -37,25 +38,13 @@
 #define NONE UINT32_MAX
 #define NOFF 4
 
+/* icpp-train: $ICPP_TRAIN, else beside icpp-rewrite (the build tree, an
+ * install), else from PATH. */
 static char *train_path(void)
 {
-    const char *env = getenv("ICPP_TRAIN");
-    if (env)
-        return strdup(env);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = 0;
-        char *d = dirname(self);
-        static const char *rel[] = {"../icpp-train/icpp-train", "icpp-train"};
-        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-            char buf[PATH_MAX + 64];
-            snprintf(buf, sizeof buf, "%s/%s", d, rel[i]);
-            if (access(buf, X_OK) == 0)
-                return realpath(buf, NULL);
-        }
-    }
-    return strdup("icpp-train");    /* from PATH */
+    static const char *const rel[] = {"../icpp-train/icpp-train", "icpp-train"};
+    char *p = icpp_sibling_find("ICPP_TRAIN", rel, sizeof rel / sizeof *rel, X_OK);
+    return p ? p : strdup("icpp-train");    /* from PATH */
 }
 
 /* Run argv (stdin /dev/null, ASLR off, ICPP_REWRITE_STACK_PAD of `pad`
@@ -271,249 +260,334 @@ static void report_path(const char *what, const icpp_pathmap *pm, uint32_t node,
     printf("verify: FAIL: %s: %s trained at heights %s, predicted %s\n", what, pn, got, exp);
 }
 
-int rw_verify(const rw_verify_opts *o)
-{
-    int rc = -1;
-    char *prog_real = realpath(o->prog, NULL), *out_real = realpath(o->out, NULL), *train = train_path();
-    char tdir[] = "/tmp/icpp-rewrite-verify.XXXXXX";
-    char **av = calloc((size_t)o->nargs + 16, sizeof *av);
-    icpp_pathmap *pk[NOFF] = {0}, *pred[NOFF] = {0}, *got = NULL, *omap = NULL;
-    uint32_t *mk[NOFF] = {0}, *mt = NULL, *mo = NULL;
-    uint8_t *unstable = NULL;
-    char *outs[3] = {0};
-    size_t lens[3] = {0};
-    if (!prog_real || !out_real || !train || !av || !mkdtemp(tdir)) {
-        fprintf(stderr, "icpp-rewrite: --verify: cannot set up: %s\n", strerror(errno));
-        goto out;
-    }
-    /* Copies at paths of equal length: T/p/NAME and T/o/NAME. */
-    const char *name = strrchr(prog_real, '/') ? strrchr(prog_real, '/') + 1 : prog_real;
-    char dp[PATH_MAX], dox[PATH_MAX], xp[PATH_MAX + 256], xo[PATH_MAX + 256];
-    snprintf(dp, sizeof dp, "%s/p", tdir);
-    snprintf(dox, sizeof dox, "%s/o", tdir);
-    snprintf(xp, sizeof xp, "%s/%s", dp, name);
-    snprintf(xo, sizeof xo, "%s/%s", dox, name);
-    if (mkdir(dp, 0700) < 0 || mkdir(dox, 0700) < 0 || copy_file(prog_real, xp) < 0 || copy_file(out_real, xo) < 0) {
-        fprintf(stderr, "icpp-rewrite: --verify: cannot copy the programs into %s\n", tdir);
-        goto out;
-    }
-    link_siblings(prog_real, dp);
-    link_siblings(prog_real, dox);
+/* One --verify: its files, its runs and trainings, what they gave. */
+typedef struct vrun {
+    const rw_verify_opts *o;
+    char         *prog_real, *out_real, *train;
+    char          tdir[sizeof "/tmp/icpp-rewrite-verify.XXXXXX"];
+    char          xp[PATH_MAX + 256], xo[PATH_MAX + 256];  /* the copies of PROG and OUT */
+    char        **av;                   /* argv of a run */
+    icpp_pathmap *pk[NOFF];             /* PROG's trainings, at four stack offsets */
+    icpp_pathmap *pred[NOFF];           /* ... each padded as OUT is: the predictions */
+    icpp_pathmap *got, *omap;           /* OUT's training, OUT's map */
+    uint32_t     *mk[NOFF], *mt, *mo;   /* node matches: pred[k] -> pred[0], got -> pred[0], got -> omap */
+    uint8_t      *unstable;             /* per node of pred[0]: its heights differ across offsets */
+    char         *outs[3];              /* stdout of the plain runs */
+    size_t        lens[3];
+    int           s_prog, s_out;        /* their exit status */
+    int           bad, out_differs;
+} vrun;
 
-    /* 1. Plain runs. */
+static int verify_oom(void)
+{
+    fprintf(stderr, "icpp-rewrite: --verify: out of memory\n");
+    return -1;
+}
+
+/* Copies of PROG and OUT at paths of equal length: T/p/NAME and T/o/NAME.
+ * 0, or -1 (said on stderr). */
+static int verify_setup(vrun *v)
+{
+    const rw_verify_opts *o = v->o;
+    v->prog_real = realpath(o->prog, NULL), v->out_real = realpath(o->out, NULL), v->train = train_path();
+    v->av = calloc((size_t)o->nargs + 16, sizeof *v->av);
+    if (!v->prog_real || !v->out_real || !v->train || !v->av || !mkdtemp(v->tdir)) {
+        fprintf(stderr, "icpp-rewrite: --verify: cannot set up: %s\n", strerror(errno));
+        return -1;
+    }
+    const char *name = strrchr(v->prog_real, '/') ? strrchr(v->prog_real, '/') + 1 : v->prog_real;
+    char dp[PATH_MAX], dox[PATH_MAX];
+    snprintf(dp, sizeof dp, "%s/p", v->tdir);
+    snprintf(dox, sizeof dox, "%s/o", v->tdir);
+    snprintf(v->xp, sizeof v->xp, "%s/%s", dp, name);
+    snprintf(v->xo, sizeof v->xo, "%s/%s", dox, name);
+    if (mkdir(dp, 0700) < 0 || mkdir(dox, 0700) < 0 || copy_file(v->prog_real, v->xp) < 0 ||
+        copy_file(v->out_real, v->xo) < 0) {
+        fprintf(stderr, "icpp-rewrite: --verify: cannot copy the programs into %s\n", v->tdir);
+        return -1;
+    }
+    link_siblings(v->prog_real, dp);
+    link_siblings(v->prog_real, dox);
+    return 0;
+}
+
+/* 1. Plain runs of PROG and OUT.  0, or -1 (said on stderr). */
+static int verify_plain_runs(vrun *v)
+{
+    const rw_verify_opts *o = v->o;
+    char **av = v->av;
     for (int i = 0; i < o->nargs; i++)
         av[1 + i] = o->args[i];
-    av[0] = xp;
-    int s_prog = run(av, 0, &outs[0], &lens[0]);
-    av[0] = xo;
-    int s_out = run(av, 0, &outs[1], &lens[1]);
-    int bad = 0, out_differs = 0;
-    if (s_prog < 0 || s_out < 0) {
+    av[0] = v->xp;
+    v->s_prog = run(av, 0, &v->outs[0], &v->lens[0]);
+    av[0] = v->xo;
+    v->s_out = run(av, 0, &v->outs[1], &v->lens[1]);
+    if (v->s_prog < 0 || v->s_out < 0) {
         fprintf(stderr, "icpp-rewrite: --verify: cannot run the programs\n");
-        goto out;
+        return -1;
     }
-    if (s_prog != s_out || lens[0] != lens[1] || (lens[0] && memcmp(outs[0], outs[1], lens[0]))) {
+    if (v->s_prog != v->s_out || v->lens[0] != v->lens[1] || (v->lens[0] && memcmp(v->outs[0], v->outs[1], v->lens[0]))) {
         printf("verify: FAIL: %s and %s differ: exit %d vs %d, %zu vs %zu bytes of output%s\n", o->prog, o->out,
-               s_prog, s_out, lens[0], lens[1], lens[0] == lens[1] ? " (other bytes)" : "");
-        bad = 1;
-        out_differs = 1;
+               v->s_prog, v->s_out, v->lens[0], v->lens[1], v->lens[0] == v->lens[1] ? " (other bytes)" : "");
+        v->bad = 1;
+        v->out_differs = 1;
     }
+    return 0;
+}
 
-    /* 2. Trainings: PROG at four stack offsets, OUT at the first. */
-    char mapf[PATH_MAX + 64];
+/* PROG's training m (at offset k) padded as OUT is: v->pred[k].  0, or -1
+ * (said on stderr). */
+static int verify_predict(vrun *v, int k, icpp_pathmap *m)
+{
+    const rw_verify_opts *o = v->o;
+    icpp_err err;
+    v->pk[k] = m;
+    const icpp_pm_module *mm = icpp_pathmap_module(m, icpp_pathmap_main(m));
+    icpp_build_id nb;
+    if (icpp_elf_build_id(v->xo, &nb, &err) < 0) {
+        fprintf(stderr, "icpp-rewrite: --verify: %s\n", err.msg);
+        return -1;
+    }
+    uint32_t *cl = malloc(icpp_pathmap_nnodes(m) * sizeof *cl);
+    if (!cl || icpp_arr_callers(m, o->ranges, o->nranges, cl, NULL) < 0) {
+        free(cl);
+        return verify_oom();
+    }
+    icpp_pathmap *cm = icpp_arr_clone_map(m, o->clones, o->nclones, NULL, &err);
+    v->pred[k] = cm ? icpp_arr_apply(cm, cl, o->pads, o->npads, o->wraps, o->nwraps, mm->path, &nb, &err) : NULL;
+    icpp_pathmap_free(cm);
+    free(cl);
+    if (!v->pred[k]) {
+        fprintf(stderr, "icpp-rewrite: --verify: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* 2. Trainings: PROG at four stack offsets, OUT at the first; and OUT's
+ * map.  0, 1 (no training came back: said on stdout), or -1 (on stderr). */
+static int verify_trainings(vrun *v)
+{
+    const rw_verify_opts *o = v->o;
+    char mapf[PATH_MAX + 64], **av = v->av;
     icpp_err err;
     for (int k = 0; k <= NOFF; k++) {
         int n = 0;
-        snprintf(mapf, sizeof mapf, "%s/map%d", tdir, k);
-        av[n++] = train;
+        snprintf(mapf, sizeof mapf, "%s/map%d", v->tdir, k);
+        av[n++] = v->train;
         av[n++] = "--fresh";
         av[n++] = "-q";
         av[n++] = "-o";
         av[n++] = mapf;
         av[n++] = "--";
-        av[n++] = k < NOFF ? xp : xo;
+        av[n++] = k < NOFF ? v->xp : v->xo;
         for (int i = 0; i < o->nargs; i++)
             av[n++] = o->args[i];
         av[n] = NULL;
         char *tout;
         size_t tlen;
         int st = run(av, k < NOFF ? 16 * k : 0, &tout, &tlen);
-        if (k == NOFF && (st != s_prog || tlen != lens[0] || (tlen && memcmp(tout, outs[0], tlen)))) {
+        if (k == NOFF && (st != v->s_prog || tlen != v->lens[0] || (tlen && memcmp(tout, v->outs[0], tlen)))) {
             printf("verify: FAIL: %s under icpp-train: exit %d vs %d, %zu vs %zu bytes of output\n", o->out, st,
-                   s_prog, tlen, lens[0]);
-            bad = 1;
-            out_differs = 1;
+                   v->s_prog, tlen, v->lens[0]);
+            v->bad = 1;
+            v->out_differs = 1;
         }
         free(tout);
         icpp_pathmap *m = icpp_pathmap_read(mapf, &err);
         if (!m) {
             printf("verify: FAIL: no training came back (%s)\n", err.msg);
-            rc = 1;
-            goto out;
+            return 1;
         }
-        if (k < NOFF) {
-            pk[k] = m;
-            const icpp_pm_module *mm = icpp_pathmap_module(m, icpp_pathmap_main(m));
-            icpp_build_id nb;
-            if (icpp_elf_build_id(xo, &nb, &err) < 0) {
-                fprintf(stderr, "icpp-rewrite: --verify: %s\n", err.msg);
-                goto out;
-            }
-            uint32_t *cl = malloc(icpp_pathmap_nnodes(m) * sizeof *cl);
-            if (!cl || icpp_arr_callers(m, o->ranges, o->nranges, cl, NULL) < 0) {
-                free(cl);
-                goto oom;
-            }
-            icpp_pathmap *cm = icpp_arr_clone_map(m, o->clones, o->nclones, NULL, &err);
-            pred[k] = cm ? icpp_arr_apply(cm, cl, o->pads, o->npads, o->wraps, o->nwraps, mm->path, &nb, &err) : NULL;
-            icpp_pathmap_free(cm);
-            free(cl);
-            if (!pred[k]) {
-                fprintf(stderr, "icpp-rewrite: --verify: %s\n", err.msg);
-                goto out;
-            }
-        } else {
-            got = m;
-        }
+        if (k == NOFF)
+            v->got = m;
+        else if (verify_predict(v, k, m) < 0)
+            return -1;
     }
-    omap = icpp_pathmap_read(o->out_map, &err);
-    if (!omap) {
+    if (!(v->omap = icpp_pathmap_read(o->out_map, &err))) {
         fprintf(stderr, "icpp-rewrite: --verify: %s\n", err.msg);
-        goto out;
+        return -1;
     }
+    return 0;
+}
 
-    /* 3. Stable paths of the prediction: the same heights at every offset. */
-    size_t n0 = icpp_pathmap_nnodes(pred[0]);
-    unstable = calloc(n0, 1);
+/* 3. Stable paths of the prediction: the same heights at every offset
+ * (v->unstable marks the others).  0, or -1 out of memory. */
+static int verify_stable(vrun *v)
+{
+    size_t n0 = icpp_pathmap_nnodes(v->pred[0]);
+    v->unstable = calloc(n0, 1);
     uint8_t *seen = calloc(n0, 1);
-    if (!unstable || !seen)
-        goto oom;
+    if (!v->unstable || !seen) {
+        free(seen);
+        return verify_oom();
+    }
     for (int k = 1; k < NOFF; k++) {
-        if (!(mk[k] = match_nodes(pred[0], pred[k])))
-            goto oom;
+        if (!(v->mk[k] = match_nodes(v->pred[0], v->pred[k]))) {
+            free(seen);
+            return verify_oom();
+        }
         memset(seen, 0, n0);
-        for (uint32_t j = 1; j < icpp_pathmap_nnodes(pred[k]); j++) {
-            uint32_t q = mk[k][j];
+        for (uint32_t j = 1; j < icpp_pathmap_nnodes(v->pred[k]); j++) {
+            uint32_t q = v->mk[k][j];
             if (q == NONE)
                 continue;
             seen[q] = 1;
-            if (!same_heights(icpp_pathmap_node(pred[0], q), icpp_pathmap_node(pred[k], j)))
-                unstable[q] = 1;
+            if (!same_heights(icpp_pathmap_node(v->pred[0], q), icpp_pathmap_node(v->pred[k], j)))
+                v->unstable[q] = 1;
         }
         for (uint32_t q = 1; q < n0; q++)
             if (!seen[q])
-                unstable[q] = 1;    /* not in every run */
+                v->unstable[q] = 1;    /* not in every run */
     }
     free(seen);
+    return 0;
+}
 
-    /* 4. OUT's training against both predictions. */
-    if (!(mt = match_nodes(pred[0], got)) || !(mo = match_nodes(omap, got)))
-        goto oom;
-    size_t nst = 0, st_ok = 0, st_map_ok = 0, st_nomap = 0, st_unrepro = 0, nal = 0, al_ok = 0, al_map_ok = 0, only_train = 0;
+/* What step 4 counts. */
+typedef struct vcounts {
+    size_t nst, st_ok, st_map_ok, st_nomap, st_unrepro;    /* stable paths: all, as trained, as in OUT's map, ... */
+    size_t nal, al_ok, al_map_ok;                           /* alignment-dependent paths */
+    size_t only_train, only_map;
+} vcounts;
+
+/* Whether each trained height of OUT's node g is one of the four predictions of pred[0]'s node q. */
+static int within_predictions(const vrun *v, const icpp_pm_node *g, uint32_t q)
+{
+    const icpp_pm_node *p0 = icpp_pathmap_node(v->pred[0], q);
+    int all = 1;
+    for (uint32_t h = 0; h < g->nheights && all; h++) {
+        int found = has_height(p0, g->heights[h].height);
+        for (int k = 1; k < NOFF && !found; k++)
+            for (uint32_t j = 1; j < icpp_pathmap_nnodes(v->pred[k]) && !found; j++)
+                if (v->mk[k][j] == q)
+                    found = has_height(icpp_pathmap_node(v->pred[k], j), g->heights[h].height);
+        all = found;
+    }
+    return all;
+}
+
+/* 4. OUT's training against both predictions.  0, or -1 out of memory. */
+static int verify_compare(vrun *v, vcounts *c)
+{
+    icpp_pathmap *got = v->got, *omap = v->omap;
+    if (!(v->mt = match_nodes(v->pred[0], got)) || !(v->mo = match_nodes(omap, got)))
+        return verify_oom();
     for (uint32_t i = 1; i < icpp_pathmap_nnodes(got); i++) {
         const icpp_pm_node *g = icpp_pathmap_node(got, i);
-        uint32_t q = mt[i];
+        uint32_t q = v->mt[i];
         if (q == NONE) {
-            only_train++;
+            c->only_train++;
             continue;
         }
-        const icpp_pm_node *p0 = icpp_pathmap_node(pred[0], q);
-        const icpp_pm_node *pm = mo[i] != NONE ? icpp_pathmap_node(omap, mo[i]) : NULL;
-        if (!unstable[q]) {
-            nst++;
+        const icpp_pm_node *p0 = icpp_pathmap_node(v->pred[0], q);
+        const icpp_pm_node *pm = v->mo[i] != NONE ? icpp_pathmap_node(omap, v->mo[i]) : NULL;
+        if (!v->unstable[q]) {
+            c->nst++;
             if (same_heights(g, p0)) {
-                st_ok++;
+                c->st_ok++;
             } else {
                 report_path("heights differ from PROG's training shifted by the paddings", got, i, p0);
-                bad = 1;
+                v->bad = 1;
             }
             if (!pm) {
-                st_nomap++;     /* a path the original training did not take */
+                c->st_nomap++;  /* a path the original training did not take */
             } else if (same_heights(g, pm)) {
-                st_map_ok++;
+                c->st_map_ok++;
             } else if (!same_heights(p0, pm)) {
                 /* PROG's fresh training differs from MAP here too: MAP was
                  * made under other conditions (another agent build, another
                  * environment); the comparison with the fresh training above
                  * is the one that holds. */
-                st_unrepro++;
+                c->st_unrepro++;
             } else {
                 report_path("heights differ from OUT's map", got, i, pm);
-                bad = 1;
+                v->bad = 1;
             }
         } else {
-            nal++;
+            c->nal++;
             /* Each trained height must be one of the four predictions. */
-            int all = 1;
-            for (uint32_t h = 0; h < g->nheights && all; h++) {
-                int found = has_height(p0, g->heights[h].height);
-                for (int k = 1; k < NOFF && !found; k++)
-                    for (uint32_t j = 1; j < icpp_pathmap_nnodes(pred[k]) && !found; j++)
-                        if (mk[k][j] == q)
-                            found = has_height(icpp_pathmap_node(pred[k], j), g->heights[h].height);
-                all = found;
-            }
-            if (all)
-                al_ok++;
+            if (within_predictions(v, g, q))
+                c->al_ok++;
             else {
                 report_path("alignment-dependent heights outside every prediction", got, i, p0);
-                bad = 1;
+                v->bad = 1;
             }
-            al_map_ok += pm && same_heights(g, pm);
+            c->al_map_ok += pm && same_heights(g, pm);
         }
     }
-    size_t only_map = 0;
-    {
-        uint8_t *hit = calloc(icpp_pathmap_nnodes(omap), 1);
-        if (!hit)
-            goto oom;
-        for (uint32_t i = 1; i < icpp_pathmap_nnodes(got); i++)
-            if (mo[i] != NONE)
-                hit[mo[i]] = 1;
-        for (uint32_t i = 1; i < icpp_pathmap_nnodes(omap); i++)
-            only_map += !hit[i];
-        free(hit);
-    }
-    printf("verify: output and exit status (%d): %s\n", s_out, out_differs ? "DIFFER" : "identical");
+    uint8_t *hit = calloc(icpp_pathmap_nnodes(omap), 1);
+    if (!hit)
+        return verify_oom();
+    for (uint32_t i = 1; i < icpp_pathmap_nnodes(got); i++)
+        if (v->mo[i] != NONE)
+            hit[v->mo[i]] = 1;
+    for (uint32_t i = 1; i < icpp_pathmap_nnodes(omap); i++)
+        c->only_map += !hit[i];
+    free(hit);
+    return 0;
+}
+
+static void verify_summary(const vrun *v, const vcounts *c)
+{
+    printf("verify: output and exit status (%d): %s\n", v->s_out, v->out_differs ? "DIFFER" : "identical");
     printf("verify: %zu stable paths: %zu exactly as PROG's training shifted by the paddings; %zu of %zu in OUT's "
            "map exactly as it predicts\n",
-           nst, st_ok, st_map_ok, nst - st_nomap - st_unrepro);
-    if (st_unrepro)
+           c->nst, c->st_ok, c->st_map_ok, c->nst - c->st_nomap - c->st_unrepro);
+    if (c->st_unrepro)
         printf("verify: %zu stable paths where MAP itself is not reproduced by training PROG here (another agent "
                "build or environment): checked against this training only\n",
-               st_unrepro);
+               c->st_unrepro);
     printf("verify: %zu alignment-dependent paths (below lazy binding or signal frames): %zu within the "
            "predictions, %zu equal to OUT's map in this run\n",
-           nal, al_ok, al_map_ok);
+           c->nal, c->al_ok, c->al_map_ok);
     printf("verify: %zu paths only in OUT's training, %zu only in OUT's map (runs that take other paths)\n",
-           only_train, only_map);
-    if (!bad && !o->quiet)
+           c->only_train, c->only_map);
+    if (!v->bad && !v->o->quiet)
         printf("verify: OK\n");
-    if (bad)
+    if (v->bad)
         printf("verify: FAILED\n");
-    rc = bad ? 1 : 0;
-    goto out;
-oom:
-    fprintf(stderr, "icpp-rewrite: --verify: out of memory\n");
-    rc = -1;
-out:
+}
+
+static void verify_free(vrun *v)
+{
     for (int k = 0; k < NOFF; k++) {
-        icpp_pathmap_free(pk[k]);
-        icpp_pathmap_free(pred[k]);
-        free(mk[k]);
+        icpp_pathmap_free(v->pk[k]);
+        icpp_pathmap_free(v->pred[k]);
+        free(v->mk[k]);
     }
-    icpp_pathmap_free(got);
-    icpp_pathmap_free(omap);
-    free(mt);
-    free(mo);
-    free(unstable);
+    icpp_pathmap_free(v->got);
+    icpp_pathmap_free(v->omap);
+    free(v->mt);
+    free(v->mo);
+    free(v->unstable);
     for (int i = 0; i < 3; i++)
-        free(outs[i]);
-    if (tdir[strlen(tdir) - 1] != 'X')
-        rm_tree(tdir);
-    free(prog_real);
-    free(out_real);
-    free(train);
-    free(av);
+        free(v->outs[i]);
+    if (v->tdir[strlen(v->tdir) - 1] != 'X')
+        rm_tree(v->tdir);
+    free(v->prog_real);
+    free(v->out_real);
+    free(v->train);
+    free(v->av);
+}
+
+int rw_verify(const rw_verify_opts *o)
+{
+    vrun v = {.o = o, .tdir = "/tmp/icpp-rewrite-verify.XXXXXX"};
+    vcounts c = {0};
+    int rc = verify_setup(&v);
+    if (!rc)
+        rc = verify_plain_runs(&v);
+    if (!rc)
+        rc = verify_trainings(&v);
+    if (!rc)
+        rc = verify_stable(&v);
+    if (!rc)
+        rc = verify_compare(&v, &c);
+    if (!rc) {
+        verify_summary(&v, &c);
+        rc = v.bad ? 1 : 0;
+    }
+    verify_free(&v);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include "names.h"
 #include "pathmap.h"
 #include "recover.h"
+#include "sibling.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -317,23 +318,10 @@ static char *find_in_path(const char *prog)
  * prefix (icpp-train copied or linked elsewhere).  Its real path, or NULL. */
 static char *agent_path(void)
 {
-    const char *env = getenv("ICPP_AGENT");
-    if (env)
-        return strdup(env);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = 0;
-        char *d = dirname(self);
-        const char *rel[] = {"libicpp-agent.so", ICPP_AGENT_FROM_BINDIR};
-        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-            char buf[PATH_MAX];
-            if (!*rel[i] || snprintf(buf, sizeof buf, "%s/%s", d, rel[i]) >= (int)sizeof buf)
-                continue;
-            if (access(buf, R_OK) == 0)
-                return realpath(buf, NULL);
-        }
-    }
+    static const char *const rel[] = {"libicpp-agent.so", ICPP_AGENT_FROM_BINDIR};
+    char *p = icpp_sibling_find("ICPP_AGENT", rel, sizeof rel / sizeof *rel, R_OK);
+    if (p)
+        return p;
     if (access(ICPP_AGENT_PATH, R_OK) == 0)
         return realpath(ICPP_AGENT_PATH, NULL);
     return NULL;
@@ -850,7 +838,30 @@ static int merge_run(void *arg, icpp_pathmap *cur, const icpp_pathmap **outp, ic
     return 0;
 }
 
-int main(int argc, char **argv)
+/* One training run: the command line, then what each phase of main makes. */
+typedef struct train_run {
+    const char   *out;              /* -o, or defmap */
+    const char   *modules;          /* --modules */
+    const char   *depth;            /* --max-depth, or NULL */
+    int           fresh, quiet, verbose;
+    const char   *prog;             /* PROG as given */
+    char        **argv;             /* PROG ARGS */
+    int           argc;
+    char         *exe;              /* PROG found (find_in_path) */
+    icpp_module  *mod;
+    icpp_build_id want;             /* its build-id: the map's must be the same */
+    char          defmap[PATH_MAX]; /* basename(PROG).icppmap */
+    icpp_pathmap *old;              /* the map as it was (read to refuse a wrong one early), or NULL */
+    char         *agent, *preload;
+    char          tdir[PATH_MAX];   /* where the agent writes its parts */
+    int           status;           /* icpp-train's exit status: PROG's */
+    icpp_pathmap *pm;               /* this run's map, merged from the parts */
+    size_t        nparts, nthreads, nprocs, nrecovered;
+} train_run;
+
+/* The command line into t.  -1: go on; else the exit status (--stats,
+ * --paths, --help, --version, bad usage). */
+static int parse_options(int argc, char **argv, train_run *t)
 {
     enum { OPT_MODULES = 256, OPT_FRESH, OPT_STATS, OPT_DEPTH, OPT_PATHS, OPT_VERSION };
     static const struct option lo[] = {{"output", required_argument, 0, 'o'},
@@ -864,17 +875,17 @@ int main(int argc, char **argv)
                                        {"version", no_argument, 0, OPT_VERSION},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    const char *out = NULL, *modules = "all", *depth = NULL;
-    int fresh = 0, quiet = 0, verbose = 0, c;
+    int c;
+    t->modules = "all";
     while ((c = getopt_long(argc, argv, "+o:qvh", lo, NULL)) != -1) {
         switch (c) {
-        case 'o': out = optarg; break;
+        case 'o': t->out = optarg; break;
         case OPT_MODULES:
             if (!*optarg || *optarg == ',' || optarg[strlen(optarg) - 1] == ',' || strstr(optarg, ",,"))
                 die(2, "--modules wants main, all or a comma list of library names, not '%s'", optarg);
-            modules = optarg;
+            t->modules = optarg;
             break;
-        case OPT_FRESH: fresh = 1; break;
+        case OPT_FRESH: t->fresh = 1; break;
         case OPT_STATS: return print_stats(optarg);
         case OPT_PATHS: return print_paths(optarg);
         case OPT_DEPTH: {
@@ -882,11 +893,11 @@ int main(int argc, char **argv)
             unsigned long v = strtoul(optarg, &e, 10);
             if (*e || !v || v > (1ul << 26))
                 die(2, "--max-depth wants a number of frames from 1 to %lu, not '%s'", 1ul << 26, optarg);
-            depth = optarg;
+            t->depth = optarg;
             break;
         }
-        case 'q': quiet = 1; break;
-        case 'v': verbose = 1; break;
+        case 'q': t->quiet = 1; break;
+        case 'v': t->verbose = 1; break;
         case OPT_VERSION: icpp_cli_version(stdout, "icpp-train"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
@@ -896,154 +907,192 @@ int main(int argc, char **argv)
         fprintf(stderr, "icpp-train: no program to run (see --help)\n");
         return 2;
     }
-    const char *prog = argv[optind];
-    char *exe = find_in_path(prog);
-    if (!exe)
-        die(127, "%s: no such program (not found, or not executable)", prog);
+    t->prog = argv[optind];
+    t->argv = argv + optind;
+    t->argc = argc - optind;
+    return -1;
+}
+
+/* PROG found, opened, and fit for training: dynamically linked, with a build-id. */
+static void open_program(train_run *t)
+{
     icpp_err err;
-    icpp_module *mod = icpp_module_open(exe, &err);
-    if (!mod)
+    if (!(t->exe = find_in_path(t->prog)))
+        die(127, "%s: no such program (not found, or not executable)", t->prog);
+    if (!(t->mod = icpp_module_open(t->exe, &err)))
         die(1, "%s", err.msg);
-    if (icpp_module_is_static(mod))
+    if (icpp_module_is_static(t->mod))
         die(1, "%s is statically linked: icpp-train trains dynamically linked programs (it preloads its agent "
                "with LD_PRELOAD, which a static binary never reads); link it dynamically to train it",
-            exe);
-    icpp_build_id want = *icpp_module_build_id(mod);
-    if (!want.len)
-        die(1, "%s has no GNU build-id: ICPP names binaries by build-id (link with -Wl,--build-id)", exe);
+            t->exe);
+    t->want = *icpp_module_build_id(t->mod);
+    if (!t->want.len)
+        die(1, "%s has no GNU build-id: ICPP names binaries by build-id (link with -Wl,--build-id)", t->exe);
+}
 
-    /* The map: checked before the program runs, so a bad one costs nothing. */
-    char defmap[PATH_MAX];
-    if (!out) {
-        char *b = strdup(exe);
-        snprintf(defmap, sizeof defmap, "%s.icppmap", basename(b));
+/* The map: checked before the program runs, so a bad one costs nothing. */
+static void check_map(train_run *t)
+{
+    icpp_err err;
+    if (!t->out) {
+        char *b = strdup(t->exe);
+        snprintf(t->defmap, sizeof t->defmap, "%s.icppmap", basename(b));
         free(b);
-        out = defmap;
+        t->out = t->defmap;
     }
     /* The output rule and the same-file rule (lib/fsafe.h), before the
      * program runs: the map is never the program (nor, below, the agent). */
-    const char *exe_in = exe;
-    if (icpp_fs_output_check(out, &err) < 0 || icpp_fs_output_not_input(out, &exe_in, 1, &err) < 0)
+    const char *exe_in = t->exe;
+    if (icpp_fs_output_check(t->out, &err) < 0 || icpp_fs_output_not_input(t->out, &exe_in, 1, &err) < 0)
         die(1, "%s", err.msg);
-    icpp_pathmap *old = NULL;
     struct stat st;
-    if (!fresh && stat(out, &st) == 0) {
-        old = icpp_pathmap_read(out, &err);
-        if (!old)
+    if (!t->fresh && stat(t->out, &st) == 0) {
+        if (!(t->old = icpp_pathmap_read(t->out, &err)))
             die(1, "%s (use --fresh to replace it, or another -o)", err.msg);
-        const icpp_pm_module *mm = icpp_pathmap_module(old, icpp_pathmap_main(old));
+        const icpp_pm_module *mm = icpp_pathmap_module(t->old, icpp_pathmap_main(t->old));
         char eb[1024];
-        if (mm && !icpp_build_id_eq(&mm->build_id, &want))
+        if (mm && !icpp_build_id_eq(&mm->build_id, &t->want))
             die(1, "%s is the map of %s, not of %s (another build-id): use --fresh to replace it, or another -o",
-                out, icpp_escape(mm->path, eb, sizeof eb), exe);
+                t->out, icpp_escape(mm->path, eb, sizeof eb), t->exe);
     }
-    char *outdup = strdup(out), *outdir = dirname(outdup);
+    char *outdup = strdup(t->out), *outdir = dirname(outdup);
     if (access(outdir, W_OK) != 0)
-        die(1, "%s: cannot write in %s: %s", out, outdir, strerror(errno));
+        die(1, "%s: cannot write in %s: %s", t->out, outdir, strerror(errno));
     free(outdup);
-    char *agent = agent_path();
-    if (!agent)
+}
+
+/* The agent found and checked, the training directory made, and the
+ * environment PROG runs in: the agent preloaded, told where to write. */
+static void prepare_agent(train_run *t)
+{
+    icpp_err err;
+    if (!(t->agent = agent_path()))
         die(1, "cannot find libicpp-agent.so next to icpp-train, nor installed (" ICPP_AGENT_PATH "): set ICPP_AGENT to its path");
-    if (icpp_fs_check_regular(agent, &err) < 0)      /* ld.so would block on a FIFO */
+    if (icpp_fs_check_regular(t->agent, &err) < 0)      /* ld.so would block on a FIFO */
         die(1, "ICPP_AGENT: %s", err.msg);
-    const char *agent_in = agent;
-    if (icpp_fs_output_not_input(out, &agent_in, 1, &err) < 0)
+    const char *agent_in = t->agent;
+    if (icpp_fs_output_not_input(t->out, &agent_in, 1, &err) < 0)
         die(1, "%s", err.msg);
 
-    char tdir[PATH_MAX];
-    if (make_train_dir(tdir, sizeof tdir) < 0)
+    if (make_train_dir(t->tdir, sizeof t->tdir) < 0)
         die(1, "cannot make a temporary directory in $TMPDIR, /dev/shm or /tmp: %s", strerror(errno));
 
     const char *pre = getenv("LD_PRELOAD");
-    char *preload;
-    if (asprintf(&preload, "%s%s%s", agent, pre && *pre ? ":" : "", pre ? pre : "") < 0)
+    if (asprintf(&t->preload, "%s%s%s", t->agent, pre && *pre ? ":" : "", pre ? pre : "") < 0)
         die(1, "out of memory");
-    setenv("LD_PRELOAD", preload, 1);
-    setenv("ICPP_TRAIN_DIR", tdir, 1);
-    setenv("ICPP_TRAIN_MODULES", modules, 1);
-    if (depth)
-        setenv("ICPP_TRAIN_MAX_DEPTH", depth, 1);
-    if (verbose)
+    setenv("LD_PRELOAD", t->preload, 1);
+    setenv("ICPP_TRAIN_DIR", t->tdir, 1);
+    setenv("ICPP_TRAIN_MODULES", t->modules, 1);
+    if (t->depth)
+        setenv("ICPP_TRAIN_MAX_DEPTH", t->depth, 1);
+    if (t->verbose)
         setenv("ICPP_TRAIN_VERBOSE", "1", 1);
+}
 
+/* Run PROG; then merge the parts (and what live files recover) into
+ * t->pm, and say how PROG ended.  0, or 1 when no training data came back
+ * (said on stderr; the map is unchanged). */
+static int run_and_collect(train_run *t)
+{
     /* Like system(): the terminal's ^C and ^\ reach the program, which
      * decides; termination requests sent to icpp-train are passed on. */
-    int janitor = janitor_start(tdir);
+    int janitor = janitor_start(t->tdir);
     icpp_cli_progress progress;
-    icpp_cli_progress_init(&progress, "icpp-train", quiet);
-    int wst = run_target(exe, argv + optind, janitor, tdir, &progress);
-    int status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+    icpp_cli_progress_init(&progress, "icpp-train", t->quiet);
+    int wst = run_target(t->exe, t->argv, janitor, t->tdir, &progress);
+    t->status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
 
     /* Merge: the parts (and what live files recover), then the previous map. */
-    icpp_pathmap *pm = NULL;
-    size_t nparts = 0, nthreads = 0, nprocs = 0, nrecovered = 0;
-    if (merge_parts(tdir, &want, &pm, &nparts, &nthreads, &nprocs, &nrecovered, quiet) < 0)
-        die(1, "cannot read the training data in %s", tdir);
-    if (!quiet)
-        report_lost(tdir);
-    rm_dir(tdir);
+    if (merge_parts(t->tdir, &t->want, &t->pm, &t->nparts, &t->nthreads, &t->nprocs, &t->nrecovered, t->quiet) < 0)
+        die(1, "cannot read the training data in %s", t->tdir);
+    if (!t->quiet)
+        report_lost(t->tdir);
+    rm_dir(t->tdir);
     janitor_say(janitor, 'D', 0);
-    if (!quiet && WIFSIGNALED(wst) && nrecovered)
+    const char *prog = t->prog;
+    size_t nrec = t->nrecovered;
+    if (!t->quiet && WIFSIGNALED(wst) && nrec)
         fprintf(stderr, "icpp-train: %s was killed by signal %d (%s); recovered the trees of %zu thread%s from its "
                         "live files\n",
-                prog, WTERMSIG(wst), strsignal(WTERMSIG(wst)), nrecovered, nrecovered == 1 ? "" : "s");
-    else if (!quiet && WIFSIGNALED(wst))
+                prog, WTERMSIG(wst), strsignal(WTERMSIG(wst)), nrec, nrec == 1 ? "" : "s");
+    else if (!t->quiet && WIFSIGNALED(wst))
         fprintf(stderr, "icpp-train: %s was killed by signal %d (%s)\n", prog, WTERMSIG(wst), strsignal(WTERMSIG(wst)));
-    else if (!quiet && nrecovered)
+    else if (!t->quiet && nrec)
         fprintf(stderr, "icpp-train: a process of %s was killed; recovered the trees of %zu thread%s from live "
                         "files\n",
-                prog, nrecovered, nrecovered == 1 ? "" : "s");
-    if (nparts == 0) {
-        int listed = strcmp(modules, "all") && strcmp(modules, "main");
+                prog, nrec, nrec == 1 ? "" : "s");
+    if (t->nparts == 0) {
+        int listed = strcmp(t->modules, "all") && strcmp(t->modules, "main");
         fprintf(stderr, "icpp-train: no training data came back from %s%s; %s is unchanged%s%s%s\n", prog,
-                WIFSIGNALED(wst) ? " (killed before it recorded anything)" : "", out,
-                listed ? " (--modules " : "", listed ? modules : "",
+                WIFSIGNALED(wst) ? " (killed before it recorded anything)" : "", t->out,
+                listed ? " (--modules " : "", listed ? t->modules : "",
                 listed ? ": no module the program loaded has such a name; give main, all, or names of libraries it "
                          "loads, e.g. libc.so.6)" : "");
-        return status ? status : 1;
+        return 1;
     }
-    /* Into the map as it is now, under its lock (lib/pathmap.h): other runs
-     * may have added to it while this one ran. */
+    return 0;
+}
+
+/* This run into the map as it is now, under its lock (lib/pathmap.h):
+ * other runs may have added to it while this one ran; then the summary
+ * on stderr.  0, or 1 (said on stderr). */
+static int merge_and_say(train_run *t)
+{
+    icpp_err err;
     char cmd[1024] = "";
     size_t o = 0;
-    for (int i = optind; i < argc && o < sizeof cmd - 2; i++)
-        o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s%s", i > optind ? " " : "", argv[i]);
-    run_merge rm = {.pm = pm, .want = &want, .exe = exe, .out = out, .cmd = cmd, .nprocs = nprocs,
-                    .nthreads = nthreads};
-    if (old)
-        icpp_pathmap_free(old);         /* read to refuse a wrong map early; merged as it is now below */
-    if (icpp_pathmap_update(out, fresh, merge_run, &rm, &old, &err) < 0) {
+    for (int i = 0; i < t->argc && o < sizeof cmd - 2; i++)
+        o += (size_t)snprintf(cmd + o, sizeof cmd - o, "%s%s", i > 0 ? " " : "", t->argv[i]);
+    run_merge rm = {.pm = t->pm, .want = &t->want, .exe = t->exe, .out = t->out, .cmd = cmd, .nprocs = t->nprocs,
+                    .nthreads = t->nthreads};
+    if (t->old)
+        icpp_pathmap_free(t->old);         /* read to refuse a wrong map early; merged as it is now below */
+    if (icpp_pathmap_update(t->out, t->fresh, merge_run, &rm, &t->old, &err) < 0) {
         fprintf(stderr, "icpp-train: %s%s\n", err.msg,
                 err.code == ICPP_EFORMAT ? " (use --fresh to replace it, or another -o)" : "");
         return 1;
     }
-    icpp_pathmap *result = rm.result;
-    size_t old_paths = rm.old_paths;
-    if (rm.note[0] && !quiet)
+    if (rm.note[0] && !t->quiet)
         fprintf(stderr, "icpp-train: note: %s\n", rm.note);
-    if (!quiet) {
+    if (!t->quiet) {
         icpp_pm_stats s;
-        icpp_pathmap_stats(result, &s, &err);
-        const char *refused = icpp_pathmap_meta(pm, "patched-none");
+        icpp_pathmap_stats(rm.result, &s, &err);
+        const char *refused = icpp_pathmap_meta(t->pm, "patched-none");
+        int some = refused && strcmp(refused, "0");
         fprintf(stderr,
                 "icpp-train: %s: %zu call paths (%zu new), %zu functions, %zu processes, %zu threads; "
                 "unique CIDs: %.1f%% of paths, %.1f%% of calls%s%s%s\n",
-                out, s.paths, s.paths - old_paths, s.funcs, nprocs, nthreads,
+                t->out, s.paths, s.paths - rm.old_paths, s.funcs, t->nprocs, t->nthreads,
                 s.paths ? 100.0 * (double)s.unique_paths / (double)s.paths : 0.0,
                 s.calls ? 100.0 * (double)s.unique_calls / (double)s.calls : 0.0,
-                refused && strcmp(refused, "0") ? "; functions not hookable: " : "",
-                refused && strcmp(refused, "0") ? refused : "", refused && strcmp(refused, "0") ? " (--stats)" : "");
+                some ? "; functions not hookable: " : "", some ? refused : "", some ? " (--stats)" : "");
     }
-    if (!quiet && overflow_threads)
-        overflow_warning(pm, overflow_threads);
-    if (verbose)
-        print_int3(stderr, pm, "icpp-train: int3: ");
-    icpp_pathmap_free(pm);
-    if (old)
-        icpp_pathmap_free(old);
-    icpp_module_close(mod);
-    free(exe);
-    free(agent);
-    free(preload);
-    return status;
+    if (!t->quiet && overflow_threads)
+        overflow_warning(t->pm, overflow_threads);
+    if (t->verbose)
+        print_int3(stderr, t->pm, "icpp-train: int3: ");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static train_run t;
+    int status = parse_options(argc, argv, &t);
+    if (status >= 0)
+        return status;
+    open_program(&t);
+    check_map(&t);
+    prepare_agent(&t);
+    if (run_and_collect(&t))
+        return t.status ? t.status : 1;
+    if (merge_and_say(&t))
+        return 1;
+    icpp_pathmap_free(t.pm);
+    if (t.old)
+        icpp_pathmap_free(t.old);
+    icpp_module_close(t.mod);
+    free(t.exe);
+    free(t.agent);
+    free(t.preload);
+    return t.status;
 }
