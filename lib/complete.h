@@ -6,7 +6,7 @@
 
 #include "err.h"
 #include "pathmap.h"
-#include "resolve.h"
+#include "cidx.h"
 
 /* A sample whose CID (function, height) is not in the path map may still
  * have a call path the map can explain: walking backward from the leaf over

@@ -1,8 +1,6 @@
 /* lde.c -- x86-64 (long mode) instruction length decoder: length and relative branch target from const tables, no libc. */
 #include "lde.h"
 
-#include "coldpart.h"
-
 /* It decodes as Zydis 4.0 does in 64-bit mode with its default decoder
  * modes -- the agent's decoder before, and the reference test_lde_zydis
  * checks this file against at every byte offset of real binaries:

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "insn.h"
+
 #define ICPP_LDE_MAX_LEN 15
 
 /* icpp_lde_insn.enc */
@@ -70,7 +72,6 @@ int icpp_lde_is_nop(const icpp_lde_insn *in);
 /* The function table's decoder (lib/coldpart.h: stripped cold parts found
  * from the jumps into them), for icpp_functab_build_with: ~4x faster than
  * Zydis on every byte of a module, and the same table (agent-lde-zydis). */
-struct icpp_insn;
-void icpp_lde_coldpart(const uint8_t *code, size_t avail, struct icpp_insn *out);
+void icpp_lde_coldpart(const uint8_t *code, size_t avail, icpp_insn *out);
 
 #endif

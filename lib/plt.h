@@ -6,7 +6,7 @@
 
 #include "pathmap.h"
 #include "replay.h"
-#include "resolve.h"
+#include "cidx.h"
 
 /* A PLT stub is no function (docs/definitions.md): a sample in one belongs
  * to the context that called it.  The stub was entered by a call, so the

@@ -1,50 +1,34 @@
-/* resolve.h -- context-id lookup: a sample's (function, height) to the candidate call paths of a path map. */
+/* resolve.h -- the resolution policy: a sample to its candidate call paths in a path map, and how sure that is. */
 #ifndef ICPP_RESOLVE_H
 #define ICPP_RESOLVE_H
 
 #include <stdint.h>
 
-#include "err.h"
+#include "cidx.h"
 #include "learn.h"
-#include "pathmap.h"
 #include "replay.h"
 
-typedef struct icpp_cidx icpp_cidx;
-
-/* One candidate path for a CID, with its training count at that height and
- * the learn samples that saw it there (lib/learn.h). */
-typedef struct icpp_cand {
-    uint32_t node;
-    uint64_t count;
-    uint64_t learned;
-} icpp_cand;
-
-/* Build the index of a path map: (function, height) -> candidate nodes. */
-icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err);
-void       icpp_cidx_free(icpp_cidx *x);
-
-/* Candidates for path-map function `func` entered at `height`; returns the
- * count (0 if the CID is not in the map) and points *out at them. */
-uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, const icpp_cand **out);
+/* The policy takes the index (lib/cidx.h) as its handle: its settings are
+ * kept there (icpp_cidx_policy), and icpp_cidx_free frees its scratch.
+ * It looks a sample's CID up in the index, in the PLT stubs' calling
+ * contexts (lib/plt.h) or by completion (lib/complete.h), then weighs the
+ * candidates by this recording's learn samples. */
 
 /* Several known paths share a CID, but the recording's own learn samples
  * at that CID all took one of them, at least `votes` times: the sample is
  * resolved to that one, as precise (`voted` set).  0 turns this off; the
- * default is ICPP_LEARN_VOTES (docs/resolve.md says how it was chosen). */
-#define ICPP_LEARN_VOTES 0
+ * default is ICPP_LEARN_VOTES (lib/cidx.h; docs/resolve.md says how it was
+ * chosen). */
 void icpp_cidx_set_votes(icpp_cidx *x, uint32_t votes);
 
-/* novel[f] != 0 (f < n, a map function): learning found contexts of f the
- * map did not have.  A sample of such a function whose known candidates
- * this recording's learn samples never confirmed at its CID is reported
- * ICPP_RES_UNCERTAIN instead of precise or ambiguous: the run does with f
- * what training did not, and an untrained path may share the CID (the
- * weight still goes to the candidates); so is one that a single learn
- * sample confirmed where known contexts recombine (ICPP_ROUTE_CONFIRM).
- * The array must outlive x. */
-void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
-/* Whether map function func is novel (icpp_cidx_set_novel). */
-int  icpp_cidx_novel(const icpp_cidx *x, uint32_t func);
+/* Novel functions (icpp_cidx_set_novel, lib/cidx.h: learning found
+ * contexts of f the map did not have).  A sample of such a function whose
+ * known candidates this recording's learn samples never confirmed at its
+ * CID is reported ICPP_RES_UNCERTAIN instead of precise or ambiguous: the
+ * run does with f what training did not, and an untrained path may share
+ * the CID (the weight still goes to the candidates); so is one that a
+ * single learn sample confirmed where known contexts recombine
+ * (ICPP_ROUTE_CONFIRM). */
 
 /* The recording's learn trail (lib/learn.h; NULL: none): with evidence on,
  * a one-candidate CID whose candidate the sample's thread passed through,
@@ -55,15 +39,6 @@ int  icpp_cidx_novel(const icpp_cidx *x, uint32_t func);
  * route, to be precise (docs/resolve.md, "Never precise and wrong").  t
  * must outlive x. */
 void icpp_cidx_set_trail(icpp_cidx *x, const icpp_learn_trail *t);
-
-/* Routes from a root to CID (func, height) through known contexts (trained
- * or learned) that this recording's learn samples passed through, counting
- * a context's routes as the sum of those of the distinct contexts its known
- * paths' parents are at; capped at 2^20.
- * More routes than known paths at the CID: the known paths recombine -- a
- * path the map lacks (part of one known path, the rest of another) reaches
- * the same CID.  Memoized per CID. */
-uint64_t icpp_cidx_routes(icpp_cidx *x, uint32_t func, int64_t height);
 
 /* With evidence on (icpp_cidx_set_evidence), a one-candidate CID of a novel
  * function (icpp_cidx_set_novel) that fewer
@@ -85,18 +60,6 @@ uint64_t icpp_cidx_routes(icpp_cidx *x, uint32_t func, int64_t height);
  * by default; icpp-resolve turns it on for recordings with learn samples. */
 void icpp_cidx_set_evidence(icpp_cidx *x, int on);
 
-/* Learn samples of this recording through map node `node`, at any of its
- * heights (0 for nodes added after the index was built, e.g. by completion). */
-uint64_t icpp_cidx_node_learned(const icpp_cidx *x, uint32_t node);
-
-/* Path-map function index of (module build-id, link-time start address), or
- * -1.  Module build-ids are matched once per module and cached by `mkey`
- * (any small integer the caller uses for the module, e.g. the replay's). */
-int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr);
-
-/* Path-map module index of a replay module (matched by build-id), or -1. */
-int32_t icpp_cidx_module(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid);
-
 /* How one sample resolved. */
 typedef enum icpp_res_kind {
     ICPP_RES_PRECISE = 0,   /* one candidate path */
@@ -114,7 +77,7 @@ const char *icpp_res_kind_name(int k);
 
 typedef struct icpp_resolution {
     int              kind;
-    int              aligned;   /* matched modulo a signal frame's alignment (see resolve.c) */
+    int              aligned;   /* matched modulo a signal frame's alignment (icpp_cidx_lookup_aligned) */
     int64_t          func;      /* path-map function, -1 if none */
     uint32_t         ncand;
     const icpp_cand *cand;
@@ -144,17 +107,16 @@ static inline double icpp_cand_share(const icpp_resolution *r, uint32_t i)
     return ((double)r->cand[i].learned + prior) / ((double)r->learned_total + 1.0);
 }
 
-/* The candidate is known only from learn samples (never trained). */
-static inline int icpp_cand_learned_only(const icpp_cand *c)
-{
-    return c->learned && !c->count;
-}
-
 /* Complete missing CIDs with c (NULL: off).  c must have been made for
  * this index's map; the index does not own it. */
 typedef struct icpp_completer icpp_completer;
 void icpp_cidx_set_completer(icpp_cidx *x, icpp_completer *c);
 
+/* Resolve replayed sample s of rp with index x and the policy set on it:
+ * fills *out, whose candidates stay valid until the next icpp_resolve_sample
+ * on x.  Never
+ * fails: out of memory, a sample is resolved less precisely (not pruned,
+ * or missing where its PLT stub's contexts could not be searched). */
 void icpp_resolve_sample(icpp_cidx *x, const icpp_replay *rp, const icpp_rsample *s, icpp_resolution *out);
 
 #endif

@@ -1,8 +1,8 @@
 /* test_complete.c -- completion against truth: train each corpus binary, take paths out of the map, and ask the completer for their (function, height): a completion reported unique must be the path taken out; alternatives for known CIDs. */
 #include "check.h"
+#include "cidx.h"
 #include "complete.h"
 #include "pathmap.h"
-#include "resolve.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* test_routes.c -- icpp_cidx_routes: routes to a CID through contexts learn samples saw, on hand-made maps. */
 #include "check.h"
 #include "pathmap.h"
-#include "resolve.h"
+#include "cidx.h"
 
 #include <string.h>
 
