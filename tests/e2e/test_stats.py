@@ -227,7 +227,7 @@ if m and m2 and m3:
     psp = int(m.group(6))
     e_o = max((npil * ppil - nsp * psp) / (npil - nsp), 0)
     E0 = npil * ppil - npil * e_o
-    if E0 <= 0.5 * npil * ppil:
+    if E0 <= 0.1 * npil * ppil:
         E0, e_o = npil * ppil, 0
     c.check(abs(int(m2.group(3)) - E0) <= 1 + 1e-6 * E0 and abs(int(m2.group(4)) - e_o) <= 1,
             f"E0 {m2.group(3)} and e {m2.group(4)} are not the pilots' ({E0:.0f}, {e_o:.0f})")
