@@ -186,8 +186,11 @@ int autoperiod_choose(char *const *argv, const char *self, const char *event, in
     if (!(ap->event_o > 0) || hardware)
         ap->event_o = 0;        /* within noise; a hardware event counts the program only */
     ap->events0 = dense - (double)ap->pilot_samples * ap->event_o;
-    if (!(ap->events0 > 0.5 * dense)) {
-        ap->events0 = dense;    /* the pilots disagree past reason: the dense pilot's count */
+    if (!(ap->events0 > 0.1 * dense)) {
+        /* the pilots disagree past reason (sampling would be 90% of the
+         * dense pilot; under a load of 16 on 2 cores it was 53%): the
+         * dense pilot's count */
+        ap->events0 = dense;
         ap->event_o = 0;
     }
     double per_n = ap->events0 / ap->n_star + ap->event_o;
@@ -203,7 +206,6 @@ int autoperiod_choose(char *const *argv, const char *self, const char *event, in
         ap->capped = 1;
     }
     ap->period = per_n >= 1 ? (uint64_t)per_n : 1;
-    ap->planned = (double)ap->period > ap->event_o ? ap->events0 / ((double)ap->period - ap->event_o) : ap->n_star;
     return 0;
 }
 
@@ -229,8 +231,11 @@ void autoperiod_print_result(const autoperiod *ap, FILE *f, uint64_t samples)
 {
     double lo, hi;
     icpp_stats_share_ci(ap->p * (double)samples, (double)samples, ap->z, &lo, &hi);
+    /* the samples the period takes: n*, or fewer where it was raised */
+    double per = (double)ap->period - ap->event_o;
+    double planned = per > 0 ? ap->events0 / per : ap->n_star;
     fprintf(f, "icpp-sample: auto period: %" PRIu64 " samples taken (%.0f planned%s); at that count the hottest "
                "context's share %.1f%% has the 95%% interval %.1f-%.1f%% (width %.2f points)\n",
-            samples, ap->planned, ap->capped ? ", fewer than n*: the period was raised" : " = n*", 100 * ap->p,
+            samples, planned, ap->capped ? ", fewer than n*: the period was raised" : " = n*", 100 * ap->p,
             100 * lo, 100 * hi, 100 * (hi - lo));
 }

@@ -26,7 +26,6 @@ typedef struct autoperiod {
     double   events0;           /* the run's events without sampling, from the two pilots */
     double   event_o;           /* events a sample adds to the run (a clock counts its cost) */
     uint64_t period;            /* the period chosen: events0 / n* + event_o, or the floor */
-    double   planned;           /* samples that period takes: events0 / (period - event_o) */
     int      capped;            /* raised to AUTOPERIOD_O_SHARE * o (a clock) */
 } autoperiod;
 

@@ -52,8 +52,11 @@
 #define RING_PAGES_LEARN 512
 /* --validate: every sample carries a stack copy; at 8 kHz 2 MiB lost 8% of
  * a short run's samples (fnptr in tests/e2e/test_check.py), more when the
- * reader is starved of CPU */
+ * reader is starved of CPU.  8 MiB per CPU, but locked memory for all
+ * rings together at most RING_VALIDATE_TOTAL (64 MiB: 8 CPUs at 8 MiB, 64
+ * CPUs at RING_PAGES_LEARN) -- never less per CPU than learning takes. */
 #define RING_PAGES_VALIDATE 2048
+#define RING_VALIDATE_TOTAL 16384
 #define WAKEUP_BYTES (256u << 10)   /* half of RING_PAGES: when the reader wakes, at any -m */
 #define LEARN_EVERY_SOFTWARE 2
 #define LEARN_EVERY_HARDWARE 4
@@ -106,9 +109,9 @@ static const char *usage_text =
     "                       another user's file in a sticky directory, is\n"
     "                       refused (docs/file-safety.md).\n"
     "  -m, --mmap-pages N   ring buffer data pages per CPU, a power of two\n"
-    "                       (default 128, 512 with learn samples, 2048 with\n"
-    "                       --validate; 128 where the locked-memory limit\n"
-    "                       refuses more).\n"
+    "                       (default 128, 512 with learn samples; with\n"
+    "                       --validate up to 2048, 64 MiB over all CPUs; 128\n"
+    "                       where the locked-memory limit refuses more).\n"
     "  -p, --pid PID        sample a running process and all its threads until\n"
     "                       Ctrl-C or its exit; it keeps running afterwards.\n"
     "      --validate       also record each sample's user callchain and a copy\n"
@@ -1199,14 +1202,16 @@ int main(int argc, char **argv)
         s.so.period = ap.period;
     }
     int amd = icpp_cpu_is_amd();
-    if (!s.pages) {
-        s.pages = s.validate ? RING_PAGES_VALIDATE : s.learn_every ? RING_PAGES_LEARN : RING_PAGES;
-        s.pages_default = 1;
-    }
     setup_events(&s, amd);
     if (s.learn_every)
         s.live = icpp_replay_live();
     s.ncpus = online_cpus(&s.cpus);
+    if (!s.pages) {
+        s.pages = s.learn_every ? RING_PAGES_LEARN : RING_PAGES;
+        while (s.validate && s.pages < RING_PAGES_VALIDATE && 2 * s.pages * (size_t)s.ncpus <= RING_VALIDATE_TOTAL)
+            s.pages *= 2;
+        s.pages_default = 1;
+    }
     int *ring_owner = malloc((size_t)s.ncpus * sizeof *ring_owner);
     if (!ring_owner || !s.cpus)
         die("out of memory");

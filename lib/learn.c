@@ -577,7 +577,7 @@ struct icpp_learn_trail {
     uint64_t       cut;         /* no learn sample kept from this time on */
     double         missing;     /* icpp_learn_trail_missing */
     icpp_hmap      procnode;    /* (pid << 32 | exec generation, node) -> 1: a learn sample of it passed */
-    size_t         nprocs;      /* distinct (pid, exec generation) among the chains */
+    size_t         nprocs;      /* process images among the chains: 0, 1, or 2 for more */
 };
 
 static int trail_cmp(const void *a, const void *b)
@@ -590,27 +590,29 @@ static int trail_cmp(const void *a, const void *b)
 
 /* t->procnode: which process images (pid, exec generation) each remembered
  * chain's contexts were seen in -- every chain, also those past the trail's
- * cut.  0, or -ENOMEM. */
-static int trail_procs(icpp_learn_trail *t, const learner *L)
+ * cut -- and t->nprocs, 1 or 2 (more than one image).  Out of memory:
+ * nothing per process (the map's learn counts serve). */
+static void trail_procs(icpp_learn_trail *t, const learner *L)
 {
-    icpp_hmap procs;
-    icpp_hmap_init(&procs);
     icpp_hmap_init(&t->procnode);
-    int rc = 0;
-    for (size_t i = 0; i < L->nchains && rc == 0; i++) {
+    uint64_t first = 0;
+    for (size_t i = 0; i < L->nchains; i++) {
         const struct lchain *c = &L->chains[i];
         uint64_t pk = (uint64_t)c->pid << 32 | c->gen;
         if (!c->neff)
             continue;
-        if (!icpp_hmap_get(&procs, pk, 0)) {
-            rc = icpp_hmap_put(&procs, pk, 0, 1);
-            t->nprocs++;
-        }
-        for (size_t k = 0; k < c->neff && rc == 0; k++)
-            rc = icpp_hmap_put(&t->procnode, pk, L->eff[c->eff + k].node, 1);
+        if (!t->nprocs)
+            first = pk, t->nprocs = 1;
+        else if (pk != first)
+            t->nprocs = 2;
+        for (size_t k = 0; k < c->neff; k++)
+            if (icpp_hmap_put(&t->procnode, pk, L->eff[c->eff + k].node, 1) < 0) {
+                icpp_hmap_free(&t->procnode);
+                icpp_hmap_init(&t->procnode);
+                t->nprocs = 0;
+                return;
+            }
     }
-    icpp_hmap_free(&procs);
-    return rc;
 }
 
 /* The trail out of L (which gives up its entries, threads, chains and effects). */
@@ -627,11 +629,7 @@ static icpp_learn_trail *trail_take(learner *L)
         qsort(L->trail, L->ntrail, sizeof *L->trail, trail_cmp);
     *t = (icpp_learn_trail){L->trail, L->ntrail, L->threads, L->thr, L->chains, L->eff, L->cut,
                             L->nseen ? (double)L->nonce / (double)L->nseen : 0.0, {0}, 0};
-    if (trail_procs(t, L) < 0) {        /* nothing per process: the map's learn counts serve */
-        icpp_hmap_free(&t->procnode);
-        icpp_hmap_init(&t->procnode);
-        t->nprocs = 0;
-    }
+    trail_procs(t, L);
     L->trail = NULL;
     L->thr = NULL;
     icpp_hmap_init(&L->threads);

@@ -155,8 +155,8 @@ static int learned_below_shared(const icpp_cidx *x, const icpp_cand *c)
     if (c->count || !c->learned)
         return 0;
     const icpp_pathmap *pm = icpp_cidx_pathmap(x);
-    uint32_t a = icpp_pathmap_node(pm, c->node)->parent;
-    for (uint32_t steps = 0; a && steps < 65536; steps++) {
+    /* a parent's index is below its child's: the walk ends at a root */
+    for (uint32_t a = icpp_pathmap_node(pm, c->node)->parent; a;) {
         const icpp_pm_node *an = icpp_pathmap_node(pm, a);
         int trained = 0;
         for (uint32_t k = 0; k < an->nheights; k++) {

@@ -80,9 +80,14 @@ shutil.copy(built("tests/programs/orders.O2-nofp-pie"), pprog)
 os.chmod(pprog, 0o755)
 rec2 = os.path.join(ndir, "pub.samples")
 r = run([SAMPLE, "-q", "-e", "cpu-clock", "-F", "4000", "-o", rec2, "--", pprog, "10"])
+c.check(r.returncode == 0, f"icpp-sample {pprog}: {r.stderr}")
 r, names = script_rows(owned(rec2, NOBODY), "orders")
-c.check(real_names(names) and "libc.so" in r.stdout,
-        f"nobody's recording of a world-readable binary lost its names: {r.stderr[-300:]!r}")
+# libc is world-readable too: none of its samples is "unreadable" (name "-";
+# its internal functions, without a dynsym name, are fn_ADDR) -- when it has
+# any: orders.c spends next to no time there, and one run in ten has none
+_, libc = script_rows(rec2, "libc.so.6")
+c.check(real_names(names) and all(n != "-" for n in libc),
+        f"nobody's recording of a world-readable binary lost its names: {sorted(set(libc))[:6]} {r.stderr[-300:]!r}")
 
 # ---- 2. .gnu_debuglink through a link beside the binary ----
 full = os.path.join(tmp, "inliner.full")

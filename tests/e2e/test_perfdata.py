@@ -159,7 +159,10 @@ for prog, config in cases:
     a, b = self_shares(ps), self_shares(ss)
     top = sorted(b, key=b.get, reverse=True)[:10]
     worst = max(abs(a.get(p, 0) - b[p]) for p in top)
-    c.check(worst < 0.05, f"{label}: top paths' shares differ by up to {100 * worst:.1f} points between perf.data and "
+    # Two runs, not one: under the suite's load on 2 cores a thread's leaves slow
+    # unevenly (threads.c's mix_leaf 18% of one run, 24% of the other); a wrong
+    # base or thread misplaces a whole thread's paths (each worker: ~20%).
+    c.check(worst < 0.08, f"{label}: top paths' shares differ by up to {100 * worst:.1f} points between perf.data and "
                           f"icpp-sample: " + "; ".join(f"{'>'.join(p[-2:])} {100 * a.get(p, 0):.1f}/{100 * b[p]:.1f}"
                                                        for p in top))
 
