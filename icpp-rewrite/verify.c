@@ -2,6 +2,7 @@
 #include "verify.h"
 
 #include "codec.h"
+#include "fsafe.h"
 #include "hmap.h"
 #include "module.h"
 #include "pathmap.h"
@@ -129,26 +130,6 @@ static void link_siblings(const char *prog_real, const char *dir)
     if (dh)
         closedir(dh);
     free(d);
-}
-
-static void rm_tree(const char *dir)
-{
-    DIR *dh = opendir(dir);
-    struct dirent *de;
-    while (dh && (de = readdir(dh)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        char p[PATH_MAX + 256];
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_tree(p);
-        else
-            unlink(p);
-    }
-    if (dh)
-        closedir(dh);
-    rmdir(dir);
 }
 
 /* ---- matching paths of two maps ---- */
@@ -564,7 +545,7 @@ static void verify_free(vrun *v)
     for (int i = 0; i < 3; i++)
         free(v->outs[i]);
     if (v->tdir[strlen(v->tdir) - 1] != 'X')
-        rm_tree(v->tdir);
+        icpp_fs_remove_tree(v->tdir);
     free(v->prog_real);
     free(v->out_real);
     free(v->train);

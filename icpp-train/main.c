@@ -369,22 +369,6 @@ static int make_train_dir(char *tdir, size_t n)
     return -1;
 }
 
-static void rm_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    while (d && (de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        char path[PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        unlink(path);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
-
 /* The janitor: a process outside icpp-train's process group that holds
  * the read end of a pipe.  Messages (5 bytes): 'P' + the target's pid,
  * 'D' (icpp-train cleaned up itself).  End of file without 'D' means
@@ -437,7 +421,7 @@ static int janitor_start(const char *dir)
         struct pollfd pf = {pidfd, POLLIN, 0};
         poll(&pf, 1, 10000);
     }
-    rm_dir(dir);
+    icpp_fs_remove_tree(dir);
     _exit(0);
 }
 
@@ -1007,7 +991,7 @@ static int run_and_collect(train_run *t)
         die(1, "cannot read the training data in %s", t->tdir);
     if (!t->quiet)
         report_lost(t->tdir);
-    rm_dir(t->tdir);
+    icpp_fs_remove_tree(t->tdir);
     janitor_say(janitor, 'D', 0);
     const char *prog = t->prog;
     size_t nrec = t->nrecovered;

@@ -2,6 +2,7 @@
 #include "fsafe.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -667,4 +668,37 @@ void icpp_fs_unlock(icpp_fs_lock *lk)
     lk->fd = -1;
     free(lk->path);
     lk->path = NULL;
+}
+
+/* Empty the directory open as `fd` (closed here), `depth` levels down. */
+static void remove_below(int fd, int depth)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+            int sub = depth < 16 ? openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+            if (sub >= 0)
+                remove_below(sub, depth + 1);
+            unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+        } else {
+            unlinkat(dirfd(d), de->d_name, 0);
+        }
+    }
+    closedir(d);
+}
+
+void icpp_fs_remove_tree(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0)
+        remove_below(fd, 0);
+    rmdir(dir);
 }

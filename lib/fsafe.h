@@ -146,4 +146,11 @@ void icpp_fs_unlock(icpp_fs_lock *lk);
  * write that made no progress). */
 int icpp_fs_write_all(int fd, const void *p, size_t n);
 
+/* Remove the directory `dir` and everything below it (a tool's own scratch
+ * directory: icpp-train's copies, icpp-rewrite --verify's), never following
+ * a link: each level is opened O_NOFOLLOW and its entries removed relative to
+ * it, so a link planted there is removed, not its target.  Best effort: what
+ * cannot be removed stays; below 16 levels nothing is entered. */
+void icpp_fs_remove_tree(const char *dir);
+
 #endif

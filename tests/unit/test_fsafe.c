@@ -324,5 +324,18 @@ int main(void)
           lstat(P("victim"), &ls) < 0, "lock through a link: %s", err.msg);
     CHECK(mkfifo(P("f.lock"), 0600) == 0, "mkfifo");
     CHECK(icpp_fs_lock_beside(&lk, P("f"), &err) == -EINVAL && strstr(err.msg, "FIFO"), "FIFO lock: %s", err.msg);
+
+    /* A scratch tree removed whole, a link in it removed, not followed. */
+    CHECK(mkdir(P("t"), 0700) == 0 && mkdir(P("t/a"), 0700) == 0 && mkdir(P("t/a/b"), 0700) == 0, "mkdir t");
+    put(P("t/f"), "x");
+    put(P("t/a/b/g"), "y");
+    put(P("outside"), "keep");
+    CHECK(mkdir(P("outdir"), 0700) == 0, "mkdir outdir");
+    put(P("outdir/h"), "keep");
+    CHECK(symlink(P("outside"), P("t/a/l")) == 0 && symlink(P("outdir"), P("t/ld")) == 0, "symlinks");
+    icpp_fs_remove_tree(P("t"));
+    CHECK(lstat(P("t"), &ls) < 0, "remove_tree left t");
+    CHECK(has(P("outside"), "keep") && has(P("outdir/h"), "keep"), "remove_tree followed a link");
+    icpp_fs_remove_tree(P("t"));   /* gone already: nothing happens */
     return check_done("fsafe");
 }
