@@ -111,6 +111,17 @@ void icpp_agent_fork_prepare(void) ICPP_AGENT_HIDDEN;
 void icpp_agent_fork_parent(void) ICPP_AGENT_HIDDEN;
 void icpp_agent_fork_child(void) ICPP_AGENT_HIDDEN;
 
+/* The pthread_atfork child handler: the child counts its own int3 entries
+ * (the sites belong to the patcher and the trap handler, trap.c), then the
+ * recorder gives it its own trees (recorder.c).  Composed here, where the
+ * handlers are registered, so that the recorder never calls the trap
+ * handler's module (which calls the recorder). */
+static void fork_child(void)
+{
+    icpp_agent_int3_reset();
+    icpp_agent_fork_child();
+}
+
 static const char *const reason_names[ICPP_AGENT_R_COUNT + 1] = {
     "ok", "too_short", "no_size", "branch_in", "overlap", "unrelocatable", "duplicate",
     "not_exec", "bad_index", "no_stub_mem", "self", "?",
@@ -154,7 +165,7 @@ int icpp_agent_init(const icpp_agent_config *cfg, icpp_err *err)
     if (!icpp_agent_cfg.live_signal)
         icpp_agent_cfg.live_signal = SIGRTMAX - 2;
     icpp_agent_cfg.startstack = icpp_agent_startstack();
-    int e = pthread_atfork(icpp_agent_fork_prepare, icpp_agent_fork_parent, icpp_agent_fork_child);
+    int e = pthread_atfork(icpp_agent_fork_prepare, icpp_agent_fork_parent, fork_child);
     if (e)
         return icpp_err_set(err, e, "icpp agent: pthread_atfork failed");
     inited = 1;
