@@ -833,8 +833,12 @@ static int write_part_file(const icpp_wbuf *b, int pid, const icpp_agent_thread_
 
 /* Thread t's part: its tree encoded (lib/pathmap's encoder, into mmap'd
  * memory) and written.  Nothing for an inherited tree, nor for one without
- * entries (its live file is removed).  Returns 0, or -1 with part_errno. */
-static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
+ * entries (its live file is removed).  Returns 0, or -1 with part_errno.
+ * Kept out of line: dump_all's libc call before its critical section
+ * (getpid at exit) is recorded, at a height that includes dump_all's frame
+ * and its callers'; inlined, this function's locals would grow that frame
+ * and change every trained map's exit path. */
+__attribute__((noinline)) static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
 {
     icpp_agent_thread_info ti;
     icpp_agent_thread_get_info(t, &ti);
