@@ -630,253 +630,324 @@ static void skim_frames(icpp_sreader *r, icpp_rbuf *q, uint64_t n)
     }
 }
 
+/* The next block's payload into r->blk, checked against its checksum: 1,
+ * or 0 at the end of the file (an incomplete last block -- writer killed
+ * -- is counted in r->truncated), or an error for a corrupt block. */
+static int next_block(icpp_sreader *r, icpp_err *err)
+{
+    size_t left = r->len - r->pos;
+    if (left == 0)
+        return 0;
+    if (left < 8) {
+        r->truncated = left;
+        r->pos = r->len;
+        return 0;
+    }
+    icpp_fmap_release(&r->map, r->pos);     /* the previous blocks are done */
+    const uint8_t *b = r->buf + r->pos;
+    uint32_t plen = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    uint32_t crc = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+    if (plen == 0 || plen > BLOCK_MAX)
+        return icpp_err_set(err, ICPP_EFORMAT, "corrupt block header at offset %zu (length %u)", r->pos, plen);
+    if ((size_t)plen > left - 8) {
+        r->truncated = left;        /* writer killed mid-block */
+        r->pos = r->len;
+        return 0;
+    }
+    if (icpp_crc32(0, b + 8, plen) != crc)
+        return icpp_err_set(err, ICPP_EFORMAT, "checksum mismatch in block at offset %zu: the file is corrupt",
+                            r->pos);
+    icpp_rbuf_init(&r->blk, b + 8, plen);
+    r->in_block = 1;
+    r->pos += 8 + (size_t)plen;
+    return 1;
+}
+
+/* The record readers below read one record's fields from q into rec
+ * (strings into r->s1, r->s2) and mark q bad for a field cut short or out
+ * of range; icpp_sreader_next reports that.  Those that return an int
+ * return 0, or an error for what cannot be read past. */
+
+static void read_event(icpp_sreader *r, icpp_rbuf *q, icpp_srec *rec)
+{
+    uint64_t id = icpp_rbuf_uv(q);
+    r->s1 = icpp_rbuf_str(q, MAX_STR);
+    uint64_t ty = icpp_rbuf_uv(q), cfg = icpp_rbuf_uv(q), per = icpp_rbuf_uv(q);
+    uint64_t fr = icpp_rbuf_uv(q), pr = icpp_rbuf_uv(q);
+    uint64_t role = r->version >= 2 ? icpp_rbuf_uv(q) : 0, of = r->version >= 2 ? icpp_rbuf_uv(q) : 0;
+    if (id > UINT32_MAX || ty > UINT32_MAX || fr > 1 || pr > 3 || role > ICPP_EVENT_LEARN || of > UINT32_MAX)
+        q->bad = 1;
+    rec->u.event.role = (uint32_t)role;
+    rec->u.event.of = (uint32_t)of;
+    rec->u.event.id = (uint32_t)id;
+    rec->u.event.name = r->s1;
+    rec->u.event.type = (uint32_t)ty;
+    rec->u.event.config = cfg;
+    rec->u.event.period = per;
+    rec->u.event.freq = (uint8_t)fr;
+    rec->u.event.precise = (uint8_t)pr;
+}
+
+static void read_proc(icpp_sreader *r, icpp_rbuf *q, icpp_srec *rec)
+{
+    uint64_t pid = icpp_rbuf_uv(q), ppid = icpp_rbuf_uv(q), ss = icpp_rbuf_uv(q);
+    r->s1 = icpp_rbuf_str(q, MAX_STR);
+    uint64_t fl = icpp_rbuf_uv(q);
+    if (pid > UINT32_MAX || ppid > UINT32_MAX || fl > UINT32_MAX)
+        q->bad = 1;
+    rec->u.proc.pid = (uint32_t)pid;
+    rec->u.proc.ppid = (uint32_t)ppid;
+    rec->u.proc.startstack = ss;
+    rec->u.proc.path = r->s1;
+    rec->u.proc.flags = (uint32_t)fl;
+}
+
+static void read_mmap(icpp_sreader *r, icpp_rbuf *q, icpp_srec *rec)
+{
+    uint64_t pid = icpp_rbuf_uv(q);
+    rec->u.mmap.start = icpp_rbuf_uv(q);
+    rec->u.mmap.len = icpp_rbuf_uv(q);
+    rec->u.mmap.pgoff = icpp_rbuf_uv(q);
+    uint64_t prot = icpp_rbuf_uv(q);
+    r->s1 = icpp_rbuf_str(q, MAX_STR);
+    uint64_t bl = icpp_rbuf_uv(q);
+    const uint8_t *bb = (!q->bad && bl <= ICPP_BUILD_ID_MAX) ? icpp_rbuf_bytes(q, (size_t)bl) : NULL;
+    if (pid > UINT32_MAX || prot > 7 || bl > ICPP_BUILD_ID_MAX || (bl && !bb))
+        q->bad = 1;
+    rec->u.mmap.pid = (uint32_t)pid;
+    rec->u.mmap.prot = (uint32_t)prot;
+    rec->u.mmap.path = r->s1;
+    rec->u.mmap.build_id.len = (uint8_t)(q->bad ? 0 : bl);
+    if (!q->bad && bl)
+        memcpy(rec->u.mmap.build_id.bytes, bb, (size_t)bl);
+}
+
+/* A THREAD record: the next thread index names (pid, tid). */
+static int read_thread(icpp_sreader *r, icpp_rbuf *q, icpp_err *err)
+{
+    uint64_t pid = icpp_rbuf_uv(q), tid = icpp_rbuf_uv(q);
+    if (q->bad || pid > UINT32_MAX || tid > UINT32_MAX)
+        BAD("bad thread", icpp_rbuf_pos(q));
+    if (r->nth == r->capth) {
+        size_t nc = r->capth ? 2 * r->capth : 64;
+        rthread *nt = realloc(r->th, nc * sizeof *nt);
+        if (!nt)
+            return icpp_err_set(err, ENOMEM, "out of memory");
+        r->th = nt;
+        r->capth = nc;
+    }
+    if (icpp_hmap_put(&r->tix, pid, tid, r->nth + 1) < 0)
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0, {NULL, NULL, 0, 0}, 0};
+    return 0;
+}
+
+/* An LSAMPLE's frames (after its sample fields, th's values updated) into
+ * l, in r->u64: its inner frames as given, its k outer ones the thread's
+ * previous learn sample's; th->last becomes these frames.  In skim mode
+ * only read and checked (l->n = 0). */
+static int read_learn(icpp_sreader *r, icpp_rbuf *q, rthread *th, icpp_learn_chain *l, icpp_err *err)
+{
+    uint64_t st = icpp_rbuf_uv(q), n = icpp_rbuf_uv(q), k = icpp_rbuf_uv(q);
+    /* each inner frame takes at least 2 bytes (1 for frame 0); the
+     * k outer ones are the thread's previous learn sample's */
+    if (q->bad || st > 255 || n > ICPP_LEARN_MAX_FRAMES || k > n || k > th->last.n || n - k > icpp_rbuf_left(q) ||
+        need_u64(r, 2 * n + 2) < 0)
+        BAD("bad learn sample", icpp_rbuf_pos(q));
+    if (r->skim) {
+        skim_frames(r, q, n - k);
+        th->last.n = q->bad ? th->last.n : (uint32_t)n;   /* only its length is kept */
+        l->status = (uint8_t)st;
+        l->n = 0;
+        l->pc = l->entry_sp = NULL;
+        return 0;
+    }
+    uint64_t *pc = r->u64, *esp = r->u64 + n;
+    for (uint64_t i = 0; i < n - k && !q->bad; i++) {
+        uint64_t d;
+        if (!i || r->version < 3) {
+            pc[i] = i ? pc[i - 1] + (uint64_t)icpp_rbuf_sv(q) : th->ip;
+            d = icpp_rbuf_uv(q);
+        } else if (fdict_frame(r, q, pc[i - 1], &pc[i], &d) < 0) {
+            return icpp_err_set(err, ENOMEM, "out of memory");
+        }
+        if (i && (d == 0 || esp[i - 1] + d < esp[i - 1]))
+            q->bad = 1;     /* callers' frames lie strictly above */
+        esp[i] = (i ? esp[i - 1] : th->sp) + d;
+    }
+    for (uint64_t j = 0; j < k; j++) {
+        pc[n - 1 - j] = th->last.pc[th->last.n - 1 - j];
+        esp[n - 1 - j] = th->last.esp[th->last.n - 1 - j];
+    }
+    if (k && k < n && esp[n - k] <= esp[n - k - 1])
+        q->bad = 1;
+    if (!q->bad && n && pc[0] != th->ip)
+        q->bad = 1;         /* frame 0 is the sample itself */
+    if (!q->bad && lchain_set(&th->last, pc, esp, (uint32_t)n) < 0)
+        return icpp_err_set(err, ENOMEM, "out of memory");
+    l->status = (uint8_t)st;
+    l->n = (uint32_t)n;
+    l->pc = pc;
+    l->entry_sp = esp;
+    return 0;
+}
+
+/* A VSAMPLE's --validate extras (after its sample fields) into x: the
+ * callchain and the registers in r->u64, the stack copy in the block. */
+static int read_extra(icpp_sreader *r, icpp_rbuf *q, icpp_sample_extra *x, icpp_err *err)
+{
+    uint64_t nc = icpp_rbuf_uv(q);
+    if (q->bad || nc > 4096 || nc > icpp_rbuf_left(q) || need_u64(r, nc + 64) < 0)
+        BAD("bad callchain", icpp_rbuf_pos(q));
+    uint64_t a = 0;
+    for (uint64_t i = 0; i < nc; i++) {
+        a += (uint64_t)icpp_rbuf_sv(q);
+        r->u64[i] = a;
+    }
+    x->regs_mask = icpp_rbuf_uv(q);
+    uint64_t nr = icpp_rbuf_uv(q);
+    if (q->bad || nr > 64 || nr != (uint64_t)__builtin_popcountll(x->regs_mask))
+        BAD("bad register set", icpp_rbuf_pos(q));
+    for (uint64_t i = 0; i < nr; i++)
+        r->u64[nc + i] = icpp_rbuf_uv(q);
+    uint64_t sz = icpp_rbuf_uv(q);
+    const uint8_t *bytes = (!q->bad && sz <= BLOCK_MAX) ? icpp_rbuf_bytes(q, (size_t)sz) : NULL;
+    if (!bytes && sz)
+        BAD("bad stack copy", icpp_rbuf_pos(q));
+    x->nchain = (uint32_t)nc;
+    x->chain = r->u64;
+    x->nregs = (uint32_t)nr;
+    x->regs = r->u64 + nc;
+    x->stack_size = (uint32_t)sz;
+    x->stack = bytes;
+    return 0;
+}
+
+/* A SAMPLE, VSAMPLE or LSAMPLE record (type): its thread's values moved by
+ * the deltas, *thread its index. */
+static int read_sample(icpp_sreader *r, icpp_rbuf *q, int type, icpp_srec *rec, size_t *thread, icpp_err *err)
+{
+    uint64_t t = icpp_rbuf_uv(q), ev = icpp_rbuf_uv(q);
+    int64_t dt = icpp_rbuf_sv(q), di = icpp_rbuf_sv(q), ds = icpp_rbuf_sv(q), db = icpp_rbuf_sv(q);
+    if (q->bad || t >= r->nth || ev > UINT32_MAX)
+        BAD("sample of unknown thread %llu", icpp_rbuf_pos(q), (unsigned long long)t);
+    rthread *th = &r->th[t];
+    *thread = (size_t)t;
+    r->time += (uint64_t)dt;
+    th->ip += (uint64_t)di;
+    th->sp += (uint64_t)ds;
+    th->bp += (uint64_t)db;
+    rec->type = type == ICPP_SREC_LSAMPLE ? ICPP_SREC_LSAMPLE : ICPP_SREC_SAMPLE;
+    rec->u.sample.pid = th->pid;
+    rec->u.sample.tid = th->tid;
+    rec->u.sample.event = (uint32_t)ev;
+    rec->u.sample.time = r->time;
+    rec->u.sample.ip = th->ip;
+    rec->u.sample.sp = th->sp;
+    rec->u.sample.bp = th->bp;
+    if (type == ICPP_SREC_SAMPLE)
+        return 0;
+    if (type == ICPP_SREC_LSAMPLE)
+        return read_learn(r, q, th, &rec->u.sample.l, err);
+    return read_extra(r, q, &rec->u.sample.x, err);
+}
+
+static void read_exit(icpp_sreader *r, icpp_rbuf *q, icpp_srec *rec)
+{
+    uint64_t pid = icpp_rbuf_uv(q), tid = icpp_rbuf_uv(q);
+    if (pid > UINT32_MAX || tid > UINT32_MAX)
+        q->bad = 1;
+    rec->u.exit.pid = (uint32_t)pid;
+    rec->u.exit.tid = (uint32_t)tid;
+    /* the thread is gone: a tid used again is a new thread, announced
+     * by a new THREAD record (docs/samples-format.md, "Meaning") */
+    uint64_t *ix = q->bad ? NULL : icpp_hmap_get(&r->tix, pid, tid);
+    if (ix && *ix)
+        r->th[*ix - 1].exited = 1;
+}
+
+/* The next record of the current block into rec: 1, or 0 for a record
+ * consumed here (THREAD), or an error.  A sample's *thread is its thread
+ * index. */
+static int read_record(icpp_sreader *r, icpp_srec *rec, size_t *thread, icpp_err *err)
+{
+    icpp_rbuf *q = &r->blk;
+    const uint8_t *tp = icpp_rbuf_bytes(q, 1);
+    int type = tp ? *tp : 0, rc = 0;
+    /* a sample's record is set field by field: zeroing the whole union
+     * (the mmap record's build-id makes it 136 bytes) cost 11% of this
+     * function */
+    if (type == ICPP_SREC_SAMPLE || type == ICPP_SREC_VSAMPLE || type == ICPP_SREC_LSAMPLE) {
+        rec->u.sample.x = (icpp_sample_extra){0};
+        rec->u.sample.l = (icpp_learn_chain){0};
+    } else {
+        memset(rec, 0, sizeof *rec);
+    }
+    rec->type = type;
+    free(r->s1);
+    free(r->s2);
+    r->s1 = r->s2 = NULL;
+    switch (type) {
+    case ICPP_SREC_INFO:
+        r->s1 = icpp_rbuf_str(q, MAX_STR);
+        r->s2 = icpp_rbuf_str(q, MAX_STR);
+        rec->u.info.key = r->s1;
+        rec->u.info.val = r->s2;
+        break;
+    case ICPP_SREC_EVENT:
+        read_event(r, q, rec);
+        break;
+    case ICPP_SREC_PROC:
+        read_proc(r, q, rec);
+        break;
+    case ICPP_SREC_MMAP:
+        read_mmap(r, q, rec);
+        break;
+    case ICPP_SREC_THREAD:
+        rc = read_thread(r, q, err);
+        return rc < 0 ? rc : 0;     /* internal */
+    case ICPP_SREC_SAMPLE:
+    case ICPP_SREC_VSAMPLE:
+    case ICPP_SREC_LSAMPLE:
+        if ((rc = read_sample(r, q, type, rec, thread, err)) < 0)
+            return rc;
+        break;
+    case ICPP_SREC_LOST:
+        rec->u.lost.count = icpp_rbuf_uv(q);
+        break;
+    case ICPP_SREC_EXIT:
+        read_exit(r, q, rec);
+        break;
+    case ICPP_SREC_END:
+        rec->u.end.samples = icpp_rbuf_uv(q);
+        rec->u.end.lost = icpp_rbuf_uv(q);
+        if (!q->bad && !r->clean_end) {
+            r->clean_end = 1;
+            r->end_samples = rec->u.end.samples;
+        }
+        break;
+    default:
+        BAD("unknown record type %d", icpp_rbuf_pos(q), type);
+    }
+    if (q->bad)
+        BAD("record type %d is cut short or out of range", icpp_rbuf_pos(q), type);
+    return 1;
+}
+
 int icpp_sreader_next(icpp_sreader *r, icpp_srec *rec, icpp_err *err)
 {
     for (;;) {
         if (!r->in_block || icpp_rbuf_left(&r->blk) == 0) {
-            size_t left = r->len - r->pos;
-            if (left == 0)
-                return 0;
-            if (left < 8) {
-                r->truncated = left;
-                r->pos = r->len;
-                return 0;
-            }
-            icpp_fmap_release(&r->map, r->pos);     /* the previous blocks are done */
-            const uint8_t *b = r->buf + r->pos;
-            uint32_t plen = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-            uint32_t crc = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
-            if (plen == 0 || plen > BLOCK_MAX)
-                return icpp_err_set(err, ICPP_EFORMAT, "corrupt block header at offset %zu (length %u)", r->pos, plen);
-            if ((size_t)plen > left - 8) {
-                r->truncated = left;        /* writer killed mid-block */
-                r->pos = r->len;
-                return 0;
-            }
-            if (icpp_crc32(0, b + 8, plen) != crc)
-                return icpp_err_set(err, ICPP_EFORMAT, "checksum mismatch in block at offset %zu: the file is corrupt",
-                                    r->pos);
-            icpp_rbuf_init(&r->blk, b + 8, plen);
-            r->in_block = 1;
-            r->pos += 8 + (size_t)plen;
+            int rc = next_block(r, err);
+            if (rc <= 0)
+                return rc;
         }
-        icpp_rbuf *q = &r->blk;
         size_t sample_thread = 0;
-        const uint8_t *tp = icpp_rbuf_bytes(q, 1);
-        int type = tp ? *tp : 0;
-        /* a sample's record is set field by field: zeroing the whole union
-         * (the mmap record's build-id makes it 136 bytes) cost 11% of this
-         * function */
-        if (type == ICPP_SREC_SAMPLE || type == ICPP_SREC_VSAMPLE || type == ICPP_SREC_LSAMPLE) {
-            rec->u.sample.x = (icpp_sample_extra){0};
-            rec->u.sample.l = (icpp_learn_chain){0};
-        } else {
-            memset(rec, 0, sizeof *rec);
-        }
-        rec->type = type;
-        free(r->s1);
-        free(r->s2);
-        r->s1 = r->s2 = NULL;
-        switch (type) {
-        case ICPP_SREC_INFO:
-            r->s1 = icpp_rbuf_str(q, MAX_STR);
-            r->s2 = icpp_rbuf_str(q, MAX_STR);
-            rec->u.info.key = r->s1;
-            rec->u.info.val = r->s2;
-            break;
-        case ICPP_SREC_EVENT: {
-            uint64_t id = icpp_rbuf_uv(q);
-            r->s1 = icpp_rbuf_str(q, MAX_STR);
-            uint64_t ty = icpp_rbuf_uv(q), cfg = icpp_rbuf_uv(q), per = icpp_rbuf_uv(q);
-            uint64_t fr = icpp_rbuf_uv(q), pr = icpp_rbuf_uv(q);
-            uint64_t role = r->version >= 2 ? icpp_rbuf_uv(q) : 0, of = r->version >= 2 ? icpp_rbuf_uv(q) : 0;
-            if (id > UINT32_MAX || ty > UINT32_MAX || fr > 1 || pr > 3 || role > ICPP_EVENT_LEARN ||
-                of > UINT32_MAX)
-                q->bad = 1;
-            rec->u.event.role = (uint32_t)role;
-            rec->u.event.of = (uint32_t)of;
-            rec->u.event.id = (uint32_t)id;
-            rec->u.event.name = r->s1;
-            rec->u.event.type = (uint32_t)ty;
-            rec->u.event.config = cfg;
-            rec->u.event.period = per;
-            rec->u.event.freq = (uint8_t)fr;
-            rec->u.event.precise = (uint8_t)pr;
-            break;
-        }
-        case ICPP_SREC_PROC: {
-            uint64_t pid = icpp_rbuf_uv(q), ppid = icpp_rbuf_uv(q), ss = icpp_rbuf_uv(q);
-            r->s1 = icpp_rbuf_str(q, MAX_STR);
-            uint64_t fl = icpp_rbuf_uv(q);
-            if (pid > UINT32_MAX || ppid > UINT32_MAX || fl > UINT32_MAX)
-                q->bad = 1;
-            rec->u.proc.pid = (uint32_t)pid;
-            rec->u.proc.ppid = (uint32_t)ppid;
-            rec->u.proc.startstack = ss;
-            rec->u.proc.path = r->s1;
-            rec->u.proc.flags = (uint32_t)fl;
-            break;
-        }
-        case ICPP_SREC_MMAP: {
-            uint64_t pid = icpp_rbuf_uv(q);
-            rec->u.mmap.start = icpp_rbuf_uv(q);
-            rec->u.mmap.len = icpp_rbuf_uv(q);
-            rec->u.mmap.pgoff = icpp_rbuf_uv(q);
-            uint64_t prot = icpp_rbuf_uv(q);
-            r->s1 = icpp_rbuf_str(q, MAX_STR);
-            uint64_t bl = icpp_rbuf_uv(q);
-            const uint8_t *bb = (!q->bad && bl <= ICPP_BUILD_ID_MAX) ? icpp_rbuf_bytes(q, (size_t)bl) : NULL;
-            if (pid > UINT32_MAX || prot > 7 || bl > ICPP_BUILD_ID_MAX || (bl && !bb))
-                q->bad = 1;
-            rec->u.mmap.pid = (uint32_t)pid;
-            rec->u.mmap.prot = (uint32_t)prot;
-            rec->u.mmap.path = r->s1;
-            rec->u.mmap.build_id.len = (uint8_t)(q->bad ? 0 : bl);
-            if (!q->bad && bl)
-                memcpy(rec->u.mmap.build_id.bytes, bb, (size_t)bl);
-            break;
-        }
-        case ICPP_SREC_THREAD: {
-            uint64_t pid = icpp_rbuf_uv(q), tid = icpp_rbuf_uv(q);
-            if (q->bad || pid > UINT32_MAX || tid > UINT32_MAX)
-                BAD("bad thread", icpp_rbuf_pos(q));
-            if (r->nth == r->capth) {
-                size_t nc = r->capth ? 2 * r->capth : 64;
-                rthread *nt = realloc(r->th, nc * sizeof *nt);
-                if (!nt)
-                    return icpp_err_set(err, ENOMEM, "out of memory");
-                r->th = nt;
-                r->capth = nc;
-            }
-            if (icpp_hmap_put(&r->tix, pid, tid, r->nth + 1) < 0)
-                return icpp_err_set(err, ENOMEM, "out of memory");
-            r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0, {NULL, NULL, 0, 0}, 0};
-            continue;       /* internal */
-        }
-        case ICPP_SREC_SAMPLE:
-        case ICPP_SREC_VSAMPLE:
-        case ICPP_SREC_LSAMPLE: {
-            uint64_t t = icpp_rbuf_uv(q), ev = icpp_rbuf_uv(q);
-            int64_t dt = icpp_rbuf_sv(q), di = icpp_rbuf_sv(q), ds = icpp_rbuf_sv(q), db = icpp_rbuf_sv(q);
-            if (q->bad || t >= r->nth || ev > UINT32_MAX)
-                BAD("sample of unknown thread %llu", icpp_rbuf_pos(q), (unsigned long long)t);
-            rthread *th = &r->th[t];
-            sample_thread = (size_t)t;
-            r->time += (uint64_t)dt;
-            th->ip += (uint64_t)di;
-            th->sp += (uint64_t)ds;
-            th->bp += (uint64_t)db;
-            rec->type = type == ICPP_SREC_LSAMPLE ? ICPP_SREC_LSAMPLE : ICPP_SREC_SAMPLE;
-            rec->u.sample.pid = th->pid;
-            rec->u.sample.tid = th->tid;
-            rec->u.sample.event = (uint32_t)ev;
-            rec->u.sample.time = r->time;
-            rec->u.sample.ip = th->ip;
-            rec->u.sample.sp = th->sp;
-            rec->u.sample.bp = th->bp;
-            if (type == ICPP_SREC_SAMPLE)
-                break;
-            if (type == ICPP_SREC_LSAMPLE) {
-                icpp_learn_chain *l = &rec->u.sample.l;
-                uint64_t st = icpp_rbuf_uv(q), n = icpp_rbuf_uv(q), k = icpp_rbuf_uv(q);
-                /* each inner frame takes at least 2 bytes (1 for frame 0); the
-                 * k outer ones are the thread's previous learn sample's */
-                if (q->bad || st > 255 || n > ICPP_LEARN_MAX_FRAMES || k > n || k > th->last.n ||
-                    n - k > icpp_rbuf_left(q) || need_u64(r, 2 * n + 2) < 0)
-                    BAD("bad learn sample", icpp_rbuf_pos(q));
-                if (r->skim) {
-                    skim_frames(r, q, n - k);
-                    th->last.n = q->bad ? th->last.n : (uint32_t)n;   /* only its length is kept */
-                    l->status = (uint8_t)st;
-                    l->n = 0;
-                    l->pc = l->entry_sp = NULL;
-                    break;
-                }
-                uint64_t *pc = r->u64, *esp = r->u64 + n;
-                for (uint64_t i = 0; i < n - k && !q->bad; i++) {
-                    uint64_t d;
-                    if (!i || r->version < 3) {
-                        pc[i] = i ? pc[i - 1] + (uint64_t)icpp_rbuf_sv(q) : th->ip;
-                        d = icpp_rbuf_uv(q);
-                    } else if (fdict_frame(r, q, pc[i - 1], &pc[i], &d) < 0) {
-                        return icpp_err_set(err, ENOMEM, "out of memory");
-                    }
-                    if (i && (d == 0 || esp[i - 1] + d < esp[i - 1]))
-                        q->bad = 1;     /* callers' frames lie strictly above */
-                    esp[i] = (i ? esp[i - 1] : th->sp) + d;
-                }
-                for (uint64_t j = 0; j < k; j++) {
-                    pc[n - 1 - j] = th->last.pc[th->last.n - 1 - j];
-                    esp[n - 1 - j] = th->last.esp[th->last.n - 1 - j];
-                }
-                if (k && k < n && esp[n - k] <= esp[n - k - 1])
-                    q->bad = 1;
-                if (!q->bad && n && pc[0] != th->ip)
-                    q->bad = 1;         /* frame 0 is the sample itself */
-                if (!q->bad && lchain_set(&th->last, pc, esp, (uint32_t)n) < 0)
-                    return icpp_err_set(err, ENOMEM, "out of memory");
-                l->status = (uint8_t)st;
-                l->n = (uint32_t)n;
-                l->pc = pc;
-                l->entry_sp = esp;
-                break;
-            }
-            icpp_sample_extra *x = &rec->u.sample.x;
-            uint64_t nc = icpp_rbuf_uv(q);
-            if (q->bad || nc > 4096 || nc > icpp_rbuf_left(q) || need_u64(r, nc + 64) < 0)
-                BAD("bad callchain", icpp_rbuf_pos(q));
-            uint64_t a = 0;
-            for (uint64_t i = 0; i < nc; i++) {
-                a += (uint64_t)icpp_rbuf_sv(q);
-                r->u64[i] = a;
-            }
-            x->regs_mask = icpp_rbuf_uv(q);
-            uint64_t nr = icpp_rbuf_uv(q);
-            if (q->bad || nr > 64 || nr != (uint64_t)__builtin_popcountll(x->regs_mask))
-                BAD("bad register set", icpp_rbuf_pos(q));
-            for (uint64_t i = 0; i < nr; i++)
-                r->u64[nc + i] = icpp_rbuf_uv(q);
-            uint64_t sz = icpp_rbuf_uv(q);
-            const uint8_t *bytes = (!q->bad && sz <= BLOCK_MAX) ? icpp_rbuf_bytes(q, (size_t)sz) : NULL;
-            if (!bytes && sz)
-                BAD("bad stack copy", icpp_rbuf_pos(q));
-            x->nchain = (uint32_t)nc;
-            x->chain = r->u64;
-            x->nregs = (uint32_t)nr;
-            x->regs = r->u64 + nc;
-            x->stack_size = (uint32_t)sz;
-            x->stack = bytes;
-            break;
-        }
-        case ICPP_SREC_LOST:
-            rec->u.lost.count = icpp_rbuf_uv(q);
-            break;
-        case ICPP_SREC_EXIT: {
-            uint64_t pid = icpp_rbuf_uv(q), tid = icpp_rbuf_uv(q);
-            if (pid > UINT32_MAX || tid > UINT32_MAX)
-                q->bad = 1;
-            rec->u.exit.pid = (uint32_t)pid;
-            rec->u.exit.tid = (uint32_t)tid;
-            /* the thread is gone: a tid used again is a new thread, announced
-             * by a new THREAD record (docs/samples-format.md, "Meaning") */
-            uint64_t *ix = q->bad ? NULL : icpp_hmap_get(&r->tix, pid, tid);
-            if (ix && *ix)
-                r->th[*ix - 1].exited = 1;
-            break;
-        }
-        case ICPP_SREC_END:
-            rec->u.end.samples = icpp_rbuf_uv(q);
-            rec->u.end.lost = icpp_rbuf_uv(q);
-            if (!q->bad && !r->clean_end) {
-                r->clean_end = 1;
-                r->end_samples = rec->u.end.samples;
-            }
-            break;
-        default:
-            BAD("unknown record type %d", icpp_rbuf_pos(q), type);
-        }
-        if (q->bad)
-            BAD("record type %d is cut short or out of range", icpp_rbuf_pos(q), type);
+        int rc = read_record(r, rec, &sample_thread, err);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            continue;
         if (rec->type == ICPP_SREC_SAMPLE || rec->type == ICPP_SREC_LSAMPLE) {
             /* read in full above (the deltas and the frame dictionary go on),
              * but no sample follows the END record or its thread's EXIT */

@@ -214,7 +214,8 @@ extern icpp_agent_modsites *volatile icpp_agent_mods ICPP_AGENT_HIDDEN;
 /* The site whose function starts at addr, or NULL (signal-safe). */
 const icpp_agent_site *icpp_agent_site_at(uint64_t addr) ICPP_AGENT_HIDDEN;
 
-/* Zero every site's trap count (a fork child counts its own entries). */
+/* Zero every site's trap count (a fork child counts its own entries:
+ * icpp_agent_init's atfork child handler, patch.c). */
 void icpp_agent_int3_reset(void) ICPP_AGENT_HIDDEN;
 
 /* Install the SIGTRAP handler (once); 0 or -errno. */

@@ -111,6 +111,17 @@ void icpp_agent_fork_prepare(void) ICPP_AGENT_HIDDEN;
 void icpp_agent_fork_parent(void) ICPP_AGENT_HIDDEN;
 void icpp_agent_fork_child(void) ICPP_AGENT_HIDDEN;
 
+/* The pthread_atfork child handler: the child counts its own int3 entries
+ * (the sites belong to the patcher and the trap handler, trap.c), then the
+ * recorder gives it its own trees (recorder.c).  Composed here, where the
+ * handlers are registered, so that the recorder never calls the trap
+ * handler's module (which calls the recorder). */
+static void fork_child(void)
+{
+    icpp_agent_int3_reset();
+    icpp_agent_fork_child();
+}
+
 static const char *const reason_names[ICPP_AGENT_R_COUNT + 1] = {
     "ok", "too_short", "no_size", "branch_in", "overlap", "unrelocatable", "duplicate",
     "not_exec", "bad_index", "no_stub_mem", "self", "?",
@@ -154,7 +165,7 @@ int icpp_agent_init(const icpp_agent_config *cfg, icpp_err *err)
     if (!icpp_agent_cfg.live_signal)
         icpp_agent_cfg.live_signal = SIGRTMAX - 2;
     icpp_agent_cfg.startstack = icpp_agent_startstack();
-    int e = pthread_atfork(icpp_agent_fork_prepare, icpp_agent_fork_parent, icpp_agent_fork_child);
+    int e = pthread_atfork(icpp_agent_fork_prepare, icpp_agent_fork_parent, fork_child);
     if (e)
         return icpp_err_set(err, e, "icpp agent: pthread_atfork failed");
     inited = 1;
@@ -961,33 +972,35 @@ static void publish(icpp_agent_modsites *m)
                                         __ATOMIC_RELAXED));
 }
 
-static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsigned flags,
-                        icpp_agent_patch_stats *st, icpp_err *err)
-{
-    rows rs = { 0 };
-    work *wv = calloc(n ? n : 1, sizeof *wv);
-    work **ws = malloc((n ? n : 1) * sizeof *ws);
-    icpp_agent_site *sites = NULL;
-    run *runs = NULL;
-    redirect *redir = NULL;
-    int rc = 0, evac_unacked = 0, evac_moved = 0;
-    uint64_t calls_trapped = 0;
-    if (!wv || !ws) {
-        rc = icpp_err_set(err, ENOMEM, "%s: out of memory for %zu functions", name, n);
-        goto out;
-    }
-    if (icpp_agent_maps_each(rows_cb, &rs) < 0 || rs.n == 0) {
-        rc = icpp_err_set(err, EIO, "%s: cannot read /proc/self/maps", name);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        wv[i].f = &funcs[i];
-        wv[i].addr = funcs[i].addr;
-        wv[i].size = funcs[i].size;
-        ws[i] = &wv[i];
-    }
-    qsort(ws, n, sizeof *ws, cmp_work);
+/* One patch_module call, from the functions listed to the counts: built by
+ * plan, place_region, emit_stubs, publish_sites and write_entries in turn
+ * (the steps of the comment at the top), read by count_results. */
+typedef struct job {
+    const char      *name;            /* the module, for messages */
+    unsigned         flags;           /* ICPP_AGENT_PATCH_* */
+    int              live;            /* other threads may run: the int3-bracketed writes */
+    rows             rs;              /* the process's mappings */
+    work            *wv;              /* one per function, in the caller's order */
+    work           **ws;              /* the same, sorted by address */
+    size_t           n;
+    redirect        *redir;           /* direct calls of int3 sites, to their stubs */
+    size_t           nredir;
+    icpp_agent_site *sites;           /* the site table until it is published */
+    size_t           nsites;
+    run             *runs;            /* page runs made writable for the writes */
+    uint64_t         region;          /* the stubs' mapping (0: none) ... */
+    uint64_t         region_size;     /* ... and its size */
+    int              evac_unacked;    /* live: threads that did not answer evacuation */
+    int              evac_moved;      /* live: threads moved out of patched bytes */
+    uint64_t         calls_trapped;   /* live: redirected branches the handler took */
+} job;
 
+/* Steps 1 and 2: how each function is hooked (ws sorted by address), and
+ * which direct calls of int3 sites go to their stubs. */
+static void plan(job *j)
+{
+    work **ws = j->ws;
+    size_t n = j->n;
     /* 1. classify */
     for (size_t i = 0; i < n; i++) {
         if (i && ws[i]->addr == ws[i - 1]->addr) {
@@ -996,14 +1009,14 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
             continue;
         }
         uint64_t next = 0;
-        for (size_t j = i + 1; j < n && !next; j++)
-            if (ws[j]->addr > ws[i]->addr)
-                next = ws[j]->addr;
-        classify(ws[i], &rs, next);
+        for (size_t k = i + 1; k < n && !next; k++)
+            if (ws[k]->addr > ws[i]->addr)
+                next = ws[k]->addr;
+        classify(ws[i], &j->rs, next);
     }
     /* 2. conflicts, then the short jmp where the jmp did not fit */
     gaps gp = { 0 };
-    find_gaps(ws, n, &rs, &gp);
+    find_gaps(ws, n, &j->rs, &gp);
     edges eg = { NULL, 0, 0, n ? ws[0]->addr : 0, 0 };
     scan_conflicts(ws, n, &gp, &eg);
     short_jmps(ws, n, &gp);
@@ -1013,23 +1026,30 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
     for (size_t i = 0; i < n; i++) {
         work *w = ws[i];
         if (w->how == ICPP_AGENT_HOW_INT3 &&
-            ((flags & ICPP_AGENT_PATCH_NO_INT3) ||
+            ((j->flags & ICPP_AGENT_PATCH_NO_INT3) ||
              relocate_sum((const uint8_t *)(uintptr_t)w->addr, w->avail, w->addr, 1, &w->rel)))
             w->how = ICPP_AGENT_HOW_NONE;
     }
     /* their direct calls: to the stub */
-    int live = (flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
-    size_t nredir = find_redirects(ws, n, &eg, &redir);
+    j->live = (j->flags & ICPP_AGENT_PATCH_LIVE) || icpp_agent_list_threads(NULL, 0) > 1;
+    j->nredir = find_redirects(ws, n, &eg, &j->redir);
     free(eg.v);
+}
 
+/* Step 3's mapping: sizes every hooked function's stub and maps room for
+ * them within reach of everything they refer to (unless a dry run).  When
+ * there is none, every function is refused (NO_STUB_MEM) and the error is
+ * returned; the call still reports its counts. */
+static int place_region(job *j, icpp_err *err)
+{
     uint64_t lo = ~0ull, hi = 0, total = SLOT_BYTES;
-    size_t nsites = 0;
-    for (size_t i = 0; i < nredir; i++) {
-        lo = redir[i].at < lo ? redir[i].at : lo;
-        hi = redir[i].at + redir[i].len > hi ? redir[i].at + redir[i].len : hi;
+    j->nsites = 0;
+    for (size_t i = 0; i < j->nredir; i++) {
+        lo = j->redir[i].at < lo ? j->redir[i].at : lo;
+        hi = j->redir[i].at + j->redir[i].len > hi ? j->redir[i].at + j->redir[i].len : hi;
     }
-    for (size_t i = 0; i < n; i++) {
-        work *w = ws[i];
+    for (size_t i = 0; i < j->n; i++) {
+        work *w = j->ws[i];
         if (w->how == ICPP_AGENT_HOW_NONE)
             continue;
         /* int3 sites get the recording prefix too: their direct calls enter there */
@@ -1039,219 +1059,271 @@ static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsi
         lo = w->rel.ref_lo < lo ? w->rel.ref_lo : lo;
         hi = w->addr + 5 > hi ? w->addr + 5 : hi;
         hi = w->rel.ref_hi > hi ? w->rel.ref_hi : hi;
-        nsites++;
+        j->nsites++;
     }
-
-    uint64_t region = 0, region_size = (total + 4095) & ~4095ull;
-    if (nsites && !(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
-        region = hi - lo < REACH ? alloc_near(&rs, lo, hi, region_size) : 0;
-        if (!region) {
-            for (size_t i = 0; i < n; i++)
-                if (ws[i]->how != ICPP_AGENT_HOW_NONE) {
-                    ws[i]->how = ICPP_AGENT_HOW_NONE;
-                    ws[i]->reason = ICPP_AGENT_R_NO_STUB_MEM;
-                }
-            rc = icpp_err_set(err, ENOMEM,
-                              "%s: no free memory within 2 GiB of [%#llx, %#llx] for %llu "
-                              "bytes of stubs; the module stays unpatched",
-                              name, (unsigned long long)lo, (unsigned long long)hi,
-                              (unsigned long long)region_size);
-            nsites = 0;
-            nredir = 0;
+    j->region_size = (total + 4095) & ~4095ull;
+    if (!j->nsites || (j->flags & ICPP_AGENT_PATCH_DRY_RUN))
+        return 0;
+    j->region = hi - lo < REACH ? alloc_near(&j->rs, lo, hi, j->region_size) : 0;
+    if (j->region)
+        return 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (j->ws[i]->how != ICPP_AGENT_HOW_NONE) {
+            j->ws[i]->how = ICPP_AGENT_HOW_NONE;
+            j->ws[i]->reason = ICPP_AGENT_R_NO_STUB_MEM;
         }
+    j->nsites = 0;
+    j->nredir = 0;
+    return icpp_err_set(err, ENOMEM,
+                        "%s: no free memory within 2 GiB of [%#llx, %#llx] for %llu "
+                        "bytes of stubs; the module stays unpatched",
+                        j->name, (unsigned long long)lo, (unsigned long long)hi,
+                        (unsigned long long)j->region_size);
+}
+
+/* The recording prefix of a stub at cur (STUB_PREFIX bytes):
+ * push %r11; mov $index,%r11d; call *slot(%rip); pop %r11. */
+static void put_prefix(uint8_t *p, uint64_t cur, uint64_t region, uint32_t index)
+{
+    int32_t disp = (int32_t)(int64_t)(region - (cur + 14));    /* end of the call */
+    p[0] = 0x41;
+    p[1] = 0x53;
+    p[2] = 0x41;
+    p[3] = 0xbb;
+    memcpy(p + 4, &index, 4);
+    p[8] = 0xff;
+    p[9] = 0x15;
+    memcpy(p + 10, &disp, 4);
+    p[14] = 0x41;
+    p[15] = 0x5b;
+}
+
+/* w's stub at cur: the prefix, then its first instructions relocated there;
+ * fills its site (state JMP_PENDING or INT3).  Returns -1, with w refused,
+ * if they cannot be relocated there. */
+static int emit_stub(work *w, uint64_t region, uint64_t cur, icpp_agent_site *s)
+{
+    int jmp = w->how == ICPP_AGENT_HOW_JMP;
+    uint64_t code = cur + STUB_PREFIX;
+    icpp_agent_reloc rel;
+    if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr, w->island ? w->rel.src_len : w->avail,
+                            w->addr, jmp ? (w->island ? 2 : 5) : 1, code, &rel, NULL)) {
+        /* cannot happen: the region is within reach of ref_lo..ref_hi */
+        w->how = ICPP_AGENT_HOW_NONE;
+        w->reason = ICPP_AGENT_R_UNRELOCATABLE;
+        return -1;
     }
-
-    /* 3. emit stubs */
-    if (region) {
-        sites = calloc(nsites, sizeof *sites);
-        runs = calloc(nsites * 4 + nredir * 2, sizeof *runs);
-        if (!sites || !runs) {
-            rc = icpp_err_set(err, ENOMEM, "%s: out of memory", name);
-            icpp_sys_munmap((void *)region, region_size);
-            goto out;
-        }
-        memcpy((void *)region, &(uint64_t){ (uint64_t)(uintptr_t)icpp_agent_tramp }, 8);
-        uint64_t cur = region + SLOT_BYTES;
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            work *w = ws[i];
-            if (w->how == ICPP_AGENT_HOW_NONE)
-                continue;
-            uint8_t *p = (uint8_t *)(uintptr_t)cur;
-            int jmp = w->how == ICPP_AGENT_HOW_JMP;
-            uint64_t code = cur + STUB_PREFIX;
-            icpp_agent_reloc rel;
-            if (icpp_agent_relocate((const uint8_t *)(uintptr_t)w->addr,
-                                    w->island ? w->rel.src_len : w->avail, w->addr,
-                                    jmp ? (w->island ? 2 : 5) : 1, code, &rel, NULL)) {
-                /* cannot happen: the region is within reach of ref_lo..ref_hi */
-                w->how = ICPP_AGENT_HOW_NONE;
-                w->reason = ICPP_AGENT_R_UNRELOCATABLE;
-                continue;
-            }
-            {
-                int32_t disp = (int32_t)(int64_t)(region - (cur + 14));    /* end of the call */
-                p[0] = 0x41;
-                p[1] = 0x53;
-                p[2] = 0x41;
-                p[3] = 0xbb;
-                memcpy(p + 4, &w->f->index, 4);
-                p[8] = 0xff;
-                p[9] = 0x15;
-                memcpy(p + 10, &disp, 4);
-                p[14] = 0x41;
-                p[15] = 0x5b;
-            }
-            memcpy((void *)(uintptr_t)code, rel.code, rel.size);
-            icpp_agent_site *s = &sites[k++];
-            s->addr = w->addr;
-            s->stub = cur;
-            s->resume = code;
-            s->island = w->island;
-            s->index = w->f->index;
-            s->len = (uint8_t)rel.src_len;
-            s->state = jmp ? ICPP_AGENT_SITE_JMP_PENDING : ICPP_AGENT_SITE_INT3;
-            memcpy(s->orig, (const void *)(uintptr_t)w->addr, w->avail < 6 ? w->avail : 6);
-            s->ninsn = (uint8_t)(rel.ninsn < 5 ? rel.ninsn : 5);
-            for (int j = 0; j < s->ninsn; j++) {
-                s->src_off[j] = rel.src_off[j];
-                s->dst_off[j] = rel.dst_off[j];
-            }
-            w->stub = cur;
-            w->code_end = rel.code_end;
-            cur += (w->stub_size + 15) & ~15u;
-        }
-        nsites = k;
-        retarget_copies(ws, n);
-        if (icpp_sys_mprotect(region, region_size, PROT_READ | PROT_EXEC) < 0) {
-            rc = icpp_err_set(err, EACCES, "%s: cannot make the stub memory executable", name);
-            icpp_sys_munmap((void *)region, region_size);
-            goto out;
-        }
-
-        /* 4. publish, then write */
-        int any_int3 = 0;
-        for (size_t i = 0; i < nsites; i++)
-            any_int3 |= sites[i].state == ICPP_AGENT_SITE_INT3;
-        if ((any_int3 || live) && (rc = icpp_agent_trap_install()) < 0) {
-            rc = icpp_err_set(err, -rc, "%s: cannot install the SIGTRAP handler", name);
-            goto out;
-        }
-        icpp_agent_modsites *m = calloc(1, sizeof *m);
-        if (!m) {
-            rc = icpp_err_set(err, ENOMEM, "%s: out of memory", name);
-            goto out;
-        }
-        m->sites = sites;
-        m->nsites = nsites;
-        if (live && nredir && (m->calls = calloc(nredir, sizeof *m->calls))) {
-            /* what the SIGTRAP handler does for a branch being rewritten */
-            for (size_t i = 0; i < nredir; i++)
-                if (redir[i].to->stub)
-                    m->calls[m->ncalls++] = (icpp_agent_callsite){
-                        redir[i].at, redir[i].to->stub, redir[i].len, redir[i].kind, redir[i].cc,
-                        redir[i].first };
-        } else if (live && nredir) {
-            for (size_t i = 0; i < nredir; i++)   /* no table for the handler: they keep trapping */
-                redir[i].to->redirected = 0;
-            nredir = 0;
-        }
-        m->lo = nsites ? sites[0].addr : 1;
-        m->hi = nsites ? sites[nsites - 1].addr : 0;
-        if (!live)
-            for (size_t i = 0; i < nsites; i++)
-                if (sites[i].state == ICPP_AGENT_SITE_JMP_PENDING)
-                    sites[i].state = ICPP_AGENT_SITE_JMP;
-        publish(m);
-        size_t nr = page_runs(sites, nsites, redir, nredir, &rs, runs);
-        evac ev = { icpp_agent_cfg.live_signal, 2000, 0, 0 };
-        int use_ev = live && !(flags & ICPP_AGENT_PATCH_NO_EVACUATE);
-        uint64_t emulated = icpp_agent_calls_emulated;
-        int wrc = write_sites(sites, nsites, redir, nredir, runs, nr, live, use_ev ? &ev : NULL);
-        calls_trapped = icpp_agent_calls_emulated - emulated;
-        if (wrc < 0) {
-            /* Nothing or only some pages became writable: the sites are
-             * published, so any int3 already written still works. */
-            rc = icpp_err_set(err, EACCES,
-                              "%s: mprotect of the code pages failed (W^X policy?); the module "
-                              "is unpatched",
-                              name);
-            for (size_t i = 0; i < n; i++)
-                if (ws[i]->how != ICPP_AGENT_HOW_NONE)
-                    ws[i]->how = ICPP_AGENT_HOW_NONE;
-        }
-        sites = NULL;           /* owned by the published table */
-        evac_unacked = use_ev ? ev.unacked : 0;
-        evac_moved = use_ev ? ev.moved : 0;
+    put_prefix((uint8_t *)(uintptr_t)cur, cur, region, w->f->index);
+    memcpy((void *)(uintptr_t)code, rel.code, rel.size);
+    s->addr = w->addr;
+    s->stub = cur;
+    s->resume = code;
+    s->island = w->island;
+    s->index = w->f->index;
+    s->len = (uint8_t)rel.src_len;
+    s->state = jmp ? ICPP_AGENT_SITE_JMP_PENDING : ICPP_AGENT_SITE_INT3;
+    memcpy(s->orig, (const void *)(uintptr_t)w->addr, w->avail < 6 ? w->avail : 6);
+    s->ninsn = (uint8_t)(rel.ninsn < 5 ? rel.ninsn : 5);
+    for (int k = 0; k < s->ninsn; k++) {
+        s->src_off[k] = rel.src_off[k];
+        s->dst_off[k] = rel.dst_off[k];
     }
+    w->stub = cur;
+    w->code_end = rel.code_end;
+    return 0;
+}
 
-    /* results */
-    icpp_agent_patch_stats s = { 0 };
-    s.nfuncs = (uint32_t)n;
-    s.live = (uint32_t)live;
-    s.evac_unacked = evac_unacked;
-    s.evac_moved = (uint32_t)evac_moved;
-    s.calls_trapped = calls_trapped;
-    s.stub_bytes = region ? region_size : 0;
-    for (size_t i = 0; i < n; i++) {
-        work *w = &wv[i];
+/* Step 3: the site table and every stub, in the region made executable.
+ * Returns 0, or an error after which nothing is published (the region is
+ * unmapped). */
+static int emit_stubs(job *j, icpp_err *err)
+{
+    j->sites = calloc(j->nsites, sizeof *j->sites);
+    j->runs = calloc(j->nsites * 4 + j->nredir * 2, sizeof *j->runs);
+    if (!j->sites || !j->runs) {
+        icpp_sys_munmap((void *)j->region, j->region_size);
+        return icpp_err_set(err, ENOMEM, "%s: out of memory", j->name);
+    }
+    memcpy((void *)j->region, &(uint64_t){ (uint64_t)(uintptr_t)icpp_agent_tramp }, 8);
+    uint64_t cur = j->region + SLOT_BYTES;
+    size_t k = 0;
+    for (size_t i = 0; i < j->n; i++) {
+        work *w = j->ws[i];
+        if (w->how == ICPP_AGENT_HOW_NONE || emit_stub(w, j->region, cur, &j->sites[k]) < 0)
+            continue;
+        k++;
+        cur += (w->stub_size + 15) & ~15u;
+    }
+    j->nsites = k;
+    retarget_copies(j->ws, j->n);
+    if (icpp_sys_mprotect(j->region, j->region_size, PROT_READ | PROT_EXEC) < 0) {
+        icpp_sys_munmap((void *)j->region, j->region_size);
+        return icpp_err_set(err, EACCES, "%s: cannot make the stub memory executable", j->name);
+    }
+    return 0;
+}
+
+/* Step 4, first half: the SIGTRAP handler where a site needs it, then the
+ * site table published for it -- with, in a live patch, the branches being
+ * rewritten (without memory for them they are not rewritten: they keep
+ * trapping).  Returns 0, or an error after which nothing is published. */
+static int publish_sites(job *j, icpp_err *err)
+{
+    int any_int3 = 0, rc;
+    for (size_t i = 0; i < j->nsites; i++)
+        any_int3 |= j->sites[i].state == ICPP_AGENT_SITE_INT3;
+    if ((any_int3 || j->live) && (rc = icpp_agent_trap_install()) < 0)
+        return icpp_err_set(err, -rc, "%s: cannot install the SIGTRAP handler", j->name);
+    icpp_agent_modsites *m = calloc(1, sizeof *m);
+    if (!m)
+        return icpp_err_set(err, ENOMEM, "%s: out of memory", j->name);
+    m->sites = j->sites;
+    m->nsites = j->nsites;
+    redirect *rd = j->redir;
+    if (j->live && j->nredir && (m->calls = calloc(j->nredir, sizeof *m->calls))) {
+        /* what the SIGTRAP handler does for a branch being rewritten */
+        for (size_t i = 0; i < j->nredir; i++)
+            if (rd[i].to->stub)
+                m->calls[m->ncalls++] = (icpp_agent_callsite){ rd[i].at, rd[i].to->stub, rd[i].len, rd[i].kind,
+                                                               rd[i].cc, rd[i].first };
+    } else if (j->live && j->nredir) {
+        for (size_t i = 0; i < j->nredir; i++)   /* no table for the handler: they keep trapping */
+            rd[i].to->redirected = 0;
+        j->nredir = 0;
+    }
+    m->lo = j->nsites ? j->sites[0].addr : 1;
+    m->hi = j->nsites ? j->sites[j->nsites - 1].addr : 0;
+    if (!j->live)
+        for (size_t i = 0; i < j->nsites; i++)
+            if (j->sites[i].state == ICPP_AGENT_SITE_JMP_PENDING)
+                j->sites[i].state = ICPP_AGENT_SITE_JMP;
+    publish(m);
+    return 0;
+}
+
+/* Step 4, second half: the entries and the redirected branches written
+ * (write_sites), evacuating other threads in a live patch.  Returns 0, or
+ * an error with every function counted as unhooked (the published sites
+ * keep any int3 already written working). */
+static int write_entries(job *j, icpp_err *err)
+{
+    size_t nr = page_runs(j->sites, j->nsites, j->redir, j->nredir, &j->rs, j->runs);
+    evac ev = { icpp_agent_cfg.live_signal, 2000, 0, 0 };
+    int use_ev = j->live && !(j->flags & ICPP_AGENT_PATCH_NO_EVACUATE);
+    uint64_t emulated = icpp_agent_calls_emulated;
+    int wrc = write_sites(j->sites, j->nsites, j->redir, j->nredir, j->runs, nr, j->live, use_ev ? &ev : NULL);
+    j->calls_trapped = icpp_agent_calls_emulated - emulated;
+    j->evac_unacked = use_ev ? ev.unacked : 0;
+    j->evac_moved = use_ev ? ev.moved : 0;
+    if (wrc >= 0)
+        return 0;
+    /* Nothing or only some pages became writable. */
+    for (size_t i = 0; i < j->n; i++)
+        if (j->ws[i]->how != ICPP_AGENT_HOW_NONE)
+            j->ws[i]->how = ICPP_AGENT_HOW_NONE;
+    return icpp_err_set(err, EACCES,
+                        "%s: mprotect of the code pages failed (W^X policy?); the module "
+                        "is unpatched",
+                        j->name);
+}
+
+/* Each function's outcome into the caller's array, and the call's counts. */
+static void count_results(const job *j, icpp_agent_patch_stats *s)
+{
+    *s = (icpp_agent_patch_stats){ 0 };
+    s->nfuncs = (uint32_t)j->n;
+    s->live = (uint32_t)j->live;
+    s->evac_unacked = j->evac_unacked;
+    s->evac_moved = (uint32_t)j->evac_moved;
+    s->calls_trapped = j->calls_trapped;
+    s->stub_bytes = j->region ? j->region_size : 0;
+    for (size_t i = 0; i < j->n; i++) {
+        const work *w = &j->wv[i];
         w->f->how = w->how;
         w->f->reason = w->how == ICPP_AGENT_HOW_JMP ? ICPP_AGENT_R_OK : w->reason;
         w->f->short_jmp = w->how == ICPP_AGENT_HOW_JMP && w->island;
         w->f->calls = w->how == ICPP_AGENT_HOW_INT3 ? w->redirected : 0;
         if (w->how == ICPP_AGENT_HOW_INT3 && w->redirected) {
-            s.int3_calls++;
-            s.calls_redirected += w->redirected;
+            s->int3_calls++;
+            s->calls_redirected += w->redirected;
         }
         if (w->how == ICPP_AGENT_HOW_JMP) {
-            s.jmp_padded += w->padded;
-            s.jmp_size_inferred += w->inferred;
-            s.jmp_short += w->island != 0;
+            s->jmp_padded += w->padded;
+            s->jmp_size_inferred += w->inferred;
+            s->jmp_short += w->island != 0;
         }
-        s.how[w->f->how]++;
-        s.reason[w->f->reason]++;
+        s->how[w->f->how]++;
+        s->reason[w->f->reason]++;
     }
-    if (st) {
-        st->nfuncs += s.nfuncs;
-        for (int i = 0; i < 3; i++)
-            st->how[i] += s.how[i];
-        for (int i = 0; i < ICPP_AGENT_R_COUNT; i++)
-            st->reason[i] += s.reason[i];
-        st->live |= s.live;
-        st->stub_bytes += s.stub_bytes;
-        st->evac_unacked += s.evac_unacked;
-        st->jmp_padded += s.jmp_padded;
-        st->jmp_size_inferred += s.jmp_size_inferred;
-        st->jmp_short += s.jmp_short;
-        st->int3_calls += s.int3_calls;
-        st->calls_redirected += s.calls_redirected;
-        st->calls_trapped += s.calls_trapped;
-        st->evac_moved += s.evac_moved;
+}
+
+static void stats_add(icpp_agent_patch_stats *to, const icpp_agent_patch_stats *s)
+{
+    to->nfuncs += s->nfuncs;
+    for (int i = 0; i < 3; i++)
+        to->how[i] += s->how[i];
+    for (int i = 0; i < ICPP_AGENT_R_COUNT; i++)
+        to->reason[i] += s->reason[i];
+    to->live |= s->live;
+    to->stub_bytes += s->stub_bytes;
+    to->evac_unacked += s->evac_unacked;
+    to->jmp_padded += s->jmp_padded;
+    to->jmp_size_inferred += s->jmp_size_inferred;
+    to->jmp_short += s->jmp_short;
+    to->int3_calls += s->int3_calls;
+    to->calls_redirected += s->calls_redirected;
+    to->calls_trapped += s->calls_trapped;
+    to->evac_moved += s->evac_moved;
+}
+
+/* One module, under patch_lock.  A failure before anything is published
+ * returns its error with funcs and the counts untouched; no stub memory
+ * and failed writes return theirs with funcs and the counts filled. */
+static int patch_locked(const char *name, icpp_agent_func *funcs, size_t n, unsigned flags,
+                        icpp_agent_patch_stats *st, icpp_err *err)
+{
+    job j = { .name = name, .flags = flags, .n = n };
+    j.wv = calloc(n ? n : 1, sizeof *j.wv);
+    j.ws = malloc((n ? n : 1) * sizeof *j.ws);
+    int rc = 0;
+    if (!j.wv || !j.ws) {
+        rc = icpp_err_set(err, ENOMEM, "%s: out of memory for %zu functions", name, n);
+        goto out;
     }
-    if (!(flags & ICPP_AGENT_PATCH_DRY_RUN)) {
-        totals.nfuncs += s.nfuncs;
-        for (int i = 0; i < 3; i++)
-            totals.how[i] += s.how[i];
-        for (int i = 0; i < ICPP_AGENT_R_COUNT; i++)
-            totals.reason[i] += s.reason[i];
-        totals.live |= s.live;
-        totals.stub_bytes += s.stub_bytes;
-        totals.evac_unacked += s.evac_unacked;
-        totals.jmp_padded += s.jmp_padded;
-        totals.jmp_size_inferred += s.jmp_size_inferred;
-        totals.jmp_short += s.jmp_short;
-        totals.int3_calls += s.int3_calls;
-        totals.calls_redirected += s.calls_redirected;
-        totals.calls_trapped += s.calls_trapped;
-        totals.evac_moved += s.evac_moved;
+    if (icpp_agent_maps_each(rows_cb, &j.rs) < 0 || j.rs.n == 0) {
+        rc = icpp_err_set(err, EIO, "%s: cannot read /proc/self/maps", name);
+        goto out;
     }
+    for (size_t i = 0; i < n; i++) {
+        j.wv[i].f = &funcs[i];
+        j.wv[i].addr = funcs[i].addr;
+        j.wv[i].size = funcs[i].size;
+        j.ws[i] = &j.wv[i];
+    }
+    qsort(j.ws, n, sizeof *j.ws, cmp_work);
+
+    plan(&j);
+    rc = place_region(&j, err);
+    if (j.region) {
+        if ((rc = emit_stubs(&j, err)) < 0 || (rc = publish_sites(&j, err)) < 0)
+            goto out;
+        rc = write_entries(&j, err);
+        j.sites = NULL;           /* owned by the published table */
+    }
+
+    icpp_agent_patch_stats s;
+    count_results(&j, &s);
+    if (st)
+        stats_add(st, &s);
+    if (!(flags & ICPP_AGENT_PATCH_DRY_RUN))
+        stats_add(&totals, &s);
 out:
-    free(sites);
-    free(runs);
-    free(redir);
-    free(ws);
-    free(wv);
-    free(rs.v);
+    free(j.sites);
+    free(j.runs);
+    free(j.redir);
+    free(j.ws);
+    free(j.wv);
+    free(j.rs.v);
     return rc;
 }
 

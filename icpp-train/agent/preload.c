@@ -624,7 +624,221 @@ static int mark_lost(int pid, int tid, int err)
     return mknod(path, S_IFREG | 0600, 0);
 }
 
-static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
+/* func_mark zeroed for nfuncs functions (mapped larger when the table
+ * grew).  Returns 0, or -1 when no memory was left. */
+static int func_marks_clear(void)
+{
+    if (func_mark_cap < nfuncs) {
+        if (func_mark)
+            munmap(func_mark, func_mark_cap * sizeof *func_mark);
+        func_mark_cap = nfuncs + 4096;
+        func_mark = mmap(NULL, func_mark_cap * sizeof *func_mark, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (func_mark == MAP_FAILED) {
+            func_mark = NULL;
+            func_mark_cap = 0;
+            return -1;
+        }
+    }
+    memset(func_mark, 0, nfuncs * sizeof *func_mark);
+    return 0;
+}
+
+/* Pass 1 of a part: the functions the tree under root uses, each given its
+ * part index + 1 in func_mark, in preorder (a walk without a stack). */
+static void encode_funcs(icpp_pmenc *e, const icpp_agent_node *root)
+{
+    icpp_pmenc_funcs(e);
+    uint32_t nused = 0;
+    for (const icpp_agent_node *n = icpp_agent_node_first_child(root); n;) {
+        uint32_t f = icpp_agent_node_func(n);
+        if (f < nfuncs && !func_mark[f]) {
+            func_mark[f] = ++nused;
+            icpp_pmenc_func(e, funcs[f].module, funcs[f].addr, funcs[f].name);
+        }
+        const icpp_agent_node *c = f < nfuncs ? icpp_agent_node_first_child(n) : NULL;
+        if (c) {
+            n = c;
+            continue;
+        }
+        while (n && n != root && !icpp_agent_node_next_sibling(n))
+            n = icpp_agent_node_parent(n);
+        n = (n && n != root) ? icpp_agent_node_next_sibling(n) : NULL;
+    }
+}
+
+/* One node of a part: parent_delta back to its parent's index, function
+ * f's part index, its count, its heights and its call sites (as module
+ * offsets; a site in no known module is left out). */
+static void encode_node(icpp_pmenc *e, const icpp_agent_node *n, uint64_t parent_delta, uint32_t f)
+{
+    /* static: one dumper at a time (dump_all), and signal stacks are small */
+    static icpp_agent_pair pairs[256];
+    static icpp_pm_height hs[256];
+    static icpp_pm_site ss[256];
+    size_t np = icpp_agent_node_heights(n, pairs, 256, NULL), nh = 0, ns = 0;
+    for (size_t i = 0; i < np && i < 256; i++)
+        if (pairs[i].count)
+            hs[nh++] = (icpp_pm_height){(int64_t)pairs[i].key, pairs[i].count, 0};
+    np = icpp_agent_node_sites(n, pairs, 256, NULL);
+    for (size_t i = 0; i < np && i < 256; i++) {
+        int m = pairs[i].count ? find_module(pairs[i].key) : -1;
+        if (m >= 0)
+            ss[ns++] = (icpp_pm_site){(uint32_t)m, pairs[i].key - mods[m].bias, pairs[i].count};
+    }
+    icpp_pmenc_node(e, parent_delta, func_mark[f] - 1, icpp_agent_node_count(n), hs, (uint32_t)nh, ss,
+                    (uint32_t)ns);
+}
+
+/* The walk stack of pass 2 (mmap'd, grown with mremap). */
+typedef struct wstack {
+    witem *v;
+    size_t n, cap;
+} wstack;
+
+/* Pass 2 of a part: the nodes under root, parents first.  Returns the
+ * nodes left out: OVERFLOW nodes, nodes added after pass 1, and children
+ * for which the stack could not grow. */
+static uint64_t encode_nodes(icpp_pmenc *e, const icpp_agent_node *root, wstack *ws)
+{
+    icpp_pmenc_nodes(e);
+    uint64_t idx = 0, skipped = 0;
+    for (const icpp_agent_node *c = icpp_agent_node_first_child(root); c; c = icpp_agent_node_next_sibling(c))
+        if (ws->n < ws->cap)
+            ws->v[ws->n++] = (witem){c, 0};
+    while (ws->n) {
+        witem it = ws->v[--ws->n];
+        uint32_t f = icpp_agent_node_func(it.n);
+        if (f >= nfuncs || !func_mark[f]) {
+            skipped++;          /* OVERFLOW node, or a node added after pass 1 */
+            continue;
+        }
+        idx++;
+        encode_node(e, it.n, idx - it.parent, f);
+        for (const icpp_agent_node *c = icpp_agent_node_first_child(it.n); c; c = icpp_agent_node_next_sibling(c)) {
+            if (ws->n == ws->cap) {
+                void *q = mremap(ws->v, ws->cap * sizeof *ws->v, 2 * ws->cap * sizeof *ws->v, MREMAP_MAYMOVE);
+                if (q == MAP_FAILED) {
+                    skipped++;
+                    continue;
+                }
+                ws->v = q;
+                ws->cap *= 2;
+            }
+            ws->v[ws->n++] = (witem){c, idx};
+        }
+    }
+    return skipped;
+}
+
+/* The part's metadata: the thread's, the patch counts, and (*proc_meta:
+ * in the first part a process writes) the entries through each int3 trap. */
+static void encode_metas(icpp_pmenc *e, const icpp_agent_thread_info *ti, int pid, uint64_t skipped,
+                         int *proc_meta)
+{
+    icpp_pmenc_metas(e);
+    icpp_pmenc_meta(e, "program", cmdline);
+    meta_u(e, "pid", (uint64_t)pid);
+    meta_u(e, "tid", (uint64_t)ti->tid);
+    icpp_pmenc_meta(e, "base", ti->base_kind == ICPP_AGENT_BASE_STARTSTACK ? "startstack"
+                               : ti->base_kind == ICPP_AGENT_BASE_MAPTOP   ? "maptop"
+                                                                           : "none");
+    meta_u(e, "entries", ti->entries);
+    meta_u(e, "entries-slow", ti->entries_slow);
+    meta_u(e, "dropped-depth", ti->dropped_depth);
+    meta_u(e, "dropped-foreign", ti->dropped_foreign);
+    meta_u(e, "dropped-reentrant", ti->dropped_reentrant);
+    meta_u(e, "node-overflow", ti->node_overflow + skipped);
+    if (ti->node_overflow) {
+        meta_u(e, "node-overflow-paths", ti->lost_paths);
+        if (ti->lost_paths_more)
+            meta_u(e, "node-overflow-paths-more", 1);
+    }
+    meta_u(e, "pair-overflow", ti->pair_overflow);
+    meta_u(e, "max-depth", ti->max_depth_seen);
+    meta_u(e, "patched-jmp", totals.how[ICPP_AGENT_HOW_JMP]);
+    meta_u(e, "patched-short-jmp", totals.jmp_short);
+    meta_u(e, "patched-int3", totals.how[ICPP_AGENT_HOW_INT3]);
+    meta_u(e, "patched-none", totals.how[ICPP_AGENT_HOW_NONE]);
+    meta_u(e, "patched-int3-calls", totals.int3_calls);
+    meta_u(e, "redirected-calls", totals.calls_redirected);
+    if (*proc_meta) {
+        int3meta im = {e, 0, 0};
+        icpp_agent_int3_each(int3_meta_one, &im);
+        meta_u(e, "int3-entries", im.total);
+        *proc_meta = 0;
+    }
+    for (int r = 1; r < ICPP_AGENT_R_COUNT; r++)
+        if (totals.reason[r]) {
+            char k[64] = "refused-";
+            strncat(k, icpp_agent_reason_name(r), sizeof k - 9);
+            meta_u(e, k, totals.reason[r]);
+        }
+}
+
+/* The encoded part b as DIR/part.PID.TID.NS.icppmap: written as tmp.part.*,
+ * renamed when complete, so a part file is whole; it supersedes the
+ * thread's live file (its NS is later), which is removed.  Returns 0, or -1
+ * with part_errno set (and no file left). */
+static int write_part_file(const icpp_wbuf *b, int pid, const icpp_agent_thread_info *ti)
+{
+    char path[4200], tmp[4200], *p = path;
+    size_t dl = strlen(dir);
+    memcpy(p, dir, dl);
+    p += dl;
+    memcpy(p, "/part.", 6);
+    p = icpp_agent_utoa(p + 6, (uint64_t)pid);
+    *p++ = '.';
+    p = icpp_agent_utoa(p, (uint64_t)ti->tid);
+    *p++ = '.';
+    p = icpp_agent_utoa(p, mono_ns());
+    memcpy(p, ".icppmap", 9);
+    memcpy(tmp, dir, dl);
+    memcpy(tmp + dl, "/tmp.", 5);
+    memcpy(tmp + dl + 5, path + dl + 1, strlen(path + dl + 1) + 1);   /* DIR/tmp.part.... */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        part_errno = errno;
+        return -1;
+    }
+    int rc = 0;
+    const uint8_t *q = b->p;
+    size_t left = b->len;
+    while (left) {
+        ssize_t w = write(fd, q, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            part_errno = w < 0 ? errno : ENOSPC;
+            rc = -1;
+            break;
+        }
+        q += w;
+        left -= (size_t)w;
+    }
+    if (close(fd) < 0 && rc == 0) {
+        part_errno = errno;
+        rc = -1;
+    }
+    if (rc == 0 && rename(tmp, path) < 0) {
+        part_errno = errno;
+        rc = -1;
+    }
+    if (rc < 0)
+        unlink(tmp);
+    else if (ti->live_file[0])
+        unlink(ti->live_file);
+    return rc;
+}
+
+/* Thread t's part: its tree encoded (lib/pathmap's encoder, into mmap'd
+ * memory) and written.  Nothing for an inherited tree, nor for one without
+ * entries (its live file is removed).  Returns 0, or -1 with part_errno.
+ * Kept out of line: dump_all's libc call before its critical section
+ * (getpid at exit) is recorded, at a height that includes dump_all's frame
+ * and its callers'; inlined, this function's locals would grow that frame
+ * and change every trained map's exit path. */
+__attribute__((noinline)) static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
 {
     icpp_agent_thread_info ti;
     icpp_agent_thread_get_info(t, &ti);
@@ -636,23 +850,13 @@ static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
         return 0;
     }
     /* Functions used by this tree get part indices. */
-    if (func_mark_cap < nfuncs) {
-        if (func_mark)
-            munmap(func_mark, func_mark_cap * sizeof *func_mark);
-        func_mark_cap = nfuncs + 4096;
-        func_mark = mmap(NULL, func_mark_cap * sizeof *func_mark, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (func_mark == MAP_FAILED) {
-            func_mark = NULL;
-            func_mark_cap = 0;
-            part_errno = ENOMEM;
-            return -1;
-        }
+    if (func_marks_clear() < 0) {
+        part_errno = ENOMEM;
+        return -1;
     }
-    memset(func_mark, 0, nfuncs * sizeof *func_mark);
-    size_t wcap = 1 << 16, wn = 0;
-    witem *ws = mmap(NULL, wcap * sizeof *ws, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (ws == MAP_FAILED) {
+    wstack ws = {NULL, 0, 1 << 16};
+    ws.v = mmap(NULL, ws.cap * sizeof *ws.v, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ws.v == MAP_FAILED) {
         part_errno = ENOMEM;
         return -1;
     }
@@ -663,159 +867,15 @@ static int write_part(const icpp_agent_thread *t, int pid, int *proc_meta)
     icpp_pmenc_begin(&e, &b, 0);
     for (size_t i = 0; i < nmods; i++)
         icpp_pmenc_module(&e, mods[i].kind, mods[i].path, &mods[i].build_id);
-    /* Pass 1: mark functions (preorder walk without a stack). */
-    icpp_pmenc_funcs(&e);
-    uint32_t nused = 0;
     const icpp_agent_node *root = icpp_agent_thread_root(t);
-    for (const icpp_agent_node *n = icpp_agent_node_first_child(root); n;) {
-        uint32_t f = icpp_agent_node_func(n);
-        if (f < nfuncs && !func_mark[f]) {
-            func_mark[f] = ++nused;
-            icpp_pmenc_func(&e, funcs[f].module, funcs[f].addr, funcs[f].name);
-        }
-        const icpp_agent_node *c = f < nfuncs ? icpp_agent_node_first_child(n) : NULL;
-        if (c) {
-            n = c;
-            continue;
-        }
-        while (n && n != root && !icpp_agent_node_next_sibling(n))
-            n = icpp_agent_node_parent(n);
-        n = (n && n != root) ? icpp_agent_node_next_sibling(n) : NULL;
-    }
-    /* Pass 2: nodes, parents first. */
-    icpp_pmenc_nodes(&e);
-    uint64_t idx = 0, skipped = 0;
-    /* static: one dumper at a time (dump_all), and signal stacks are small */
-    static icpp_agent_pair pairs[256];
-    static icpp_pm_height hs[256];
-    static icpp_pm_site ss[256];
-    for (const icpp_agent_node *c = icpp_agent_node_first_child(root); c; c = icpp_agent_node_next_sibling(c))
-        if (wn < wcap)
-            ws[wn++] = (witem){c, 0};
-    while (wn) {
-        witem it = ws[--wn];
-        uint32_t f = icpp_agent_node_func(it.n);
-        if (f >= nfuncs || !func_mark[f]) {
-            skipped++;          /* OVERFLOW node, or a node added after pass 1 */
-            continue;
-        }
-        size_t np = icpp_agent_node_heights(it.n, pairs, 256, NULL), nh = 0, ns = 0;
-        for (size_t i = 0; i < np && i < 256; i++)
-            if (pairs[i].count)
-                hs[nh++] = (icpp_pm_height){(int64_t)pairs[i].key, pairs[i].count, 0};
-        np = icpp_agent_node_sites(it.n, pairs, 256, NULL);
-        for (size_t i = 0; i < np && i < 256; i++) {
-            int m = pairs[i].count ? find_module(pairs[i].key) : -1;
-            if (m >= 0)
-                ss[ns++] = (icpp_pm_site){(uint32_t)m, pairs[i].key - mods[m].bias, pairs[i].count};
-        }
-        idx++;
-        icpp_pmenc_node(&e, idx - it.parent, func_mark[f] - 1, icpp_agent_node_count(it.n), hs, (uint32_t)nh, ss,
-                        (uint32_t)ns);
-        for (const icpp_agent_node *c = icpp_agent_node_first_child(it.n); c; c = icpp_agent_node_next_sibling(c)) {
-            if (wn == wcap) {
-                void *q = mremap(ws, wcap * sizeof *ws, 2 * wcap * sizeof *ws, MREMAP_MAYMOVE);
-                if (q == MAP_FAILED) {
-                    skipped++;
-                    continue;
-                }
-                ws = q;
-                wcap *= 2;
-            }
-            ws[wn++] = (witem){c, idx};
-        }
-    }
-    munmap(ws, wcap * sizeof *ws);
-    icpp_pmenc_metas(&e);
-    icpp_pmenc_meta(&e, "program", cmdline);
-    meta_u(&e, "pid", (uint64_t)pid);
-    meta_u(&e, "tid", (uint64_t)ti.tid);
-    icpp_pmenc_meta(&e, "base", ti.base_kind == ICPP_AGENT_BASE_STARTSTACK ? "startstack"
-                                : ti.base_kind == ICPP_AGENT_BASE_MAPTOP   ? "maptop"
-                                                                           : "none");
-    meta_u(&e, "entries", ti.entries);
-    meta_u(&e, "entries-slow", ti.entries_slow);
-    meta_u(&e, "dropped-depth", ti.dropped_depth);
-    meta_u(&e, "dropped-foreign", ti.dropped_foreign);
-    meta_u(&e, "dropped-reentrant", ti.dropped_reentrant);
-    meta_u(&e, "node-overflow", ti.node_overflow + skipped);
-    if (ti.node_overflow) {
-        meta_u(&e, "node-overflow-paths", ti.lost_paths);
-        if (ti.lost_paths_more)
-            meta_u(&e, "node-overflow-paths-more", 1);
-    }
-    meta_u(&e, "pair-overflow", ti.pair_overflow);
-    meta_u(&e, "max-depth", ti.max_depth_seen);
-    meta_u(&e, "patched-jmp", totals.how[ICPP_AGENT_HOW_JMP]);
-    meta_u(&e, "patched-short-jmp", totals.jmp_short);
-    meta_u(&e, "patched-int3", totals.how[ICPP_AGENT_HOW_INT3]);
-    meta_u(&e, "patched-none", totals.how[ICPP_AGENT_HOW_NONE]);
-    meta_u(&e, "patched-int3-calls", totals.int3_calls);
-    meta_u(&e, "redirected-calls", totals.calls_redirected);
-    if (*proc_meta) {
-        int3meta im = {&e, 0, 0};
-        icpp_agent_int3_each(int3_meta_one, &im);
-        meta_u(&e, "int3-entries", im.total);
-        *proc_meta = 0;
-    }
-    for (int r = 1; r < ICPP_AGENT_R_COUNT; r++)
-        if (totals.reason[r]) {
-            char k[64] = "refused-";
-            strncat(k, icpp_agent_reason_name(r), sizeof k - 9);
-            meta_u(&e, k, totals.reason[r]);
-        }
+    encode_funcs(&e, root);
+    uint64_t skipped = encode_nodes(&e, root, &ws);
+    munmap(ws.v, ws.cap * sizeof *ws.v);
+    encode_metas(&e, &ti, pid, skipped, proc_meta);
     int rc = icpp_pmenc_end(&e);
     part_errno = rc < 0 ? ENOMEM : 0;
-    if (rc == 0) {
-        /* Written as tmp.part.*, renamed when complete: a part file is
-         * whole, and supersedes the thread's live file (its NS is later). */
-        char path[4200], tmp[4200], *p = path;
-        size_t dl = strlen(dir);
-        memcpy(p, dir, dl);
-        p += dl;
-        memcpy(p, "/part.", 6);
-        p = icpp_agent_utoa(p + 6, (uint64_t)pid);
-        *p++ = '.';
-        p = icpp_agent_utoa(p, (uint64_t)ti.tid);
-        *p++ = '.';
-        p = icpp_agent_utoa(p, mono_ns());
-        memcpy(p, ".icppmap", 9);
-        memcpy(tmp, dir, dl);
-        memcpy(tmp + dl, "/tmp.", 5);
-        memcpy(tmp + dl + 5, path + dl + 1, strlen(path + dl + 1) + 1);   /* DIR/tmp.part.... */
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            part_errno = errno;
-            rc = -1;
-        } else {
-            const uint8_t *q = b.p;
-            size_t left = b.len;
-            while (left) {
-                ssize_t w = write(fd, q, left);
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0) {
-                    part_errno = w < 0 ? errno : ENOSPC;
-                    rc = -1;
-                    break;
-                }
-                q += w;
-                left -= (size_t)w;
-            }
-            if (close(fd) < 0 && rc == 0) {
-                part_errno = errno;
-                rc = -1;
-            }
-            if (rc == 0 && rename(tmp, path) < 0) {
-                part_errno = errno;
-                rc = -1;
-            }
-            if (rc < 0)
-                unlink(tmp);
-            else if (ti.live_file[0])
-                unlink(ti.live_file);
-        }
-    }
+    if (rc == 0)
+        rc = write_part_file(&b, pid, &ti);
     icpp_wbuf_free(&b);
     return rc;
 }

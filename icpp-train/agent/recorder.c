@@ -830,9 +830,11 @@ static int thread_reroot(icpp_agent_thread *t)
     return 0;
 }
 
-/* pthread_atfork handlers (registered by icpp_agent_init).  From prepare
- * to the parent/child handler the forking thread records nothing, so the
- * child's copy of its record is the state at the fork. */
+/* pthread_atfork handlers (registered by icpp_agent_init; its child
+ * handler first zeroes the int3 sites' trap counts, trap.c, then calls
+ * icpp_agent_fork_child).  From prepare to the parent/child handler the
+ * forking thread records nothing, so the child's copy of its record is the
+ * state at the fork. */
 ICPP_AGENT_HIDDEN void icpp_agent_fork_prepare(void)
 {
     icpp_agent_enter_critical();
@@ -850,7 +852,6 @@ ICPP_AGENT_HIDDEN void icpp_agent_fork_child(void)
     for (icpp_agent_thread *t = threads; t; t = t->next)
         if (t != self)
             t->inherited = 1;
-    icpp_agent_int3_reset();
     if (fork_hook)
         fork_hook();
     if (self && thread_reroot(self) < 0) {

@@ -121,18 +121,18 @@ static int classify(const ZydisDecodedInstruction *in, const ZydisDecodedOperand
     return 0;
 }
 
-int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, size_t min_len,
-                        uint64_t dst_addr, icpp_agent_reloc *out, const char **why)
+/* Pass 1 of icpp_agent_relocate: decode and classify whole instructions
+ * from src until at least min_len bytes are covered (xs gets them, *n
+ * their count, *nlit the literals their calls need, *src_len the bytes;
+ * out->flow_end is set as soon as one ends the flow).  Returns 0 or the
+ * reason of a refusal. */
+static int decode_range(const uint8_t *src, size_t avail, uint64_t src_addr, size_t min_len,
+                        insn xs[ICPP_RELOC_MAX_INSN], size_t *n, size_t *nlit, size_t *src_len,
+                        icpp_agent_reloc *out, const char **why)
 {
-    insn xs[ICPP_RELOC_MAX_INSN];
-    size_t n = 0, off = 0, outlen = 0, nlit = 0;
-    memset(out, 0, sizeof *out);
-    if (min_len == 0)
-        min_len = 1;
-
-    /* Pass 1: decode and size. */
+    size_t off = 0;
     while (off < min_len) {
-        if (n == ICPP_RELOC_MAX_INSN)
+        if (*n == ICPP_RELOC_MAX_INSN)
             return fail(why, "too many instructions", ICPP_AGENT_R_UNRELOCATABLE);
         ZydisDecodedInstruction in;
         ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
@@ -144,7 +144,7 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
             return fail(why, "instruction runs past the function's end", ICPP_AGENT_R_TOO_SHORT);
         if (!ZYAN_SUCCESS(st))
             return fail(why, "undecodable bytes", ICPP_AGENT_R_UNRELOCATABLE);
-        insn *x = &xs[n];
+        insn *x = &xs[*n];
         int r = classify(&in, ops, src_addr + off, x, why);
         if (r)
             return r;
@@ -154,17 +154,101 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
              * must not be inside the bytes the jmp overwrites. */
             if (off + in.length < min_len)
                 return fail(why, "call returns into the patched bytes", ICPP_AGENT_R_UNRELOCATABLE);
-            nlit++;
+            (*nlit)++;
         }
         off += in.length;
-        n++;
+        (*n)++;
         if (!out->flow_end &&
             (in.meta.category == ZYDIS_CATEGORY_RET || in.meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
              in.mnemonic == ZYDIS_MNEMONIC_UD2 || in.mnemonic == ZYDIS_MNEMONIC_HLT ||
              in.mnemonic == ZYDIS_MNEMONIC_INT3))
             out->flow_end = (uint32_t)off;
     }
-    size_t src_len = off;
+    *src_len = off;
+    return 0;
+}
+
+/* Emit x (its copy at out->code + dst, runtime address ip) with its
+ * branch or memory target tgt; a call's return address goes to the
+ * literal at out->code + *lit (dst_addr + *lit at run time), and *lit
+ * moves past it.  Returns 0 or the reason of a refusal (a rel32 that
+ * cannot reach). */
+static int emit_insn(const insn *x, const uint8_t *src, icpp_agent_reloc *out, size_t dst, uint64_t ip,
+                     uint64_t tgt, uint64_t src_addr, uint64_t dst_addr, size_t *lit, const char **why)
+{
+    uint8_t *p = out->code + dst;
+    int64_t rel;
+    switch (x->kind) {
+    case K_COPY:
+        memcpy(p, src + x->off, x->len);
+        break;
+    case K_RIPMEM:
+        memcpy(p, src + x->off, x->len);
+        rel = (int64_t)(tgt - (ip + x->len));
+        if (!fits32(rel))
+            return fail(why, "rip-relative target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
+        put32(p + x->disp_off, (int32_t)rel);
+        break;
+    case K_JMP:
+        rel = (int64_t)(tgt - (ip + 5));
+        if (!fits32(rel))
+            return fail(why, "jmp target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
+        p[0] = 0xe9;
+        put32(p + 1, (int32_t)rel);
+        break;
+    case K_JCC:
+        rel = (int64_t)(tgt - (ip + 6));
+        if (!fits32(rel))
+            return fail(why, "jcc target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
+        p[0] = 0x0f;
+        p[1] = (uint8_t)(0x80 | x->cc);
+        put32(p + 2, (int32_t)rel);
+        break;
+    case K_LOOP: {
+        /* op(+2) -> taken path lands on the jmp rel32; fall through skips it */
+        memcpy(p, src + x->off, x->len - 1u);
+        p[x->len - 1] = 2;
+        p[x->len] = 0xeb;
+        p[x->len + 1] = 5;
+        uint64_t jip = ip + x->len + 2;
+        rel = (int64_t)(tgt - (jip + 5));
+        if (!fits32(rel))
+            return fail(why, "loop target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
+        p[x->len + 2] = 0xe9;
+        put32(p + x->len + 3, (int32_t)rel);
+        break;
+    }
+    case K_CALL: {
+        uint64_t ret = src_addr + x->off + x->len;
+        p[0] = 0xff;
+        p[1] = 0x35;
+        put32(p + 2, (int32_t)((int64_t)(dst_addr + *lit) - (int64_t)(ip + 6)));
+        put64(out->code + *lit, ret);
+        *lit += 8;
+        rel = (int64_t)(tgt - (ip + 11));
+        if (!fits32(rel))
+            return fail(why, "call target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
+        p[6] = 0xe9;
+        put32(p + 7, (int32_t)rel);
+        break;
+    }
+    }
+    return 0;
+}
+
+int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, size_t min_len,
+                        uint64_t dst_addr, icpp_agent_reloc *out, const char **why)
+{
+    insn xs[ICPP_RELOC_MAX_INSN];
+    size_t n = 0, outlen = 0, nlit = 0, src_len = 0;
+    memset(out, 0, sizeof *out);
+    if (min_len == 0)
+        min_len = 1;
+
+    /* Pass 1: decode and size. */
+    int r = decode_range(src, avail, src_addr, min_len, xs, &n, &nlit, &src_len, out, why);
+    if (r)
+        return r;
     for (size_t i = 0; i < n; i++) {
         out->src_off[i] = xs[i].off;
         out->dst_off[i] = (uint8_t)outlen;
@@ -181,9 +265,7 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
     uint64_t lo = src_addr + src_len, hi = src_addr + src_len;
     size_t lit = lit0;
     for (size_t i = 0; i < n; i++) {
-        insn *x = &xs[i];
-        uint8_t *p = out->code + out->dst_off[i];
-        uint64_t ip = dst_addr + out->dst_off[i];
+        const insn *x = &xs[i];
         uint64_t tgt = x->target;
         if (x->kind == K_JMP || x->kind == K_JCC || x->kind == K_LOOP) {
             /* A branch back into the moved bytes goes to their copy. */
@@ -203,62 +285,9 @@ int icpp_agent_relocate(const uint8_t *src, size_t avail, uint64_t src_addr, siz
             lo = tgt < lo ? tgt : lo;
             hi = tgt > hi ? tgt : hi;
         }
-        int64_t rel;
-        switch (x->kind) {
-        case K_COPY:
-            memcpy(p, src + x->off, x->len);
-            break;
-        case K_RIPMEM:
-            memcpy(p, src + x->off, x->len);
-            rel = (int64_t)(tgt - (ip + x->len));
-            if (!fits32(rel))
-                return fail(why, "rip-relative target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
-            put32(p + x->disp_off, (int32_t)rel);
-            break;
-        case K_JMP:
-            rel = (int64_t)(tgt - (ip + 5));
-            if (!fits32(rel))
-                return fail(why, "jmp target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
-            p[0] = 0xe9;
-            put32(p + 1, (int32_t)rel);
-            break;
-        case K_JCC:
-            rel = (int64_t)(tgt - (ip + 6));
-            if (!fits32(rel))
-                return fail(why, "jcc target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
-            p[0] = 0x0f;
-            p[1] = (uint8_t)(0x80 | x->cc);
-            put32(p + 2, (int32_t)rel);
-            break;
-        case K_LOOP: {
-            /* op(+2) -> taken path lands on the jmp rel32; fall through skips it */
-            memcpy(p, src + x->off, x->len - 1u);
-            p[x->len - 1] = 2;
-            p[x->len] = 0xeb;
-            p[x->len + 1] = 5;
-            uint64_t jip = ip + x->len + 2;
-            rel = (int64_t)(tgt - (jip + 5));
-            if (!fits32(rel))
-                return fail(why, "loop target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
-            p[x->len + 2] = 0xe9;
-            put32(p + x->len + 3, (int32_t)rel);
-            break;
-        }
-        case K_CALL: {
-            uint64_t ret = src_addr + x->off + x->len;
-            p[0] = 0xff;
-            p[1] = 0x35;
-            put32(p + 2, (int32_t)((int64_t)(dst_addr + lit) - (int64_t)(ip + 6)));
-            put64(out->code + lit, ret);
-            lit += 8;
-            rel = (int64_t)(tgt - (ip + 11));
-            if (!fits32(rel))
-                return fail(why, "call target out of reach", ICPP_AGENT_R_UNRELOCATABLE);
-            p[6] = 0xe9;
-            put32(p + 7, (int32_t)rel);
-            break;
-        }
-        }
+        r = emit_insn(x, src, out, out->dst_off[i], dst_addr + out->dst_off[i], tgt, src_addr, dst_addr, &lit, why);
+        if (r)
+            return r;
     }
     int64_t back = (int64_t)(src_addr + src_len - (dst_addr + jmp_back + 5));
     if (!fits32(back))
