@@ -13,6 +13,7 @@
 #include "run.h"
 #include "runinfo.h"
 #include "trend.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -304,14 +305,8 @@ static tseries *series_of(trend_ctx *t, const char *key)
     for (; (v = icpp_hmap_get(&t->ix, h, probe)); probe++)
         if (!strcmp(t->ser[*v].key, key))
             return &t->ser[*v];
-    if (t->nser == t->capser) {
-        size_t nc = t->capser ? 2 * t->capser : 256;
-        tseries *n = realloc(t->ser, nc * sizeof *n);
-        if (!n)
-            return NULL;
-        t->ser = n;
-        t->capser = nc;
-    }
+    if (icpp_vec_reserve((void **)&t->ser, &t->capser, t->nser + 1, sizeof *t->ser, 256) < 0)
+        return NULL;
     tseries *s = &t->ser[t->nser];
     s->key = strdup(key);
     s->incl = calloc(2 * t->nruns * t->nev, sizeof *s->incl);

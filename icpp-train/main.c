@@ -9,6 +9,7 @@
 #include "pathmap.h"
 #include "recover.h"
 #include "sibling.h"
+#include "vec.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -661,13 +662,8 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
     while ((de = readdir(d)) != NULL) {
         if (strncmp(de->d_name, "part.", 5) && strncmp(de->d_name, "live.", 5) && strncmp(de->d_name, "lost.", 5))
             continue;
-        if (nnames == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nv = realloc(names, cap * sizeof *nv);
-            if (!nv)
-                die(1, "out of memory");
-            names = nv;
-        }
+        if (icpp_vec_reserve((void **)&names, &cap, nnames + 1, sizeof *names, 64) < 0)
+            die(1, "out of memory");
         if (!(names[nnames++] = strdup(de->d_name)))
             die(1, "out of memory");
     }
