@@ -133,9 +133,8 @@ static int push(const char ***v, size_t *n, const char *s)
 
 static int parse_count(const char *opt, const char *s, double max, double *out)
 {
-    char *e;
-    double v = strtod(s, &e);
-    if (*e || e == s || !(v >= 0 && v <= max) || v != floor(v)) {
+    double v;
+    if (icpp_cli_double(s, &v) < 0 || !(v >= 0 && v <= max) || v != floor(v)) {
         fprintf(stderr, "icpp-resolve: %s wants a count, not '%s'\n", opt, s);
         return -1;
     }
