@@ -261,14 +261,6 @@ typedef struct ropts {
     size_t       ninputs;
 } ropts;
 
-/* strtol/strtod of a whole option value within [lo, hi]; 0, or -1 if not. */
-static int parse_long(const char *s, long lo, long hi, long *v)
-{
-    char *e;
-    *v = strtol(s, &e, 10);
-    return *e || e == s || *v < lo || *v > hi ? -1 : 0;
-}
-
 enum { OPT_SCRIPT = 256, OPT_CHECK_ONLY, OPT_FORMAT, OPT_FULL, OPT_SORT, OPT_MIN, OPT_CHECK, OPT_SITES, OPT_NOINLINE,
        OPT_NOLEARN, OPT_SAVEMAP, OPT_VOTES, OPT_EVIDENCE, OPT_COMPLETE, OPT_NOCOMPLETE, OPT_CSTATS, OPT_MAPDIR,
        OPT_FOLD, OPT_VERSION, OPT_NODFD, OPT_DFDTIME };
@@ -279,7 +271,6 @@ static int parse_opt(int c, ropts *o, mapset *ms)
     icpp_err err;
     long v;
     double d;
-    char *e;
     switch (c) {
     case OPT_SCRIPT: o->do_script = 1; break;
     case 'm':
@@ -292,7 +283,7 @@ static int parse_opt(int c, ropts *o, mapset *ms)
     case OPT_MAPDIR: mapset_add_dir(ms, optarg, &err); break;  /* out of memory ignored (mapset.h: run.h's drifts) */
     case 'o': o->out_path = optarg; break;
     case 'n':
-        if (parse_long(optarg, 0, 100000000, &v) < 0) {
+        if (icpp_cli_long(optarg, 0, 100000000, &v) < 0) {
             fprintf(stderr, "icpp-resolve: -n wants a count (0 = all), not '%s'\n", optarg);
             return 2;
         }
@@ -317,8 +308,7 @@ static int parse_opt(int c, ropts *o, mapset *ms)
     case OPT_NOINLINE: o->inlines = 0; break;
     case OPT_SORT: o->sort_name = optarg; break;
     case OPT_MIN:
-        d = strtod(optarg, &e);
-        if (*e || e == optarg || !(d >= 0 && d <= 100)) {     /* NaN fails both */
+        if (icpp_cli_double(optarg, &d) < 0 || !(d >= 0 && d <= 100)) {     /* NaN fails both */
             fprintf(stderr, "icpp-resolve: --min wants a percentage from 0 to 100, not '%s'\n", optarg);
             return 2;
         }
@@ -330,7 +320,7 @@ static int parse_opt(int c, ropts *o, mapset *ms)
     case OPT_NOLEARN: o->learn = 0; break;
     case OPT_SAVEMAP: o->save_map = optarg; break;
     case OPT_VOTES:
-        if (parse_long(optarg, 0, 1000000, &v) < 0) {
+        if (icpp_cli_long(optarg, 0, 1000000, &v) < 0) {
             fprintf(stderr, "icpp-resolve: --learn-votes wants a count (0 = off), not '%s'\n", optarg);
             return 2;
         }
@@ -354,8 +344,7 @@ static int parse_opt(int c, ropts *o, mapset *ms)
     case 'q': o->quiet = 1; break;
     case OPT_NODFD: o->no_dfd = 1; break;
     case OPT_DFDTIME:
-        d = strtod(optarg, &e);
-        if (*e || e == optarg || !(d > 0 && d <= 86400)) {     /* NaN fails both */
+        if (icpp_cli_double(optarg, &d) < 0 || !(d > 0 && d <= 86400)) {     /* NaN fails both */
             fprintf(stderr, "icpp-resolve: --debuginfod-timeout wants seconds (more than 0, at most 86400), "
                             "not '%s'\n", optarg);
             return 2;

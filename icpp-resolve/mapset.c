@@ -9,6 +9,7 @@
 #include "names.h"
 #include "escape.h"
 #include "hmap.h"
+#include "vec.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -430,14 +431,9 @@ static int vote_stacks(mapset *ms, const char *samples, icpp_err *err)
         uint64_t key = (uint64_t)s.pid << 32 | s.tid;
         uint64_t *i = icpp_hmap_get(&ix, key, s.base);
         if (!i) {
-            if (nv == cap) {
-                cap = cap ? 2 * cap : 16;
-                vote *nvv = realloc(v, cap * sizeof *nvv);
-                if (!nvv) {
-                    rc = icpp_err_set(err, ENOMEM, "out of memory");
-                    break;
-                }
-                v = nvv;
+            if (icpp_vec_reserve((void **)&v, &cap, nv + 1, sizeof *v, 16) < 0) {
+                rc = icpp_err_set(err, ENOMEM, "out of memory");
+                break;
             }
             v[nv] = (vote){s.pid, s.tid, s.base, 0, 0};
             if (icpp_hmap_put(&ix, key, s.base, nv) < 0) {

@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include "profile.pb-c.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <math.h>
@@ -20,14 +21,8 @@ static int64_t str_ix(strtab *t, const char *s)
     for (size_t i = 0; i < t->n; i++)
         if (!strcmp(t->v[i], s))
             return (int64_t)i;
-    if (t->n == t->cap) {
-        size_t nc = t->cap ? 2 * t->cap : 64;
-        char **nv = realloc(t->v, nc * sizeof *nv);
-        if (!nv)
-            return 0;
-        t->v = nv;
-        t->cap = nc;
-    }
+    if (icpp_vec_reserve((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v, 64) < 0)
+        return 0;
     t->v[t->n] = strdup(s);
     return t->v[t->n] ? (int64_t)t->n++ : 0;
 }
@@ -78,17 +73,10 @@ static int64_t iloc_ix(ilocs *l, uint32_t func, uint32_t chain)
     uint64_t *v = icpp_hmap_get(&l->ix, func, chain);
     if (v)
         return (int64_t)*v;
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? 2 * l->cap : 64;
-        uint32_t *nf = realloc(l->func, nc * sizeof *nf);
-        if (nf)
-            l->func = nf;
-        uint32_t *ncn = nf ? realloc(l->chain, nc * sizeof *ncn) : NULL;
-        if (!ncn)
-            return -1;
-        l->chain = ncn;
-        l->cap = nc;
-    }
+    size_t capf = l->cap;       /* two arrays of one capacity: l->cap grows when both have */
+    if (icpp_vec_reserve((void **)&l->func, &capf, l->n + 1, sizeof *l->func, 64) < 0 ||
+        icpp_vec_reserve((void **)&l->chain, &l->cap, l->n + 1, sizeof *l->chain, 64) < 0)
+        return -1;
     if (icpp_hmap_put(&l->ix, func, chain, l->n) < 0)
         return -1;
     l->func[l->n] = func;

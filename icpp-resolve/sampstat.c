@@ -2,6 +2,7 @@
 #include "sampstat.h"
 
 #include "escape.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -35,14 +36,8 @@ int sampstat_add(sampstat *st, const icpp_rsample *s)
         st->last_ix = ix ? (size_t)*ix + 1 : 0;
     }
     if (!st->last_ix) {
-        if (st->n == st->cap) {
-            size_t nc = st->cap ? 2 * st->cap : 16;
-            sampstat_series *ns = realloc(st->s, nc * sizeof *ns);
-            if (!ns)
-                return -ENOMEM;
-            st->s = ns;
-            st->cap = nc;
-        }
+        if (icpp_vec_reserve((void **)&st->s, &st->cap, st->n + 1, sizeof *st->s, 16) < 0)
+            return -ENOMEM;
         if (icpp_hmap_put(&st->ix, k1, k2, st->n) < 0)
             return -ENOMEM;
         sampstat_series *n = &st->s[st->n++];

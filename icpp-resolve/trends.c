@@ -13,6 +13,7 @@
 #include "run.h"
 #include "runinfo.h"
 #include "trend.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -132,9 +133,8 @@ static int push(const char ***v, size_t *n, const char *s)
 
 static int parse_count(const char *opt, const char *s, double max, double *out)
 {
-    char *e;
-    double v = strtod(s, &e);
-    if (*e || e == s || !(v >= 0 && v <= max) || v != floor(v)) {
+    double v;
+    if (icpp_cli_double(s, &v) < 0 || !(v >= 0 && v <= max) || v != floor(v)) {
         fprintf(stderr, "icpp-resolve: %s wants a count, not '%s'\n", opt, s);
         return -1;
     }
@@ -304,14 +304,8 @@ static tseries *series_of(trend_ctx *t, const char *key)
     for (; (v = icpp_hmap_get(&t->ix, h, probe)); probe++)
         if (!strcmp(t->ser[*v].key, key))
             return &t->ser[*v];
-    if (t->nser == t->capser) {
-        size_t nc = t->capser ? 2 * t->capser : 256;
-        tseries *n = realloc(t->ser, nc * sizeof *n);
-        if (!n)
-            return NULL;
-        t->ser = n;
-        t->capser = nc;
-    }
+    if (icpp_vec_reserve((void **)&t->ser, &t->capser, t->nser + 1, sizeof *t->ser, 256) < 0)
+        return NULL;
     tseries *s = &t->ser[t->nser];
     s->key = strdup(key);
     s->incl = calloc(2 * t->nruns * t->nev, sizeof *s->incl);

@@ -3,6 +3,7 @@
 
 #include "arr.h"
 #include "cli.h"
+#include "vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -124,16 +125,10 @@ int rw_cid_move(rw_cidtab *t, uint32_t f, int64_t h, int dir, uint64_t w)
     if (v) {
         i = (size_t)*v - 1;
     } else {
-        if (t->n == t->cap) {
-            size_t nc = t->cap ? 2 * t->cap : 1024;
-            uint64_t *a = realloc(t->cnt, nc * sizeof *a), *b = a ? realloc(t->ws, nc * sizeof *b) : NULL;
-            if (a)
-                t->cnt = a;
-            if (!b)
-                return -1;
-            t->ws = b;
-            t->cap = nc;
-        }
+        size_t capc = t->cap;   /* two arrays of one capacity: t->cap grows when both have */
+        if (icpp_vec_reserve((void **)&t->cnt, &capc, t->n + 1, sizeof *t->cnt, 1024) < 0 ||
+            icpp_vec_reserve((void **)&t->ws, &t->cap, t->n + 1, sizeof *t->ws, 1024) < 0)
+            return -1;
         i = t->n++;
         t->cnt[i] = t->ws[i] = 0;
         if (icpp_hmap_put(&t->h, f, (uint64_t)h, i + 1) < 0)

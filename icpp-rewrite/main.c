@@ -81,17 +81,7 @@ static const char *usage_text =
     "Exit status: 0 done (and verified); 1 error (nothing or nothing new written);\n"
     "2 bad usage; 3 --verify found a difference.\n";
 
-static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-static void die(int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("icpp-rewrite: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(status);
-}
+#define die(...) icpp_cli_die("icpp-rewrite", __VA_ARGS__)
 
 static int64_t map_max_height(const icpp_pathmap *pm)
 {
@@ -180,26 +170,21 @@ static int parse_options(int argc, char **argv, rw_opts *o)
                                        {0, 0, 0, 0}};
     o->growth = 1.5, o->tlimit = 6.0, o->seed = 1, o->wrap = 1, o->clone = 1;
     int c;
-    char *e;
     while ((c = getopt_long(argc, argv, "+m:o:qvh", lo, NULL)) != -1) {
         switch (c) {
         case 'm': o->map_path = optarg; break;
         case 'o': o->out = optarg; break;
         case OPT_GROWTH:
-            o->growth = strtod(optarg, &e);
-            if (*e || !(o->growth >= 1.0) || o->growth > 1000)
+            if (icpp_cli_double(optarg, &o->growth) < 0 || !(o->growth >= 1.0) || o->growth > 1000)
                 die(2, "--max-stack-growth wants a factor from 1 to 1000 (1.5: paths may get 50%% higher), not '%s'",
                     optarg);
             break;
         case OPT_SEED:
-            errno = 0;
-            o->seed = strtoull(optarg, &e, 0);
-            if (*e || !*optarg || errno || strchr(optarg, '-'))     /* strtoull takes "-1" as 2^64-1 */
+            if (icpp_cli_u64(optarg, 0, 0, UINT64_MAX, &o->seed) < 0)
                 die(2, "--seed wants a number from 0 to 2^64-1, not '%s'", optarg);
             break;
         case OPT_TIME:
-            o->tlimit = strtod(optarg, &e);
-            if (*e || !(o->tlimit > 0) || o->tlimit > 1e6)
+            if (icpp_cli_double(optarg, &o->tlimit) < 0 || !(o->tlimit > 0) || o->tlimit > 1e6)
                 die(2, "--time-limit wants seconds (> 0), not '%s'", optarg);
             break;
         case OPT_VERIFY: o->verify = 1; break;
@@ -209,9 +194,7 @@ static int parse_options(int argc, char **argv, rw_opts *o)
         case OPT_WRAP:
             if (o->nforce == RW_MAX_FORCE)
                 die(2, "--wrap: at most %zu call sites", (size_t)RW_MAX_FORCE);
-            errno = 0;
-            o->force[o->nforce++] = strtoull(optarg, &e, 0);
-            if (*e || !*optarg || errno || strchr(optarg, '-'))
+            if (icpp_cli_u64(optarg, 0, 0, UINT64_MAX, &o->force[o->nforce++]) < 0)
                 die(2, "--wrap wants the address of a call instruction (0x1234), not '%s'", optarg);
             break;
         case OPT_EXPLAIN:

@@ -4,6 +4,7 @@
 #include "arr.h"
 #include "cli.h"
 #include "hmap.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -319,17 +320,10 @@ static int setup_index(S *s, const uint32_t *caller, const uint32_t *f2c)
         uint64_t ps = s->vstart[cn], pe = cn ? s->vstart[cn + 1] : 0;
         uint32_t add = cn ? f2c[icpp_pathmap_node(pm, cn)->func] : NONE;
         size_t need = total + (pe - ps) + 1;
-        if (need > cap) {
-            while (cap < need)
-                cap *= 2;
-            uint32_t *a = realloc(s->vcand, cap * sizeof *a), *b;
-            if (!a)
-                return -ENOMEM;
-            s->vcand = a;
-            if (!(b = realloc(s->vmult, cap * sizeof *b)))
-                return -ENOMEM;
-            s->vmult = b;
-        }
+        size_t capc = cap;      /* two arrays of one capacity: cap grows when both have */
+        if (icpp_vec_reserve((void **)&s->vcand, &capc, need, sizeof *s->vcand, 0) < 0 ||
+            icpp_vec_reserve((void **)&s->vmult, &cap, need, sizeof *s->vmult, 0) < 0)
+            return -ENOMEM;
         int done = add == NONE;
         for (uint64_t e = ps; e < pe; e++) {
             if (!done && add < s->vcand[e]) {
@@ -754,14 +748,8 @@ int rw_ambiguity(const icpp_pathmap *pm, const uint32_t *caller, const uint32_t 
             uint64_t *g = icpp_hmap_get(&gix, n->func, (uint64_t)h);
             rw_amb_group *G;
             if (!g) {
-                if (out->ngroups == capg) {
-                    size_t nc = capg ? capg * 2 : 64;
-                    rw_amb_group *ng = realloc(out->groups, nc * sizeof *ng);
-                    if (!ng)
-                        goto out;
-                    out->groups = ng;
-                    capg = nc;
-                }
+                if (icpp_vec_reserve((void **)&out->groups, &capg, out->ngroups + 1, sizeof *out->groups, 64) < 0)
+                    goto out;
                 if (icpp_hmap_put(&gix, n->func, (uint64_t)h, out->ngroups) < 0)
                     goto out;
                 G = &out->groups[out->ngroups++];

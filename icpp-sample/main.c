@@ -178,17 +178,7 @@ typedef struct session {
 static volatile sig_atomic_t stop_requested, forward_signal;
 static pid_t child_pid;
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("icpp-sample: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
+#define die(...) icpp_cli_die("icpp-sample", 1, __VA_ARGS__)
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
@@ -734,31 +724,9 @@ static void setup_events(session *s, int amd)
         jitter_attr(&s->ev[e].attr);
 }
 
-static uint64_t parse_u64(const char *opt, const char *v, uint64_t min, uint64_t max)
-{
-    char *e;
-    errno = 0;
-    unsigned long long x = strtoull(v, &e, 10);
-    if (errno || e == v || *e || x < min || x > max || v[0] == '-') {
-        fprintf(stderr, "icpp-sample: %s wants a number from %llu to %llu, not '%s'\n", opt,
-                (unsigned long long)min, (unsigned long long)max, v);
-        exit(2);
-    }
-    return x;
-}
-
-/* A number in (min, max) for opt, or exit 2. */
-static double parse_fraction(const char *opt, const char *v, double min, double max)
-{
-    char *e;
-    errno = 0;
-    double x = strtod(v, &e);
-    if (errno || e == v || *e || !(x > min && x < max)) {
-        fprintf(stderr, "icpp-sample: %s wants a number above %g and below %g, not '%s'\n", opt, min, max, v);
-        exit(2);
-    }
-    return x;
-}
+/* A number in [min, max] / in (min, max) for opt, or exit 2 (lib/cli.h). */
+#define parse_u64(opt, v, min, max)      icpp_cli_opt_u64("icpp-sample", opt, v, min, max)
+#define parse_fraction(opt, v, min, max) icpp_cli_opt_fraction("icpp-sample", opt, v, min, max)
 
 /* The default workload feature: bytes=SIZE of the command's one input
  * file (lib/runinfo.h), unless --feature named bytes. */

@@ -9,6 +9,7 @@
 #include "pathmap.h"
 #include "recover.h"
 #include "sibling.h"
+#include "vec.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -84,17 +85,7 @@ static const char *usage_text =
     "Exit status: PROG's (128+N if signal N killed it); 1 if the map could not\n"
     "be written (the previous MAP is kept), 2 on bad usage.\n";
 
-static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-static void die(int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("icpp-train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(status);
-}
+#define die(...) icpp_cli_die("icpp-train", __VA_ARGS__)
 
 /* ---- --stats ---- */
 
@@ -645,13 +636,8 @@ static int merge_parts(const char *dir, const icpp_build_id *want, icpp_pathmap 
     while ((de = readdir(d)) != NULL) {
         if (strncmp(de->d_name, "part.", 5) && strncmp(de->d_name, "live.", 5) && strncmp(de->d_name, "lost.", 5))
             continue;
-        if (nnames == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nv = realloc(names, cap * sizeof *nv);
-            if (!nv)
-                die(1, "out of memory");
-            names = nv;
-        }
+        if (icpp_vec_reserve((void **)&names, &cap, nnames + 1, sizeof *names, 64) < 0)
+            die(1, "out of memory");
         if (!(names[nnames++] = strdup(de->d_name)))
             die(1, "out of memory");
     }
@@ -873,9 +859,8 @@ static int parse_options(int argc, char **argv, train_run *t)
         case OPT_STATS: return print_stats(optarg);
         case OPT_PATHS: return print_paths(optarg);
         case OPT_DEPTH: {
-            char *e;
-            unsigned long v = strtoul(optarg, &e, 10);
-            if (*e || !v || v > (1ul << 26))
+            uint64_t v;
+            if (icpp_cli_u64(optarg, 10, 1, 1ul << 26, &v) < 0)
                 die(2, "--max-depth wants a number of frames from 1 to %lu, not '%s'", 1ul << 26, optarg);
             t->depth = optarg;
             break;

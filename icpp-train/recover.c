@@ -3,6 +3,7 @@
 
 #include "codec.h"
 #include "internal.h"      /* agent/: the node layout the live file holds */
+#include "vec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -300,14 +301,8 @@ static const char *push_children(const live *L, stack *st, uint64_t first, uint6
         if (!*budget)
             return "more nodes than the file holds (a cycle)";
         (*budget)--;
-        if (st->n == st->cap) {
-            size_t nc = st->cap ? 2 * st->cap : 1024;
-            item *nv = realloc(st->v, nc * sizeof *nv);
-            if (!nv)
-                return "out of memory";
-            st->v = nv;
-            st->cap = nc;
-        }
+        if (icpp_vec_reserve((void **)&st->v, &st->cap, st->n + 1, sizeof *st->v, 1024) < 0)
+            return "out of memory";
         memcpy(&y, r, sizeof y);
         st->v[st->n++] = (item){c, parent_va, pm_parent};
         c = (uint64_t)(uintptr_t)y.next_sibling;

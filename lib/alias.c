@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lde.h"
+#include "vec.h"
 
 typedef struct pair {
     uint64_t g, f;          /* f is an entry alias of g */
@@ -90,15 +91,9 @@ icpp_alias_index *icpp_alias_index_build(const icpp_module *m)
         uint64_t g = entered(m, f);
         if (!g)
             continue;
-        if (x->n == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            pair *v = realloc(x->v, nc * sizeof *v);
-            if (!v) {
-                icpp_alias_index_free(x);
-                return NULL;
-            }
-            x->v = v;
-            cap = nc;
+        if (icpp_vec_reserve((void **)&x->v, &cap, x->n + 1, sizeof *x->v, 16) < 0) {
+            icpp_alias_index_free(x);
+            return NULL;
         }
         x->v[x->n++] = (pair){g, f->addr};
     }

@@ -4,6 +4,7 @@
 #include "hmap.h"
 #include "perfdata.h"
 #include "resolve.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -147,14 +148,8 @@ int icpp_basevote_add(icpp_basevote *bv, uint32_t pid, uint32_t tid, uint32_t ge
     uint64_t key = (uint64_t)pid << 32 | tid;
     uint64_t *ti = icpp_hmap_get(&bv->tmap, key, gen);
     if (!ti) {
-        if (bv->nthr == bv->capthr) {
-            size_t nc = bv->capthr ? 2 * bv->capthr : 16;
-            icpp_bv_thread *nt = realloc(bv->thr, nc * sizeof *nt);
-            if (!nt)
-                return -ENOMEM;
-            bv->thr = nt;
-            bv->capthr = nc;
-        }
+        if (icpp_vec_reserve((void **)&bv->thr, &bv->capthr, bv->nthr + 1, sizeof *bv->thr, 16) < 0)
+            return -ENOMEM;
         if (icpp_hmap_put(&bv->tmap, key, gen, bv->nthr) < 0)
             return -ENOMEM;
         memset(&bv->thr[bv->nthr], 0, sizeof *bv->thr);
@@ -172,14 +167,8 @@ int icpp_basevote_add(icpp_basevote *bv, uint32_t pid, uint32_t tid, uint32_t ge
     if (func < 0 || (uint64_t)func >= bv->nfuncs || !entry_sp)
         return 0;
     th->voters++;
-    if (bv->nsmp == bv->capsmp) {
-        size_t nc = bv->capsmp ? 2 * bv->capsmp : 1024;
-        bv_sample *ns = realloc(bv->smp, nc * sizeof *ns);
-        if (!ns)
-            return -ENOMEM;
-        bv->smp = ns;
-        bv->capsmp = nc;
-    }
+    if (icpp_vec_reserve((void **)&bv->smp, &bv->capsmp, bv->nsmp + 1, sizeof *bv->smp, 1024) < 0)
+        return -ENOMEM;
     bv->smp[bv->nsmp++] = (bv_sample){(uint32_t)t, (uint32_t)func, entry_sp};
     /* startstack is 16-byte aligned; any other thread's base is the end of a mapping. */
     uint64_t align = pid == tid ? 16 : 4096;

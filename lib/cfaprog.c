@@ -1,6 +1,7 @@
 /* cfaprog.c -- an FDE's call frame program read for patching: the CFA rule over each code range, and where each CFA offset is encoded. */
 #include "cfaprog.h"
 #include "dwread.h"
+#include "vec.h"
 
 #include <dwarf.h>
 #include <errno.h>
@@ -38,15 +39,9 @@ typedef struct walk {
 
 static int32_t add_op(walk *w, const uint8_t *at, uint8_t len, int sf, int in_cie, int8_t da, int64_t value)
 {
-    if (w->out->nops == w->capops) {
-        size_t nc = w->capops ? 2 * w->capops : 8;
-        icpp_cfa_operand *nv = realloc(w->out->ops, nc * sizeof *nv);
-        if (!nv) {
-            w->oom = 1;
-            return -1;
-        }
-        w->out->ops = nv;
-        w->capops = nc;
+    if (icpp_vec_reserve((void **)&w->out->ops, &w->capops, (size_t)w->out->nops + 1, sizeof *w->out->ops, 8) < 0) {
+        w->oom = 1;
+        return -1;
     }
     w->out->ops[w->out->nops] = (icpp_cfa_operand){(uint32_t)(at - w->sec), len, (uint8_t)sf, (uint8_t)in_cie,
                                                     sf ? da : 0, value};
@@ -65,15 +60,9 @@ static void add_span(walk *w, uint64_t lo, uint64_t hi, const rule *r)
             return;
         }
     }
-    if (o->nspans == w->capspans) {
-        size_t nc = w->capspans ? 2 * w->capspans : 16;
-        icpp_cfa_span *nv = realloc(o->spans, nc * sizeof *nv);
-        if (!nv) {
-            w->oom = 1;
-            return;
-        }
-        o->spans = nv;
-        w->capspans = nc;
+    if (icpp_vec_reserve((void **)&o->spans, &w->capspans, (size_t)o->nspans + 1, sizeof *o->spans, 16) < 0) {
+        w->oom = 1;
+        return;
     }
     o->spans[o->nspans++] = (icpp_cfa_span){lo, hi, r->reg, r->expr, r->off, r->operand};
 }

@@ -1,6 +1,7 @@
 /* cfi.c -- per-module CFA table: for every PC the CFA rule, built once from .eh_frame/.debug_frame. */
 #include "cfi.h"
 #include "fde.h"
+#include "vec.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -97,14 +98,8 @@ static int segv_push(segv *s, uint64_t lo, uint64_t hi, int32_t w, uint8_t x)
         s->v[s->n - 1].hi = hi;
         return 0;
     }
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 4096;
-        seg *nv = realloc(s->v, nc * sizeof *nv);
-        if (!nv)
-            return -1;
-        s->v = nv;
-        s->cap = nc;
-    }
+    if (icpp_vec_reserve((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v, 4096) < 0)
+        return -1;
     s->v[s->n++] = (seg){lo, hi, w, x};
     return 0;
 }

@@ -3,6 +3,7 @@
 
 #include "hmap.h"
 #include "module.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -119,14 +120,8 @@ uint32_t icpp_cidx_lookup_aligned(icpp_cidx *x, uint32_t func, int64_t height, c
         int64_t d = c->height - height;
         if (d % 16 || d <= -64 * (int64_t)c->depth || d >= 64 * (int64_t)c->depth)
             continue;
-        if (n == x->fzcap) {
-            size_t nc = x->fzcap ? 2 * x->fzcap : 16;
-            icpp_cand *nf = realloc(x->fz, nc * sizeof *nf);
-            if (!nf)
-                break;
-            x->fz = nf;
-            x->fzcap = nc;
-        }
+        if (icpp_vec_reserve((void **)&x->fz, &x->fzcap, (size_t)n + 1, sizeof *x->fz, 16) < 0)
+            break;
         /* one node may match at several of its heights: merge */
         uint32_t k;
         for (k = 0; k < n && x->fz[k].node != c->node; k++)

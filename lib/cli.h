@@ -1,11 +1,44 @@
-/* cli.h -- what the four tools' command lines share: --version, and a progress line on a terminal. */
+/* cli.h -- what the four tools' command lines share: --version, die, option numbers, a progress line on a terminal. */
 #ifndef ICPP_CLI_H
 #define ICPP_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* "TOOL VERSION\n" on out (the project version, config.h), for --version. */
 void icpp_cli_version(FILE *out, const char *tool);
+
+/* "TOOL: <fmt...>\n" on stderr, then exit(status): a front end's fatal
+ * error (lib/ never calls it; only the tools' own code does). */
+void icpp_cli_die(const char *tool, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+
+/* Option values: the whole of s is the number, or the call fails (nothing
+ * before or after it but strtoul's/strtod's leading blanks; no digits is
+ * not a number).  The callers check their own ranges where they print their
+ * own messages. */
+
+/* An unsigned number (strtoull in `base`: 10, or 0 for 0x.. and 0..) in
+ * [min, max]: 0 and *out, or -1: not a number, a '-' anywhere (strtoull
+ * would take "-1" as 2^64-1), more than 2^64-1, or outside [min, max]. */
+int icpp_cli_u64(const char *s, int base, uint64_t min, uint64_t max, uint64_t *out);
+
+/* A decimal number (strtol, a sign allowed) in [lo, hi]: 0 and *out, or -1. */
+int icpp_cli_long(const char *s, long lo, long hi, long *out);
+
+/* A floating-point number (strtod): 0 and *out; 1 and *out when it is one
+ * but beyond a double's range (strtod's ERANGE: overflow to +-HUGE_VAL, or
+ * underflow near 0), which a caller may refuse or let its range check judge;
+ * -1 when s is not a number.  NaN and infinities parse ("nan", "inf"): a
+ * range check written !(x >= lo && x <= hi) refuses NaN. */
+int icpp_cli_double(const char *s, double *out);
+
+/* icpp-sample's option numbers, or exit 2 after
+ *   "TOOL: OPT wants a number from MIN to MAX, not 'S'"   (decimal, [min, max]) or
+ *   "TOOL: OPT wants a number above MIN and below MAX, not 'S'"   (a double in (min, max),
+ *                                                               ERANGE refused). */
+uint64_t icpp_cli_opt_u64(const char *tool, const char *opt, const char *s, uint64_t min, uint64_t max);
+double   icpp_cli_opt_fraction(const char *tool, const char *opt, const char *s, double min, double max);
 
 /* CPU seconds of this process (user + system): what time limits count, so
  * that they do not depend on how busy the machine is. */

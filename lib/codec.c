@@ -3,6 +3,7 @@
 
 #include "fsafe.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -52,6 +53,7 @@ void icpp_wbuf_bytes(icpp_wbuf *b, const void *p, size_t n)
 {
     if (b->oom)
         return;
+    assert(b->len <= b->cap && (b->p || !b->cap));
     if (b->len + n > b->cap && wbuf_grow(b, b->len + n) < 0) {
         b->oom = 1;
         return;
@@ -89,6 +91,7 @@ void icpp_wbuf_uv(icpp_wbuf *b, uint64_t v)
 
 void icpp_wbuf_uv5(icpp_wbuf *b, uint64_t v)
 {
+    assert(v < (1ull << 35));      /* codec.h: a count < 2^35 (5 LEB128 bytes) */
     uint8_t t[5];
     for (int i = 0; i < 5; i++) {
         t[i] = (uint8_t)(v & 0x7f) | (i < 4 ? 0x80 : 0);
@@ -99,6 +102,7 @@ void icpp_wbuf_uv5(icpp_wbuf *b, uint64_t v)
 
 void icpp_wbuf_patch_uv5(icpp_wbuf *b, size_t at, uint64_t v)
 {
+    assert(v < (1ull << 35));      /* codec.h: a count < 2^35 */
     if (b->oom || at + 5 > b->len)
         return;
     for (int i = 0; i < 5; i++) {

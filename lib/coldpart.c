@@ -1,6 +1,8 @@
 /* coldpart.c -- split-off cold parts of stripped code: the one function whose code jumps into them. */
 #include "coldpart.h"
 
+#include "vec.h"
+
 #include <Zydis/Zydis.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,13 +177,8 @@ int icpp_coldpart_link(const uint8_t *img, size_t len, const icpp_code_seg *segs
                     called[k] = 1;
                 continue;
             }
-            if (nj == capj) {
-                capj = capj ? 2 * capj : 256;
-                jump *nv = realloc(js, capj * sizeof *nv);
-                if (!nv)
-                    goto out;
-                js = nv;
-            }
+            if (icpp_vec_reserve((void **)&js, &capj, nj + 1, sizeof *js, 256) < 0)
+                goto out;
             js[nj++] = (jump){k, v[j].owner, in.branch == ICPP_INSN_JCC && t != v[k].addr};
         }
     }

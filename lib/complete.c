@@ -5,6 +5,7 @@
 #include "cfi.h"
 #include "hmap.h"
 #include "module.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -577,16 +578,8 @@ int icpp_complete(icpp_completer *c, uint32_t module, uint64_t addr, int64_t hei
     if (!v) {
         search(c, module, addr, height);
         size_t off = c->ncands;
-        if (c->ncands + c->nres > c->capcands) {
-            size_t nc = c->capcands ? 2 * c->capcands : 256;
-            while (nc < c->ncands + c->nres)
-                nc *= 2;
-            icpp_cand *n = realloc(c->cands, nc * sizeof *n);
-            if (!n)
-                return -ENOMEM;
-            c->cands = n;
-            c->capcands = nc;
-        }
+        if (icpp_vec_reserve((void **)&c->cands, &c->capcands, c->ncands + c->nres, sizeof *c->cands, 256) < 0)
+            return -ENOMEM;
         uint32_t cnt = 0;
         for (uint32_t i = 0; i < c->nres; i++) {
             int64_t node = node_of(c, &c->res[i]);

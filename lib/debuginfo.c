@@ -4,6 +4,7 @@
 #include "codec.h"
 #include "fsafe.h"
 #include "functab.h"
+#include "vec.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -237,14 +238,8 @@ int icpp_debuginfo_want(const icpp_build_id *b)
     for (size_t i = 0; i < dfd.nwant; i++)
         if (icpp_build_id_eq(&dfd.want[i], b))
             return 0;
-    if (dfd.nwant == dfd.capwant) {
-        size_t nc = dfd.capwant ? 2 * dfd.capwant : 16;
-        icpp_build_id *nv = realloc(dfd.want, nc * sizeof *nv);
-        if (!nv)
-            return -ENOMEM;
-        dfd.want = nv;
-        dfd.capwant = nc;
-    }
+    if (icpp_vec_reserve((void **)&dfd.want, &dfd.capwant, dfd.nwant + 1, sizeof *dfd.want, 16) < 0)
+        return -ENOMEM;
     dfd.want[dfd.nwant++] = *b;
     return 0;
 }

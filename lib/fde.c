@@ -1,6 +1,7 @@
 /* fde.c -- FDE enumeration from raw .eh_frame/.debug_frame bytes: untrusted input, no library needed. */
 #include "fde.h"
 #include "dwread.h"
+#include "vec.h"
 
 #include <dwarf.h>
 #include <errno.h>
@@ -267,14 +268,9 @@ int icpp_fde_parse(const void *data, size_t size, uint64_t sh_addr, int eh, icpp
              * lib/cfaprog.h refuses to read such a program. */
             int odd = ci.code_align < 1 || ci.code_align > 255 || ci.data_align < -128 || ci.data_align > 127;
             if (range) {
-                if (n == cap) {
-                    cap = cap ? 2 * cap : 256;
-                    icpp_fde *nv = realloc(v, cap * sizeof *nv);
-                    if (!nv) {
-                        free(v);
-                        return icpp_err_set(err, ENOMEM, "%s: out of memory", name);
-                    }
-                    v = nv;
+                if (icpp_vec_reserve((void **)&v, &cap, n + 1, sizeof *v, 256) < 0) {
+                    free(v);
+                    return icpp_err_set(err, ENOMEM, "%s: out of memory", name);
                 }
                 v[n++] = (icpp_fde){lo, lo + range, ci.signal, entry, ci.fde_enc, odd ? 0 : (int8_t)ci.data_align,
                                     odd ? 0 : (uint8_t)ci.code_align, (uint32_t)ci.ins, (uint32_t)ci.end,

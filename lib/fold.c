@@ -1,6 +1,7 @@
 /* fold.c -- recursion folding of call paths: a cycle repeated back to back is kept once (docs/resolve.md). */
 #include "fold.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,7 @@ int64_t icpp_folder_path(icpp_folder *f, uint32_t node, const int64_t **out)
         f->cap = nc;
     }
     d = icpp_pathmap_path(f->pm, node, f->tmp, d);
+    assert(d < f->cap);
     for (uint32_t i = 0; i < d; i++)
         f->buf[i] = f->tmp[i];
     *out = f->buf;

@@ -4,6 +4,7 @@
 
 #include "coldpart.h"
 #include "fde.h"
+#include "vec.h"
 
 #include <assert.h>
 #include <elf.h>
@@ -90,14 +91,8 @@ typedef struct vec {
 
 static int push(vec *x, icpp_ftab_entry e)
 {
-    if (x->n == x->cap) {
-        size_t nc = x->cap ? 2 * x->cap : 1024;
-        icpp_ftab_entry *nv = realloc(x->v, nc * sizeof *nv);
-        if (!nv)
-            return -1;
-        x->v = nv;
-        x->cap = nc;
-    }
+    if (icpp_vec_reserve((void **)&x->v, &x->cap, x->n + 1, sizeof *x->v, 1024) < 0)
+        return -1;
     x->v[x->n++] = e;
     return 0;
 }

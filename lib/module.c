@@ -135,15 +135,9 @@ static char *own(icpp_module *m, char *s)
 {
     if (!s)
         return NULL;
-    if (m->nstrings == m->capstrings) {
-        size_t nc = m->capstrings ? 2 * m->capstrings : 256;
-        char **nv = realloc(m->strings, nc * sizeof *nv);
-        if (!nv) {
-            free(s);
-            return NULL;
-        }
-        m->strings = nv;
-        m->capstrings = nc;
+    if (icpp_vec_reserve((void **)&m->strings, &m->capstrings, m->nstrings + 1, sizeof *m->strings, 256) < 0) {
+        free(s);
+        return NULL;
     }
     m->strings[m->nstrings++] = s;
     return s;

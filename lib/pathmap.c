@@ -322,12 +322,13 @@ uint32_t icpp_pathmap_path(const icpp_pathmap *pm, uint32_t node, uint32_t *out,
         return 0;
     uint32_t d = pm->nodes[node].depth;
     if (out) {
-        uint32_t i = d;
-        for (uint32_t n = node; n && i; n = pm->nodes[n].parent) {
+        uint32_t i = d, n = node;
+        for (; n && i; n = pm->nodes[n].parent) {
             i--;
             if (i < max)
                 out[i] = pm->nodes[n].func;
         }
+        assert(!n && !i);       /* a node's depth is its number of ancestors below the root (icpp_pathmap_child) */
     }
     return d;
 }

@@ -4,6 +4,7 @@
 #include "callgraph.h"
 #include "cfi.h"
 #include "module.h"
+#include "vec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -69,14 +70,8 @@ static icpp_callgraph *graph_of(icpp_plt *p, const icpp_replay *rp, uint32_t mi)
     for (size_t i = 0; i < p->ngraphs; i++)
         if (icpp_build_id_match(&p->graphs[i].bid, p->graphs[i].path, bid, rm->path))
             return p->graphs[i].g;
-    if (p->ngraphs == p->capgraphs) {
-        size_t n = p->capgraphs ? 2 * p->capgraphs : 8;
-        plt_graph *ng = realloc(p->graphs, n * sizeof *ng);
-        if (!ng)
-            return NULL;
-        p->graphs = ng;
-        p->capgraphs = n;
-    }
+    if (icpp_vec_reserve((void **)&p->graphs, &p->capgraphs, p->ngraphs + 1, sizeof *p->graphs, 8) < 0)
+        return NULL;
     char *path = strdup(rm->path);
     if (!path)
         return NULL;
@@ -103,14 +98,8 @@ static int add(cand_list *l, uint32_t node, uint64_t count, uint64_t learned)
             l->v[i].learned += learned;
             return 0;
         }
-    if (l->n == l->cap) {
-        size_t n = l->cap ? 2 * l->cap : 16;
-        icpp_cand *nc = realloc(l->v, n * sizeof *nc);
-        if (!nc)
-            return -1;
-        l->v = nc;
-        l->cap = n;
-    }
+    if (icpp_vec_reserve((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v, 16) < 0)
+        return -1;
     l->v[l->n++] = (icpp_cand){node, count, learned};
     return 0;
 }

@@ -2,6 +2,7 @@
 #include "procmaps.h"
 
 #include "fsafe.h"
+#include "vec.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -34,16 +35,8 @@ void icpp_maps_free(icpp_maps *mm)
 
 static int reserve(icpp_maps *mm, size_t extra, icpp_err *err)
 {
-    if (mm->n + extra <= mm->cap)
-        return 0;
-    size_t nc = mm->cap ? mm->cap * 2 : 64;
-    while (nc < mm->n + extra)
-        nc *= 2;
-    icpp_mapping *nv = realloc(mm->v, nc * sizeof *nv);
-    if (!nv)
+    if (icpp_vec_reserve((void **)&mm->v, &mm->cap, mm->n + extra, sizeof *mm->v, 64) < 0)
         return icpp_err_set(err, ENOMEM, "out of memory for mappings");
-    mm->v = nv;
-    mm->cap = nc;
     return 0;
 }
 
@@ -194,12 +187,9 @@ static char *slurp(const char *path, size_t *len, icpp_err *err)
         if (r == 0)
             break;
         n += (size_t)r;
-        if (n == cap) {
-            cap *= 2;
-            char *nb = realloc(buf, cap);
-            if (!nb)
-                free(buf);
-            buf = nb;
+        if (icpp_vec_reserve((void **)&buf, &cap, n + 1, 1, 0) < 0) {
+            free(buf);
+            buf = NULL;
         }
     }
     close(fd);

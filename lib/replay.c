@@ -4,6 +4,7 @@
 #include "hmap.h"
 #include "perfdata.h"
 #include "procmaps.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -142,14 +143,8 @@ static rproc *get_proc(icpp_replay *rp, uint32_t pid, int create)
             return &rp->procs[i];
     if (!create)
         return NULL;
-    if (rp->nprocs == rp->capprocs) {
-        size_t nc = rp->capprocs ? 2 * rp->capprocs : 8;
-        rproc *np = realloc(rp->procs, nc * sizeof *np);
-        if (!np)
-            return NULL;
-        rp->procs = np;
-        rp->capprocs = nc;
-    }
+    if (icpp_vec_reserve((void **)&rp->procs, &rp->capprocs, rp->nprocs + 1, sizeof *rp->procs, 8) < 0)
+        return NULL;
     rproc *p = &rp->procs[rp->nprocs++];
     memset(p, 0, sizeof *p);
     p->pid = pid;
@@ -165,14 +160,8 @@ static int32_t get_module(icpp_replay *rp, const char *path, const icpp_build_id
         if (!strcmp(rp->mods[i].path, path) &&      /* no recorded build-id: the path alone names it */
             (!bid->len || icpp_build_id_eq(&rp->mods[i].build_id, bid)))
             return (int32_t)i;
-    if (rp->nmods == rp->capmods) {
-        size_t nc = rp->capmods ? 2 * rp->capmods : 16;
-        icpp_rmodule *nm = realloc(rp->mods, nc * sizeof *nm);
-        if (!nm)
-            return -1;
-        rp->mods = nm;
-        rp->capmods = nc;
-    }
+    if (icpp_vec_reserve((void **)&rp->mods, &rp->capmods, rp->nmods + 1, sizeof *rp->mods, 16) < 0)
+        return -1;
     icpp_rmodule *m = &rp->mods[rp->nmods];
     memset(m, 0, sizeof *m);
     m->path = strdup(path);

@@ -1,6 +1,7 @@
 /* vec.c -- growable arrays: room for more elements, doubling, new elements zeroed. */
 #include "vec.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 int icpp_vec_reserve(void **v, size_t *cap, size_t need, size_t elem, size_t first)
 {
+    assert(v && cap && (*v || !*cap || need <= *cap));     /* a capacity without an array is a caller's bug */
     if (need <= *cap)
         return 0;
     size_t nc = *cap ? *cap : (first ? first : 1);

@@ -31,6 +31,7 @@
  *     accepted base, height = base - entry SP, and touches nothing else. */
 #include "basevote.h"
 #include "fuzz.h"
+#include "vec.h"
 
 #include <math.h>
 
@@ -100,11 +101,8 @@ static void model_map(const icpp_pathmap *pm, mfunc *mf, uint32_t nf)
         FUZZ_CHECK(n->func < nf, "node %u: function %u", i, n->func);
         mfunc *f = &mf[n->func];
         for (uint32_t k = 0; k < n->nheights; k++) {
-            if (f->nall == f->cap) {
-                f->cap = f->cap ? 2 * f->cap : 16;
-                f->all = realloc(f->all, f->cap * sizeof *f->all);
-                FUZZ_CHECK(f->all != NULL, "out of memory");
-            }
+            FUZZ_CHECK(icpp_vec_reserve((void **)&f->all, &f->cap, f->nall + 1, sizeof *f->all, 16) == 0,
+                       "out of memory");
             f->all[f->nall++] = (hc){n->heights[k].height, n->heights[k].count};
         }
     }
@@ -166,11 +164,7 @@ static void model_vote(const mfunc *mf, uint32_t nf, const msample *s, size_t ns
             uint64_t base = s[i].entry_sp + (uint64_t)f->vote[k];
             if (base % align || base <= s[i].entry_sp)
                 continue;
-            if (nb == cap) {
-                cap = cap ? 2 * cap : 64;
-                b = realloc(b, cap * sizeof *b);
-                FUZZ_CHECK(b != NULL, "out of memory");
-            }
+            FUZZ_CHECK(icpp_vec_reserve((void **)&b, &cap, nb + 1, sizeof *b, 64) == 0, "out of memory");
             b[nb++] = base;
         }
     }

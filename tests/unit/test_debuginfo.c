@@ -2,6 +2,7 @@
 #include "check.h"
 #include "debuginfo.h"
 #include "module.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -52,10 +53,8 @@ static nsym *nm_funcs(const char *path, size_t *n)
         char t, name[400];
         if (sscanf(line, "%" SCNx64 " %c %399s", &a, &t, name) != 3 || !strchr("tTWwiu", t))
             continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 4096;
-            v = realloc(v, cap * sizeof *v);
-        }
+        if (icpp_vec_reserve((void **)&v, &cap, *n + 1, sizeof *v, 4096) < 0)
+            break;
         v[*n].addr = a;
         snprintf(v[*n].name, sizeof v[*n].name, "%s", name);
         (*n)++;
