@@ -8,6 +8,7 @@
 #include "hmap.h"
 #include "jitter.h"
 #include "module.h"
+#include "perfrec.h"
 #include "perfring.h"
 #include "procmaps.h"
 #include "replay.h"
@@ -359,192 +360,193 @@ static void snapshot_process(session *s, pid_t pid, uint32_t ppid, uint32_t flag
 
 /* ---- ring buffer records ---- */
 
+/* The layout of event ev's samples (lib/perfrec.h); every event's begins
+ * with IDENTIFIER, IP, TID and TIME and has the same sample_id trailer
+ * (lib/events.c), so event 0's finds any record's event and time. */
+static void layout(const session *s, uint32_t ev, icpp_perfrec_layout *l)
+{
+    icpp_perfrec_layout_of(&s->ev[ev].attr, l);
+}
+
+/* A ring record's time, to order it by (0 if it has none). */
+static uint64_t ring_time(const session *s, const struct perf_event_header *h)
+{
+    icpp_perfrec_layout l;
+    uint64_t t = 0;
+    layout(s, 0, &l);
+    icpp_perfrec_time(&l, h->type, (const uint8_t *)(h + 1), h->size > sizeof *h ? h->size - sizeof *h : 0, &t);
+    return t;
+}
+
+/* A sample: written with its registers (and, with --validate, its chain
+ * and stack copy), or a learn sample unwound now.  A sample cut short is
+ * dropped; one without user registers (a kernel thread) is counted. */
+static void on_sample(session *s, const uint8_t *p, size_t n)
+{
+    icpp_perfrec_layout l;
+    icpp_perfrec_sample x;
+    uint64_t id;
+    layout(s, 0, &l);
+    if (icpp_perfrec_sample_id(&l, p, n, &id) < 0)
+        return;
+    const uint64_t *evp = icpp_hmap_get(&s->ids, id, 0);
+    uint32_t ev = evp ? (uint32_t)*evp : 0;
+    const struct perf_event_attr *a = &s->ev[ev].attr;
+    layout(s, ev, &l);
+    int rc = icpp_perfrec_sample_parse(&l, p, n, &x);
+    if (!(x.have & PERF_SAMPLE_REGS_USER))
+        return;
+    if (x.uabi == PERF_SAMPLE_REGS_ABI_NONE) {
+        s->noregs++;
+        return;
+    }
+    if (rc < 0)
+        return;
+    uint64_t regs[32] = {0}, chain[512];
+    int nregs = __builtin_popcountll(l.regs_user);
+    for (int i = 0; i < nregs && i < 32; i++)
+        regs[i] = icpp_perfrec_u64(x.uregs + 8 * i);
+    uint64_t ip = x.ip, bp = 0, sp = 0, rip = ip;
+    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_BP, &bp);
+    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_SP, &sp);
+    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_IP, &rip);
+    /* precise_ip >= 2 reports the eventing IP with post-retirement
+     * registers: pair SP with the register-set IP instead. */
+    if (a->precise_ip >= 2)
+        ip = rip;
+    icpp_sample_extra e, *ep = NULL;
+    if (l.sample_type & PERF_SAMPLE_STACK_USER) {
+        if (s->ev[ev].learn) {
+            learn_sample(s, x.pid, x.tid, ev, x.time, ip, sp, bp, x.stack, x.stack_size);
+            s->samples++;
+            return;
+        }
+        uint32_t nchain = (uint32_t)icpp_perfrec_chain(&x, 0, chain, 512);
+        e = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, l.regs_user, (uint32_t)x.stack_size, x.stack};
+        ep = &e;
+    }
+    icpp_swriter_sample(s->w, x.pid, x.tid, ev, x.time, ip, sp, bp, ep);
+    s->samples++;
+}
+
+/* The body of a side-band record, read field by field; a record cut short
+ * is ignored. */
+typedef struct body {
+    const uint8_t *p, *end;
+} body;
+
+static int take(body *b, void *dst, size_t k)
+{
+    if ((size_t)(b->end - b->p) < k)
+        return 0;
+    memcpy(dst, b->p, k);
+    b->p += k;
+    return 1;
+}
+#define TAKE(b, dst) take((b), &(dst), sizeof(dst))
+
+/* A new mapping: its build-id from the record (Linux 5.12+) or the file. */
+static void on_mmap2(session *s, const struct perf_event_header *h, body *b)
+{
+    uint32_t pid, tid, prot, flags;
+    uint64_t addr, len, pgoff;
+    icpp_build_id bid = {0, {0}};
+    uint8_t bsz, pad[3], bytes[20], skip[24];   /* skip: maj, min, ino, ino_generation */
+    if (!TAKE(b, pid) || !TAKE(b, tid) || !TAKE(b, addr) || !TAKE(b, len) || !TAKE(b, pgoff))
+        return;
+    if (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+        if (!TAKE(b, bsz) || !TAKE(b, pad) || !TAKE(b, bytes))
+            return;
+        bid.len = bsz <= 20 ? bsz : 20;
+        memcpy(bid.bytes, bytes, bid.len);
+    } else if (!TAKE(b, skip)) {
+        return;
+    }
+    if (!TAKE(b, prot) || !TAKE(b, flags))
+        return;
+    char path[4096];
+    size_t plen = (size_t)(b->end - b->p);
+    if (plen >= sizeof path)
+        plen = sizeof path - 1;
+    memcpy(path, b->p, plen);
+    path[plen] = 0;
+    path[strnlen(path, plen)] = 0;
+    if (!bid.len && (prot & PROT_EXEC))
+        file_build_id(path, &bid);
+    int anon = path[0] == '/' ? 0 : 1;
+    emit_mmap(s, pid, addr, len, pgoff, prot, anon && path[0] != '[' ? NULL : path, &bid);
+}
+
+/* An exec: the new image's startstack and exe, read from /proc. */
+static void on_comm(session *s, const struct perf_event_header *h, body *b)
+{
+    uint32_t pid, tid;
+    if (!TAKE(b, pid) || !TAKE(b, tid) || !(h->misc & PERF_RECORD_MISC_COMM_EXEC) || pid != tid)
+        return;
+    /* The launched program's own exec (the one we stopped at and
+     * described from /proc) comes through here too: skip it. */
+    if ((pid_t)pid == child_pid && !s->initial_exec_seen) {
+        s->initial_exec_seen = 1;
+        return;
+    }
+    /* The process may already be gone; then its main-thread samples have no base. */
+    uint64_t ss = 0;
+    char exe[512] = "", link[64];
+    snprintf(link, sizeof link, "/proc/%u/exe", pid);
+    ssize_t n = readlink(link, exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    icpp_proc_startstack((pid_t)pid, &ss, NULL);
+    add_proc(s, pid, ss, exe);
+    emit_proc(s, pid, 0, ss, exe, ICPP_PROC_EXEC);
+}
+
+/* A new process: the same layout as its parent's. */
+static void on_fork(session *s, body *b)
+{
+    uint32_t pid, ppid, tid, ptid;
+    if (!TAKE(b, pid) || !TAKE(b, ppid) || !TAKE(b, tid) || !TAKE(b, ptid) || pid == ppid || pid != tid)
+        return;
+    struct proc *pp = find_proc(s, ppid);
+    uint64_t ss = pp ? pp->startstack : 0;
+    char exe[512];
+    snprintf(exe, sizeof exe, "%s", pp ? pp->exe : "");
+    add_proc(s, pid, ss, exe);
+    emit_proc(s, pid, ppid, ss, exe, 0);
+}
+
+/* One ring record, in time order (through the queue, drain_all). */
 static int on_record(void *ctx, const struct perf_event_header *h)
 {
     session *s = ctx;
-    const uint8_t *p = (const uint8_t *)(h + 1), *end = (const uint8_t *)h + h->size;
-#define TAKE(dst)                                      \
-    do {                                               \
-        if ((size_t)(end - p) < sizeof(dst))           \
-            return 0;                                  \
-        memcpy(&(dst), p, sizeof(dst));                \
-        p += sizeof(dst);                              \
-    } while (0)
+    body b = {(const uint8_t *)(h + 1), (const uint8_t *)h + h->size};
+    uint32_t pid, ppid, tid, ptid;
+    uint64_t id, n;
     switch (h->type) {
-    case PERF_RECORD_SAMPLE: {
-        uint64_t id, ip, time, abi;
-        uint32_t pid, tid;
-        TAKE(id);
-        TAKE(ip);
-        TAKE(pid);
-        TAKE(tid);
-        TAKE(time);
-        const uint64_t *evp = icpp_hmap_get(&s->ids, id, 0);
-        uint32_t ev = evp ? (uint32_t)*evp : 0;
-        const struct perf_event_attr *a = &s->ev[ev].attr;
-        uint64_t chain[512];
-        uint32_t nchain = 0;
-        if (a->sample_type & PERF_SAMPLE_CALLCHAIN) {
-            uint64_t nr;
-            TAKE(nr);
-            if ((size_t)(end - p) < nr * 8)
-                return 0;
-            for (uint64_t i = 0; i < nr; i++) {
-                uint64_t v;
-                memcpy(&v, p + 8 * i, 8);
-                if (v >= (uint64_t)PERF_CONTEXT_MAX)
-                    continue;               /* context markers */
-                if (nchain < 512)
-                    chain[nchain++] = v;
-            }
-            p += nr * 8;
+    case PERF_RECORD_SAMPLE:
+        on_sample(s, b.p, b.end > b.p ? (size_t)(b.end - b.p) : 0);
+        break;
+    case PERF_RECORD_MMAP2: on_mmap2(s, h, &b); break;
+    case PERF_RECORD_COMM: on_comm(s, h, &b); break;
+    case PERF_RECORD_FORK: on_fork(s, &b); break;
+    case PERF_RECORD_EXIT:
+        if (TAKE(&b, pid) && TAKE(&b, ppid) && TAKE(&b, tid) && TAKE(&b, ptid))
+            icpp_swriter_exit(s->w, pid, tid);
+        break;
+    case PERF_RECORD_LOST:
+        if (TAKE(&b, id) && TAKE(&b, n)) {
+            s->lost += n;
+            icpp_swriter_lost(s->w, n);
         }
-        TAKE(abi);
-        uint64_t regs[32] = {0};
-        int nregs = __builtin_popcountll(a->sample_regs_user);
-        if (abi == PERF_SAMPLE_REGS_ABI_NONE) {
-            s->noregs++;
-            return 0;
-        }
-        for (int i = 0; i < nregs && i < 32; i++)
-            TAKE(regs[i]);
-        /* Registers come in bit order; find BP, SP, IP among them. */
-        uint64_t bp = 0, sp = 0, rip = ip;
-        for (int bit = 0, k = 0; bit < 64; bit++) {
-            if (!(a->sample_regs_user & (1ull << bit)))
-                continue;
-            if (bit == PERF_REG_X86_BP) bp = regs[k];
-            if (bit == PERF_REG_X86_SP) sp = regs[k];
-            if (bit == PERF_REG_X86_IP) rip = regs[k];
-            k++;
-        }
-        /* precise_ip >= 2 reports the eventing IP with post-retirement
-         * registers: pair SP with the register-set IP instead. */
-        if (a->precise_ip >= 2)
-            ip = rip;
-        icpp_sample_extra x, *xp = NULL;
-        if (a->sample_type & PERF_SAMPLE_STACK_USER) {
-            uint64_t size, dyn = 0;
-            TAKE(size);
-            const uint8_t *stack = p;
-            if ((size_t)(end - p) < size)
-                return 0;
-            p += size;
-            if (size)
-                TAKE(dyn);
-            if (s->ev[ev].learn) {
-                learn_sample(s, pid, tid, ev, time, ip, sp, bp, stack, dyn < size ? dyn : size);
-                s->samples++;
-                return 0;
-            }
-            x = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, a->sample_regs_user,
-                                    (uint32_t)(dyn < size ? dyn : size), stack};
-            xp = &x;
-        }
-        icpp_swriter_sample(s->w, pid, tid, ev, time, ip, sp, bp, xp);
-        s->samples++;
-        return 0;
-    }
-    case PERF_RECORD_MMAP2: {
-        uint32_t pid, tid, prot, flags;
-        uint64_t addr, len, pgoff;
-        TAKE(pid);
-        TAKE(tid);
-        TAKE(addr);
-        TAKE(len);
-        TAKE(pgoff);
-        icpp_build_id bid = {0, {0}};
-        if (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
-            uint8_t bsz, pad[3], b[20];
-            TAKE(bsz);
-            TAKE(pad);
-            TAKE(b);
-            bid.len = bsz <= 20 ? bsz : 20;
-            memcpy(bid.bytes, b, bid.len);
-        } else {
-            uint8_t skip[24];   /* maj, min, ino, ino_generation */
-            TAKE(skip);
-        }
-        TAKE(prot);
-        TAKE(flags);
-        char path[4096];
-        size_t plen = (size_t)(end - p);
-        if (plen >= sizeof path)
-            plen = sizeof path - 1;
-        memcpy(path, p, plen);
-        path[plen] = 0;
-        path[strnlen(path, plen)] = 0;
-        if (!bid.len && (prot & PROT_EXEC))
-            file_build_id(path, &bid);
-        int anon = path[0] == '/' ? 0 : 1;
-        emit_mmap(s, pid, addr, len, pgoff, prot, anon && path[0] != '[' ? NULL : path, &bid);
-        return 0;
-    }
-    case PERF_RECORD_COMM: {
-        uint32_t pid, tid;
-        TAKE(pid);
-        TAKE(tid);
-        /* The launched program's own exec (the one we stopped at and
-         * described from /proc) comes through here too: skip it. */
-        if ((h->misc & PERF_RECORD_MISC_COMM_EXEC) && pid == tid && (pid_t)pid == child_pid && !s->initial_exec_seen) {
-            s->initial_exec_seen = 1;
-            return 0;
-        }
-        if ((h->misc & PERF_RECORD_MISC_COMM_EXEC) && pid == tid) {
-            /* A new image: its startstack and exe.  The process may already be
-             * gone; then its main-thread samples have no base. */
-            uint64_t ss = 0;
-            char exe[512] = "", link[64];
-            snprintf(link, sizeof link, "/proc/%u/exe", pid);
-            ssize_t n = readlink(link, exe, sizeof exe - 1);
-            exe[n > 0 ? n : 0] = 0;
-            icpp_proc_startstack((pid_t)pid, &ss, NULL);
-            add_proc(s, pid, ss, exe);
-            emit_proc(s, pid, 0, ss, exe, ICPP_PROC_EXEC);
-        }
-        return 0;
-    }
-    case PERF_RECORD_FORK: {
-        uint32_t pid, ppid, tid, ptid;
-        TAKE(pid);
-        TAKE(ppid);
-        TAKE(tid);
-        TAKE(ptid);
-        if (pid != ppid && pid == tid) {      /* a new process: same layout as its parent */
-            struct proc *pp = find_proc(s, ppid);
-            uint64_t ss = pp ? pp->startstack : 0;
-            char exe[512];
-            snprintf(exe, sizeof exe, "%s", pp ? pp->exe : "");
-            add_proc(s, pid, ss, exe);
-            emit_proc(s, pid, ppid, ss, exe, 0);
-        }
-        return 0;
-    }
-    case PERF_RECORD_EXIT: {
-        uint32_t pid, ppid, tid, ptid;
-        TAKE(pid);
-        TAKE(ppid);
-        TAKE(tid);
-        TAKE(ptid);
-        icpp_swriter_exit(s->w, pid, tid);
-        return 0;
-    }
-    case PERF_RECORD_LOST: {
-        uint64_t id, n;
-        TAKE(id);
-        TAKE(n);
-        s->lost += n;
-        icpp_swriter_lost(s->w, n);
-        return 0;
-    }
+        break;
     case PERF_RECORD_THROTTLE:
         s->throttles++;
-        return 0;
+        break;
     default:
-        return 0;
+        break;
     }
-#undef TAKE
+    return 0;
 }
+#undef TAKE
 
 /* Ring records go through the time-ordering queue (tqueue.h) to on_record. */
 static int enqueue(void *ctx, const struct perf_event_header *h)
@@ -552,7 +554,7 @@ static int enqueue(void *ctx, const struct perf_event_header *h)
     session *s = ctx;
     if (s->jit)
         jitter_on_record(s->jit, h);    /* the next period, right after the sample */
-    return tq_push(&s->tq, h) < 0;
+    return tq_push(&s->tq, h, ring_time(s, h)) < 0;
 }
 
 static void drain_all(session *s, int final)

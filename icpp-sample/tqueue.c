@@ -19,25 +19,12 @@ void tq_free(tqueue *q)
     tq_init(q);
 }
 
-uint64_t tq_record_time(const struct perf_event_header *h)
-{
-    const uint8_t *b = (const uint8_t *)h;
-    uint64_t t = 0;
-    if (h->type == PERF_RECORD_SAMPLE) {
-        if (h->size >= sizeof *h + 32)
-            memcpy(&t, b + sizeof *h + 24, 8);      /* id, ip, pid/tid, time */
-    } else if (h->size >= sizeof *h + 24) {
-        memcpy(&t, b + h->size - 16, 8);            /* sample_id: pid/tid, time, identifier */
-    }
-    return t;
-}
-
 void tq_round_begin(tqueue *q)
 {
     q->round_max = 0;
 }
 
-int tq_push(tqueue *q, const struct perf_event_header *h)
+int tq_push(tqueue *q, const struct perf_event_header *h, uint64_t t)
 {
     if (q->n == q->cap) {
         size_t nc = q->cap ? 2 * q->cap : 4096;
@@ -51,7 +38,6 @@ int tq_push(tqueue *q, const struct perf_event_header *h)
     if (!copy)
         return -ENOMEM;
     memcpy(copy, h, h->size);
-    uint64_t t = tq_record_time(h);
     if (t > q->round_max)
         q->round_max = t;
     q->q[q->n++] = (tq_rec){t, q->seq++, copy};

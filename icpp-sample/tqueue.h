@@ -32,12 +32,11 @@ typedef int (*tq_fn)(void *ctx, const struct perf_event_header *h);
 void tq_init(tqueue *q);
 /* Free the queue and the records still in it (unhandled). */
 void tq_free(tqueue *q);
-/* A record's timestamp: a sample's time field, or the sample_id trailer's. */
-uint64_t tq_record_time(const struct perf_event_header *h);
 /* Start a drain round. */
 void tq_round_begin(tqueue *q);
-/* Queue a copy of h; 0, or -ENOMEM (h is not queued). */
-int tq_push(tqueue *q, const struct perf_event_header *h);
+/* Queue a copy of h, whose timestamp is t (lib/perfrec.h, icpp_perfrec_time);
+ * 0, or -ENOMEM (h is not queued). */
+int tq_push(tqueue *q, const struct perf_event_header *h, uint64_t t);
 /* End a round: hand fn (in time order) the records no later than the
  * previous rounds' newest timestamp, or all of them if final.  fn's return
  * value is ignored; each record is freed after fn returns. */

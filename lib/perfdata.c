@@ -5,6 +5,7 @@
 #include "fmap.h"
 #include "fsafe.h"
 #include "hmap.h"
+#include "perfrec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,12 +34,8 @@ enum { REC_FINISHED_ROUND = 68, REC_AUXTRACE = 71, REC_COMPRESSED = 81, REC_COMP
 /* Feature bits (HEADER_*). */
 enum { FEAT_BUILD_ID = 2, FEAT_HOSTNAME = 3, FEAT_OSRELEASE = 4, FEAT_CMDLINE = 11, FEAT_EVENT_DESC = 12 };
 #define MISC_BUILD_ID_SIZE (1u << 15)           /* build-id table: the size byte is valid */
-#define BRANCH_HW_INDEX    (1ull << 17)         /* PERF_SAMPLE_BRANCH_HW_INDEX */
-#define BRANCH_COUNTERS    (1ull << 19)         /* PERF_SAMPLE_BRANCH_COUNTERS (Linux 6.8) */
 /* x86-64 perf register numbers (asm/perf_regs.h). */
 enum { REG_BP = 6, REG_SP = 7, REG_IP = 8 };
-#define TRAILER_BITS (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | \
-                      PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER)
 #define AUX_EMIT (1ull << 63)                   /* a COMM's aux: give a PROC record */
 /* Reading the data section as a stream (docs/perfdata.md, "How the file is read"). */
 #define CHUNK        ((uint64_t)1 << 20)        /* the first pass notes each MiB's smallest time */
@@ -48,8 +45,9 @@ enum { REG_BP = 6, REG_SP = 7, REG_IP = 8 };
 
 typedef struct pd_attr {
     uint32_t type;
-    uint64_t config, period, sample_type, read_format, branch_type, regs_user, regs_intr;
-    uint8_t  freq, precise, id_all;
+    uint64_t config, period;
+    icpp_perfrec_layout lay;    /* how its samples and sample_id trailers are laid out */
+    uint8_t  freq, precise;
     int      usable;            /* its samples carry SP and BP in user or intr registers */
     char     name[128];
 } pd_attr;
@@ -97,7 +95,6 @@ struct icpp_perfdata {
     pd_id         *ids;         /* sorted by id */
     size_t         nids;
     int            id_mode, trl_mode;
-    size_t         id_pos;      /* IDM_POS: offset of PERF_SAMPLE_ID in a sample body */
     pd_bid        *bids;        /* sorted by path */
     size_t         nbids;
     uint64_t       doff, dend;  /* data records: [doff, dend) (dend: before a truncated tail) */
@@ -272,17 +269,17 @@ static int read_attrs(icpp_perfdata *pd, const uint8_t *h, icpp_err *err)
         t->type = get32(f);
         t->config = get64(f + 8);
         t->period = get64(f + 16);
-        t->sample_type = get64(f + 24);
-        t->read_format = get64(f + 32);
+        t->lay.sample_type = get64(f + 24);
+        t->lay.read_format = get64(f + 32);
         t->freq = (flags >> 10) & 1;
         t->precise = (flags >> 15) & 3;
-        t->id_all = (flags >> 18) & 1;
-        t->branch_type = get64(f + 72);
-        t->regs_user = get64(f + 80);
-        t->regs_intr = get64(f + 96);
+        t->lay.id_all = (flags >> 18) & 1;
+        t->lay.branch_type = get64(f + 72);
+        t->lay.regs_user = get64(f + 80);
+        t->lay.regs_intr = get64(f + 96);
         uint64_t need = 1ull << REG_SP | 1ull << REG_BP;
-        t->usable = ((t->sample_type & PERF_SAMPLE_REGS_USER) && (t->regs_user & need) == need) ||
-                    ((t->sample_type & PERF_SAMPLE_REGS_INTR) && (t->regs_intr & need) == need);
+        t->usable = ((t->lay.sample_type & PERF_SAMPLE_REGS_USER) && (t->lay.regs_user & need) == need) ||
+                    ((t->lay.sample_type & PERF_SAMPLE_REGS_INTR) && (t->lay.regs_intr & need) == need);
         const char *nm = event_name(t->type, t->config);
         if (nm)
             snprintf(t->name, sizeof t->name, "%s", nm);
@@ -317,12 +314,14 @@ static int check_attrs(icpp_perfdata *pd, icpp_err *err)
     int all_ident = 1, all_idall = 1, same_type = 1, same_trl = 1, any_usable = 0, no_tid = 0;
     for (uint32_t i = 0; i < pd->nattrs; i++) {
         const pd_attr *a = &pd->attrs[i];
-        all_ident &= !!(a->sample_type & PERF_SAMPLE_IDENTIFIER);
-        all_idall &= a->id_all;
-        same_type &= a->sample_type == a0->sample_type;
-        same_trl &= (a->sample_type & TRAILER_BITS) == (a0->sample_type & TRAILER_BITS) && a->id_all == a0->id_all;
+        uint64_t st = a->lay.sample_type, st0 = a0->lay.sample_type;
+        all_ident &= !!(st & PERF_SAMPLE_IDENTIFIER);
+        all_idall &= a->lay.id_all;
+        same_type &= st == st0;
+        same_trl &= (st & ICPP_PERFREC_TRAILER_BITS) == (st0 & ICPP_PERFREC_TRAILER_BITS) &&
+                    a->lay.id_all == a0->lay.id_all;
         any_usable |= a->usable;
-        no_tid |= a->usable && !(a->sample_type & PERF_SAMPLE_TID);
+        no_tid |= a->usable && !(st & PERF_SAMPLE_TID);
     }
     if (!any_usable)
         return icpp_err_set(err, ICPP_EUNSUPPORTED, "samples carry no user registers: record with --user-regs=sp,bp,ip "
@@ -333,11 +332,8 @@ static int check_attrs(icpp_perfdata *pd, icpp_err *err)
         pd->id_mode = IDM_ONE;
     } else if (all_ident) {
         pd->id_mode = IDM_IDENTIFIER;
-    } else if (same_type && (a0->sample_type & PERF_SAMPLE_ID)) {
-        pd->id_mode = IDM_POS;
-        uint64_t s = a0->sample_type;
-        pd->id_pos = 8 * (!!(s & PERF_SAMPLE_IP) + !!(s & PERF_SAMPLE_TID) + !!(s & PERF_SAMPLE_TIME) +
-                          !!(s & PERF_SAMPLE_ADDR));
+    } else if (same_type && (a0->lay.sample_type & PERF_SAMPLE_ID)) {
+        pd->id_mode = IDM_POS;      /* the ID field, where every attribute's layout puts it */
     } else {
         return icpp_err_set(err, ICPP_EUNSUPPORTED, "%u events whose samples cannot be told apart "
                                                     "(neither PERF_SAMPLE_IDENTIFIER nor PERF_SAMPLE_ID)", pd->nattrs);
@@ -345,7 +341,7 @@ static int check_attrs(icpp_perfdata *pd, icpp_err *err)
     /* Non-sample records carry a sample_id trailer only with sample_id_all;
      * without a common layout, the trailing identifier names the event. */
     if (same_trl)
-        pd->trl_mode = a0->id_all ? TRL_UNIFORM : TRL_NONE;
+        pd->trl_mode = a0->lay.id_all ? TRL_UNIFORM : TRL_NONE;
     else
         pd->trl_mode = all_ident && all_idall ? TRL_BYID : TRL_NONE;
     return 0;
@@ -514,58 +510,36 @@ static int read_features(icpp_perfdata *pd, const uint8_t *h, uint64_t at, icpp_
 
 /* ---- data section index ---- */
 
-/* Attribute of a sample record (body p[0..n)): index, -1 unknown id, -2 too short. */
+/* Attribute of a sample record (body p[0..n)): index, -1 unknown id, -2 too
+ * short.  Several attributes share one id position (check_attrs): the first's. */
 static int sample_attr(const icpp_perfdata *pd, const uint8_t *p, size_t n)
 {
-    switch (pd->id_mode) {
-    case IDM_ONE:
+    uint64_t id;
+    if (pd->id_mode == IDM_ONE)
         return 0;
-    case IDM_IDENTIFIER:
-        return n < 8 ? -2 : attr_of_id(pd, get64(p));
-    default:
-        return n < pd->id_pos + 8 ? -2 : attr_of_id(pd, get64(p + pd->id_pos));
-    }
+    return icpp_perfrec_sample_id(&pd->attrs[0].lay, p, n, &id) < 0 ? -2 : attr_of_id(pd, id);
 }
 
-/* Time of a record, if it has one. */
+/* Time of a record, if it has one: by its attribute's layout (a non-sample
+ * record's: the common trailer's, or the one its trailing id names). */
 static int record_time(const icpp_perfdata *pd, uint32_t type, const uint8_t *r, size_t size, uint64_t *t)
 {
     const uint8_t *p = r + 8;
     size_t n = size - 8;
+    const icpp_perfrec_layout *l = NULL;
+    uint64_t id;
     if (type == PERF_RECORD_SAMPLE) {
         int ai = sample_attr(pd, p, n);
         if (ai < 0)
             return 0;
-        uint64_t s = pd->attrs[ai].sample_type;
-        if (!(s & PERF_SAMPLE_TIME))
-            return 0;
-        size_t o = 8 * (!!(s & PERF_SAMPLE_IDENTIFIER) + !!(s & PERF_SAMPLE_IP) + !!(s & PERF_SAMPLE_TID));
-        if (n < o + 8)
-            return 0;
-        *t = get64(p + o);
-        return 1;
+        l = &pd->attrs[ai].lay;
+    } else if (pd->trl_mode == TRL_UNIFORM) {
+        l = &pd->attrs[0].lay;
+    } else if (pd->trl_mode == TRL_BYID && icpp_perfrec_trailer_id(p, n, &id)) {
+        int ai = attr_of_id(pd, id);
+        l = ai >= 0 ? &pd->attrs[ai].lay : NULL;
     }
-    const pd_attr *a = NULL;
-    if (pd->trl_mode == TRL_UNIFORM) {
-        a = &pd->attrs[0];
-    } else if (pd->trl_mode == TRL_BYID && n >= 8) {
-        int ai = attr_of_id(pd, get64(r + size - 8));
-        a = ai >= 0 ? &pd->attrs[ai] : NULL;
-    }
-    if (a && (a->sample_type & PERF_SAMPLE_TIME)) {
-        uint64_t s = a->sample_type;
-        size_t tl = 8 * (size_t)__builtin_popcountll(s & TRAILER_BITS);
-        size_t o = 8 * !!(s & PERF_SAMPLE_TID);
-        if (n >= tl) {
-            *t = get64(r + size - tl + o);
-            return 1;
-        }
-    }
-    if ((type == PERF_RECORD_FORK || type == PERF_RECORD_EXIT) && n >= 24) {
-        *t = get64(p + 16);
-        return 1;
-    }
-    return 0;
+    return icpp_perfrec_time(l, type, p, n, t);
 }
 
 static int wanted(uint32_t type)
@@ -1100,143 +1074,6 @@ static int need_u64(icpp_perfdata *pd, size_t n)
     return 0;
 }
 
-/* The parts of a sample the reader uses (offsets into the body). */
-typedef struct pd_sample {
-    uint64_t ip, time;
-    uint32_t pid, tid;
-    int      has_ip;
-    size_t   chain, nchain;         /* CALLCHAIN entries */
-    uint64_t uabi, iabi;            /* register ABIs (0: none) */
-    size_t   uregs, iregs;          /* offsets of the register values */
-    size_t   stack, stack_size;     /* STACK_USER bytes */
-    int      has_stack;
-} pd_sample;
-
-/* Parse a sample body by its attribute's sample_type, up to REGS_INTR (what
- * follows is not needed).  -1 if the record is too short for its layout. */
-static int parse_sample(const pd_attr *a, const uint8_t *p, size_t n, pd_sample *s)
-{
-    size_t c = 0;
-    uint64_t st = a->sample_type;
-    memset(s, 0, sizeof *s);
-#define NEED(k) do { if ((uint64_t)(k) > n - c) return -1; } while (0)
-#define SKIP(k) do { NEED(k); c += (size_t)(k); } while (0)
-    if (st & PERF_SAMPLE_IDENTIFIER)
-        SKIP(8);
-    if (st & PERF_SAMPLE_IP) {
-        NEED(8);
-        s->ip = get64(p + c);
-        s->has_ip = 1;
-        c += 8;
-    }
-    if (st & PERF_SAMPLE_TID) {
-        NEED(8);
-        s->pid = get32(p + c);
-        s->tid = get32(p + c + 4);
-        c += 8;
-    }
-    if (st & PERF_SAMPLE_TIME) {
-        NEED(8);
-        s->time = get64(p + c);
-        c += 8;
-    }
-    if (st & PERF_SAMPLE_ADDR) SKIP(8);
-    if (st & PERF_SAMPLE_ID) SKIP(8);
-    if (st & PERF_SAMPLE_STREAM_ID) SKIP(8);
-    if (st & PERF_SAMPLE_CPU) SKIP(8);
-    if (st & PERF_SAMPLE_PERIOD) SKIP(8);
-    if (st & PERF_SAMPLE_READ) {
-        uint64_t rf = a->read_format;
-        uint64_t per = 1 + !!(rf & PERF_FORMAT_ID) + !!(rf & PERF_FORMAT_LOST);
-        uint64_t times = !!(rf & PERF_FORMAT_TOTAL_TIME_ENABLED) + !!(rf & PERF_FORMAT_TOTAL_TIME_RUNNING);
-        if (rf & PERF_FORMAT_GROUP) {
-            NEED(8);
-            uint64_t nr = get64(p + c);
-            c += 8;
-            if (nr > n / 8)
-                return -1;
-            SKIP(8 * (times + nr * per));
-        } else {
-            SKIP(8 * (times + per));
-        }
-    }
-    if (st & PERF_SAMPLE_CALLCHAIN) {
-        NEED(8);
-        uint64_t nr = get64(p + c);
-        c += 8;
-        if (nr > (n - c) / 8)
-            return -1;
-        s->chain = c;
-        s->nchain = (size_t)nr;
-        c += 8 * (size_t)nr;
-    }
-    if (st & PERF_SAMPLE_RAW) {
-        NEED(4);
-        uint32_t sz = get32(p + c);
-        c += 4;
-        SKIP(sz);
-    }
-    if (st & PERF_SAMPLE_BRANCH_STACK) {
-        NEED(8);
-        uint64_t nr = get64(p + c);
-        c += 8;
-        if (nr > n / 24)
-            return -1;
-        if (a->branch_type & BRANCH_HW_INDEX)
-            SKIP(8);
-        SKIP(24 * nr);
-        if (a->branch_type & BRANCH_COUNTERS)
-            SKIP(8 * nr);
-    }
-    if (st & PERF_SAMPLE_REGS_USER) {
-        NEED(8);
-        s->uabi = get64(p + c);
-        c += 8;
-        s->uregs = c;
-        if (s->uabi)
-            SKIP(8 * (size_t)__builtin_popcountll(a->regs_user));
-    }
-    if (st & PERF_SAMPLE_STACK_USER) {
-        NEED(8);
-        uint64_t sz = get64(p + c);
-        c += 8;
-        s->stack = c;
-        SKIP(sz);
-        s->stack_size = (size_t)sz;
-        s->has_stack = 1;
-        if (sz) {
-            NEED(8);
-            uint64_t dyn = get64(p + c);
-            c += 8;
-            if (dyn < sz)
-                s->stack_size = (size_t)dyn;
-        }
-    }
-    if (st & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT)) SKIP(8);
-    if (st & PERF_SAMPLE_DATA_SRC) SKIP(8);
-    if (st & PERF_SAMPLE_TRANSACTION) SKIP(8);
-    if (st & PERF_SAMPLE_REGS_INTR) {
-        NEED(8);
-        s->iabi = get64(p + c);
-        c += 8;
-        s->iregs = c;
-        if (s->iabi)
-            SKIP(8 * (size_t)__builtin_popcountll(a->regs_intr));
-    }
-#undef NEED
-#undef SKIP
-    return 0;
-}
-
-/* Register `reg` of a register set (mask, values at p + at), if sampled. */
-static int reg_get(const uint8_t *p, size_t at, uint64_t mask, int reg, uint64_t *v)
-{
-    if (!(mask >> reg & 1))
-        return 0;
-    *v = get64(p + at + 8 * (size_t)__builtin_popcountll(mask & ((1ull << reg) - 1)));
-    return 1;
-}
-
 /* "corrupt record at offset N: ..." */
 static int bad_record(icpp_err *err, uint64_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int bad_record(icpp_err *err, uint64_t off, const char *fmt, ...)
@@ -1262,25 +1099,28 @@ static int on_sample(icpp_perfdata *pd, const pd_ent *e, uint16_t misc, const ui
         return 0;
     }
     const pd_attr *a = &pd->attrs[ai];
-    pd_sample s;
-    if (parse_sample(a, p, n, &s) < 0)
+    const icpp_perfrec_layout *l = &a->lay;
+    icpp_perfrec_sample s;
+    if (icpp_perfrec_sample_parse(l, p, n, &s) < 0)
         return BAD(e->off, "sample of %zu bytes is shorter than its layout (sample_type %#llx)", n + 8,
-                   (unsigned long long)a->sample_type);
+                   (unsigned long long)l->sample_type);
+    int has_ip = !!(s.have & PERF_SAMPLE_IP);
     unsigned mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
     int kernel = mode == PERF_RECORD_MISC_KERNEL || mode == PERF_RECORD_MISC_HYPERVISOR ||
-                 (mode == PERF_RECORD_MISC_CPUMODE_UNKNOWN && s.has_ip && s.ip >= 0xffff800000000000ull);
+                 (mode == PERF_RECORD_MISC_CPUMODE_UNKNOWN && has_ip && s.ip >= 0xffff800000000000ull);
     if (mode == PERF_RECORD_MISC_GUEST_KERNEL || mode == PERF_RECORD_MISC_GUEST_USER) {
         pd->st.noregs++;
         return 0;
     }
     uint64_t ip = s.ip, sp = 0, bp = 0, rip = 0;
     int has_rip = 0, ok;
-    int user = s.uabi && reg_get(p, s.uregs, a->regs_user, REG_SP, &sp) && reg_get(p, s.uregs, a->regs_user, REG_BP, &bp);
+    int user = icpp_perfrec_reg(s.uregs, l->regs_user, REG_SP, &sp) &&
+               icpp_perfrec_reg(s.uregs, l->regs_user, REG_BP, &bp);
     if (user) {
-        has_rip = reg_get(p, s.uregs, a->regs_user, REG_IP, &rip);
-    } else if (!kernel && s.iabi && reg_get(p, s.iregs, a->regs_intr, REG_SP, &sp) &&
-               reg_get(p, s.iregs, a->regs_intr, REG_BP, &bp)) {
-        has_rip = reg_get(p, s.iregs, a->regs_intr, REG_IP, &rip);
+        has_rip = icpp_perfrec_reg(s.uregs, l->regs_user, REG_IP, &rip);
+    } else if (!kernel && icpp_perfrec_reg(s.iregs, l->regs_intr, REG_SP, &sp) &&
+               icpp_perfrec_reg(s.iregs, l->regs_intr, REG_BP, &bp)) {
+        has_rip = icpp_perfrec_reg(s.iregs, l->regs_intr, REG_IP, &rip);
     } else {
         pd->st.noregs++;
         return 0;
@@ -1290,8 +1130,8 @@ static int on_sample(icpp_perfdata *pd, const pd_ent *e, uint16_t misc, const ui
         ok = user && has_rip;
         ip = rip;
     } else {
-        ok = s.has_ip || has_rip;
-        if (!s.has_ip || (a->precise >= 2 && has_rip))
+        ok = has_ip || has_rip;
+        if (!has_ip || (a->precise >= 2 && has_rip))
             ip = rip;
     }
     if (!ok) {
@@ -1306,32 +1146,22 @@ static int on_sample(icpp_perfdata *pd, const pd_ent *e, uint16_t misc, const ui
     rec->u.sample.ip = ip;
     rec->u.sample.sp = sp;
     rec->u.sample.bp = bp;
-    if (s.has_stack && user) {
+    if ((s.have & PERF_SAMPLE_STACK_USER) && user) {
         /* A --call-graph dwarf recording: the extras of an icpp-sample --validate one. */
-        size_t nr = (size_t)__builtin_popcountll(a->regs_user);
+        size_t nr = (size_t)__builtin_popcountll(l->regs_user);
         if (need_u64(pd, s.nchain + nr + 1) < 0)
             return icpp_err_set(err, ENOMEM, "out of memory");
-        size_t k = 0;
-        int in_user = 1;
-        for (size_t i = 0; i < s.nchain; i++) {
-            uint64_t v = get64(p + s.chain + 8 * i);
-            if (v >= (uint64_t)PERF_CONTEXT_MAX) {
-                in_user = v == (uint64_t)PERF_CONTEXT_USER;
-                continue;
-            }
-            if (in_user && k < MAX_CHAIN)
-                pd->u64[k++] = v;
-        }
+        size_t k = icpp_perfrec_chain(&s, 1, pd->u64, MAX_CHAIN);
         for (size_t i = 0; i < nr; i++)
-            pd->u64[k + i] = get64(p + s.uregs + 8 * i);
+            pd->u64[k + i] = icpp_perfrec_u64(s.uregs + 8 * i);
         icpp_sample_extra *x = &rec->u.sample.x;
         x->nchain = (uint32_t)k;
         x->chain = pd->u64;
         x->nregs = (uint32_t)nr;
         x->regs = pd->u64 + k;
-        x->regs_mask = a->regs_user;
+        x->regs_mask = l->regs_user;
         x->stack_size = (uint32_t)(s.stack_size < UINT32_MAX ? s.stack_size : UINT32_MAX);
-        x->stack = p + s.stack;
+        x->stack = s.stack;
     }
     pd->st.samples++;
     pd->st.kernel += kernel;
