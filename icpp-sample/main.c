@@ -174,6 +174,20 @@ typedef struct session {
     uint64_t         fpc[ICPP_LEARN_MAX_FRAMES], fesp[ICPP_LEARN_MAX_FRAMES];
     icpp_feature     feat[ICPP_FEATURES_MAX];   /* --feature, and the default bytes= */
     size_t           nfeat;
+    /* the options (parse_options) */
+    const char      *events, *out;      /* -e (NULL: the default), -o */
+    pid_t            attach;            /* -p, or 0 */
+    char           **cmd;               /* the command to run (argv after the options) */
+    int              ncmd;
+    int              quiet, auto_period;
+    double           pilot_t, jitter_r;
+    /* choices made on the way (choose_events, open_events) */
+    int              user_chose;        /* -e given (or implied by --jitter): no fallback to the clock */
+    int              amd;
+    int              fell_back;         /* no hardware PMU: sampling cpu-clock instead of cycles */
+    int             *ring_owner;        /* per CPU: the fd owning its ring, or -1 */
+    jitter           jit_state;         /* s->jit points here with --jitter */
+    autoperiod       ap;                /* --auto-period's inputs and choice */
 } session;
 
 static volatile sig_atomic_t stop_requested, forward_signal;
@@ -1064,21 +1078,51 @@ static void print_summary(const session *s, uint64_t in_file, uint64_t bytes, co
                 jitter_r, s->jit->rearmed, s->jit->failed, s->jit->inherited);
 }
 
-int main(int argc, char **argv)
+/* --feature NAME=VALUE: 0, or 2 (said on stderr) for bad usage. */
+static int add_feature(session *s, const char *arg)
 {
-    session s;
-    memset(&s, 0, sizeof s);
-    tq_init(&s.tq);
-    const char *events = NULL, *out = "icpp.samples";
-    pid_t attach = 0;
-    int quiet = 0;
-    s.pages = 0;        /* not given: RING_PAGES or RING_PAGES_LEARN */
-    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER, OPT_FEATURE, OPT_VERSION };
-    int auto_period = 0;
-    double pilot_t = 0, jitter_r = 0;
-    jitter jit;
-    autoperiod ap;
-    s.learn_every = LEARN_EVERY_DEFAULT;
+    icpp_err fe;
+    icpp_feature f;
+    if (icpp_feature_parse(arg, &f, &fe) < 0 || s->nfeat == ICPP_FEATURES_MAX) {
+        fprintf(stderr, "icpp-sample: --feature: %s\n", s->nfeat == ICPP_FEATURES_MAX ? "too many features" : fe.msg);
+        return 2;
+    }
+    for (size_t i = 0; i < s->nfeat; i++)
+        if (!strcmp(s->feat[i].name, f.name)) {
+            fprintf(stderr, "icpp-sample: --feature %s is given twice\n", f.name);
+            return 2;
+        }
+    s->feat[s->nfeat++] = f;
+    return 0;
+}
+
+/* Options that exclude each other, and the target: 0, or 2 (said). */
+static int check_options(const session *s)
+{
+    const char *bad = NULL;
+    if (s->so.period && s->so.freq)
+        bad = "-c and -F exclude each other";
+    else if (s->auto_period && (s->so.period || s->so.freq || s->attach || (s->events && strchr(s->events, ','))))
+        bad = "--auto-period chooses the period of one event for a program it runs: "
+              "not with -c, -F, -p or several events";
+    else if (s->pilot_t > 0 && !s->auto_period)
+        bad = "--pilot-time goes with --auto-period";
+    else if (!s->attach && s->ncmd <= 0)
+        bad = "nothing to sample: give -p PID or -- PROG [ARGS...] (see --help)";
+    else if (s->attach && s->ncmd > 0)
+        bad = "-p and a command exclude each other";
+    if (!bad)
+        return 0;
+    fprintf(stderr, "icpp-sample: %s\n", bad);
+    return 2;
+}
+
+/* The command line into s: -1 to go on, else the exit status (0 after
+ * --help, --version, --list-events; 2 on bad usage, said on stderr). */
+static int parse_options(session *s, int argc, char **argv)
+{
+    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER,
+           OPT_FEATURE, OPT_VERSION };
     static const struct option lo[] = {
         {"event", required_argument, 0, 'e'},   {"period", required_argument, 0, 'c'},
         {"count", required_argument, 0, 'c'},
@@ -1095,134 +1139,122 @@ int main(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "+e:c:F:o:m:p:qh", lo, NULL)) != -1) {
         switch (c) {
-        case 'e': events = optarg; break;
-        case 'c': s.so.period = parse_u64("-c", optarg, 1, UINT64_MAX >> 1); break;
-        case 'F': s.so.freq = parse_u64("-F", optarg, 1, 1000000); break;
-        case 'o': out = optarg; break;
+        case 'e': s->events = optarg; break;
+        case 'c': s->so.period = parse_u64("-c", optarg, 1, UINT64_MAX >> 1); break;
+        case 'F': s->so.freq = parse_u64("-F", optarg, 1, 1000000); break;
+        case 'o': s->out = optarg; break;
         case 'm':
-            s.pages = parse_u64("-m", optarg, 1, 1 << 20);
-            if (s.pages & (s.pages - 1)) {
-                fprintf(stderr, "icpp-sample: -m wants a power of two, not %zu\n", s.pages);
+            s->pages = parse_u64("-m", optarg, 1, 1 << 20);
+            if (s->pages & (s->pages - 1)) {
+                fprintf(stderr, "icpp-sample: -m wants a power of two, not %zu\n", s->pages);
                 return 2;
             }
             break;
-        case 'p': attach = (pid_t)parse_u64("-p", optarg, 1, 1 << 30); break;
-        case 'q': quiet = 1; break;
-        case OPT_VALIDATE: s.so.validate = 1; break;
-        case OPT_STACK: s.so.stack_bytes = (uint32_t)parse_u64("--stack-size", optarg, 8, 65528) & ~7u; break;
+        case 'p': s->attach = (pid_t)parse_u64("-p", optarg, 1, 1 << 30); break;
+        case 'q': s->quiet = 1; break;
+        case OPT_VALIDATE: s->so.validate = 1; break;
+        case OPT_STACK: s->so.stack_bytes = (uint32_t)parse_u64("--stack-size", optarg, 8, 65528) & ~7u; break;
         case OPT_LEARN:
-            s.learn_every = optarg ? (uint32_t)parse_u64("--learn", optarg, 2, 1u << 20) : LEARN_EVERY_DEFAULT;
+            s->learn_every = optarg ? (uint32_t)parse_u64("--learn", optarg, 2, 1u << 20) : LEARN_EVERY_DEFAULT;
             break;
-        case OPT_NO_LEARN: s.learn_every = 0; break;
-        case OPT_AUTO: auto_period = 1; break;
-        case OPT_PILOT_T: pilot_t = parse_fraction("--pilot-time", optarg, 0, 1e7); break;
-        case OPT_JITTER: jitter_r = parse_fraction("--jitter", optarg, 0, 1); break;
-        case OPT_FEATURE: {
-            icpp_err fe;
-            icpp_feature f;
-            if (icpp_feature_parse(optarg, &f, &fe) < 0 || s.nfeat == ICPP_FEATURES_MAX) {
-                fprintf(stderr, "icpp-sample: --feature: %s\n",
-                        s.nfeat == ICPP_FEATURES_MAX ? "too many features" : fe.msg);
+        case OPT_NO_LEARN: s->learn_every = 0; break;
+        case OPT_AUTO: s->auto_period = 1; break;
+        case OPT_PILOT_T: s->pilot_t = parse_fraction("--pilot-time", optarg, 0, 1e7); break;
+        case OPT_JITTER: s->jitter_r = parse_fraction("--jitter", optarg, 0, 1); break;
+        case OPT_FEATURE:
+            if (add_feature(s, optarg))
                 return 2;
-            }
-            for (size_t i = 0; i < s.nfeat; i++)
-                if (!strcmp(s.feat[i].name, f.name)) {
-                    fprintf(stderr, "icpp-sample: --feature %s is given twice\n", f.name);
-                    return 2;
-                }
-            s.feat[s.nfeat++] = f;
             break;
-        }
         case OPT_LIST: icpp_event_list(stdout); return 0;
         case OPT_VERSION: icpp_cli_version(stdout, "icpp-sample"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
     }
-    if (s.so.period && s.so.freq) {
-        fprintf(stderr, "icpp-sample: -c and -F exclude each other\n");
+    s->cmd = argv + optind;
+    s->ncmd = argc - optind;
+    if (check_options(s))
         return 2;
-    }
-    if (auto_period && (s.so.period || s.so.freq || attach || (events && strchr(events, ',')))) {
-        fprintf(stderr, "icpp-sample: --auto-period chooses the period of one event for a program it runs: "
-                        "not with -c, -F, -p or several events\n");
-        return 2;
-    }
-    if (pilot_t > 0 && !auto_period) {
-        fprintf(stderr, "icpp-sample: --pilot-time goes with --auto-period\n");
-        return 2;
-    }
-    if (!attach && optind >= argc) {
-        fprintf(stderr, "icpp-sample: nothing to sample: give -p PID or -- PROG [ARGS...] (see --help)\n");
-        return 2;
-    }
-    if (attach && optind < argc) {
-        fprintf(stderr, "icpp-sample: -p and a command exclude each other\n");
-        return 2;
-    }
-    s.validate = s.so.validate;
-    add_default_bytes(&s, attach ? 0 : argc - optind, argv + optind);
-    /* Files first, before anything runs: the output rule (lib/fsafe.h) and a
-     * program given by path that is not a file (a FIFO would never exec). */
+    s->validate = s->so.validate;
+    add_default_bytes(s, s->attach ? 0 : s->ncmd, s->cmd);
+    return -1;
+}
+
+/* Files first, before anything runs: the output rule (lib/fsafe.h) and a
+ * program given by path that is not a file (a FIFO would never exec). */
+static void check_files(const session *s)
+{
     icpp_err ferr;
-    if (icpp_fs_output_check(out, &ferr) < 0)
+    if (icpp_fs_output_check(s->out, &ferr) < 0)
         die("%s", ferr.msg);
-    check_not_program(out, attach, attach ? NULL : argv[optind]);
-    if (!attach && strchr(argv[optind], '/') && icpp_fs_check_regular(argv[optind], &ferr) < 0 &&
-        ferr.code == EINVAL)
+    check_not_program(s->out, s->attach, s->attach ? NULL : s->cmd[0]);
+    if (!s->attach && strchr(s->cmd[0], '/') && icpp_fs_check_regular(s->cmd[0], &ferr) < 0 && ferr.code == EINVAL)
         die("%s", ferr.msg);
+}
+
+/* The events: parsed, checked against --jitter, their period chosen by
+ * --auto-period's pilots, set up (with their learn events). */
+static void choose_events(session *s)
+{
     /* --jitter: software events only, so its default is the clock */
-    if (jitter_r > 0 && !events)
-        events = "cpu-clock";
-    int user_chose = events != NULL;
-    parse_events(&s, events ? events : "cycles");
-    if (jitter_r > 0) {
-        for (int e = 0; e < s.nev; e++)
-            if (s.ev[e].hardware)
+    if (s->jitter_r > 0 && !s->events)
+        s->events = "cpu-clock";
+    s->user_chose = s->events != NULL;
+    parse_events(s, s->events ? s->events : "cycles");
+    if (s->jitter_r > 0) {
+        for (int e = 0; e < s->nev; e++)
+            if (s->ev[e].hardware)
                 die("--jitter randomizes software events (cpu-clock, task-clock) only: '%s' is a hardware event, "
-                    "whose period stays fixed so that large PEBS works", s.ev[e].name);
-        jitter_init(&jit, jitter_r);
-        s.jit = &jit;
+                    "whose period stays fixed so that large PEBS works", s->ev[e].name);
+        jitter_init(&s->jit_state, s->jitter_r);
+        s->jit = &s->jit_state;
     }
-    int pilot_fell_back = 0;
-    if (auto_period && !user_chose && s.ev[0].hardware && !event_available(&s.ev[0])) {
+    if (s->auto_period && !s->user_chose && s->ev[0].hardware && !event_available(&s->ev[0])) {
         /* The pilots sample what the run will: without a hardware PMU (a
          * VM) that is the clock, as open_events would choose. */
-        s.nev = 0;
-        parse_events(&s, "cpu-clock");
-        pilot_fell_back = 1;
+        s->nev = 0;
+        parse_events(s, "cpu-clock");
+        s->fell_back = 1;
     }
-    if (auto_period) {
+    if (s->auto_period) {
         char self[4096];
         ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
         self[sl > 0 ? sl : 0] = 0;
         icpp_err aerr;
-        if (autoperiod_choose(argv + optind, self, s.ev[0].name, s.ev[0].hardware, pilot_t, &ap, &aerr) < 0)
+        if (autoperiod_choose(s->cmd, self, s->ev[0].name, s->ev[0].hardware, s->pilot_t, &s->ap, &aerr) < 0)
             die("%s", aerr.msg);
-        if (!quiet)
-            autoperiod_print(&ap, stderr, s.ev[0].name);
-        s.so.period = ap.period;
+        if (!s->quiet)
+            autoperiod_print(&s->ap, stderr, s->ev[0].name);
+        s->so.period = s->ap.period;
     }
-    int amd = icpp_cpu_is_amd();
-    setup_events(&s, amd);
-    if (s.learn_every)
-        s.live = icpp_replay_live();
-    s.ncpus = online_cpus(&s.cpus);
-    if (!s.pages) {
-        s.pages = s.learn_every ? RING_PAGES_LEARN : RING_PAGES;
-        while (s.validate && s.pages < RING_PAGES_VALIDATE && 2 * s.pages * (size_t)s.ncpus <= RING_VALIDATE_TOTAL)
-            s.pages *= 2;
-        s.pages_default = 1;
-    }
-    int *ring_owner = malloc((size_t)s.ncpus * sizeof *ring_owner);
-    if (!ring_owner || !s.cpus)
-        die("out of memory");
-    for (int i = 0; i < s.ncpus; i++)
-        ring_owner[i] = -1;
-    s.rings = calloc((size_t)(unsigned)s.ncpus, sizeof *s.rings);
-    if (!s.rings)
-        die("out of memory");
+    s->amd = icpp_cpu_is_amd();
+    setup_events(s, s->amd);
+    if (s->learn_every)
+        s->live = icpp_replay_live();
+}
 
+/* One ring per online CPU, of the pages -m gave or the default for the mode. */
+static void plan_rings(session *s)
+{
+    s->ncpus = online_cpus(&s->cpus);
+    if (!s->pages) {
+        s->pages = s->learn_every ? RING_PAGES_LEARN : RING_PAGES;
+        while (s->validate && s->pages < RING_PAGES_VALIDATE && 2 * s->pages * (size_t)s->ncpus <= RING_VALIDATE_TOTAL)
+            s->pages *= 2;
+        s->pages_default = 1;
+    }
+    s->ring_owner = malloc((size_t)s->ncpus * sizeof *s->ring_owner);
+    if (!s->ring_owner || !s->cpus)
+        die("out of memory");
+    for (int i = 0; i < s->ncpus; i++)
+        s->ring_owner[i] = -1;
+    s->rings = calloc((size_t)(unsigned)s->ncpus, sizeof *s->rings);
+    if (!s->rings)
+        die("out of memory");
+}
+
+static void catch_signals(void)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
@@ -1231,63 +1263,93 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
+/* Launch the command stopped (or take the attached process), open the
+ * events, the output and its header, then let the command run (or describe
+ * the attached process).  -1 if the command never started (said). */
+static int start_sampling(session *s, int argc, char **argv)
+{
     icpp_err err;
     int go[2] = {-1, -1}, ep[2] = {-1, -1};
-    pid_t target = attach;
-    if (!attach) {
-        warn_privileges(argv[optind]);
-        target = spawn_stopped(argv + optind, go, ep);
+    pid_t target = s->attach;
+    if (!s->attach) {
+        warn_privileges(s->cmd[0]);
+        target = spawn_stopped(s->cmd, go, ep);
     }
-    int fell_back = open_events(&s, target, !attach, user_chose, amd, ring_owner);
-    s.w = icpp_swriter_open(out, &err);
-    if (!s.w) {
+    s->fell_back |= open_events(s, target, !s->attach, s->user_chose, s->amd, s->ring_owner);
+    s->w = icpp_swriter_open(s->out, &err);
+    if (!s->w) {
         kill_child();
         die("%s", err.msg);
     }
-    write_header(&s, argc, argv);
-
-    if (!attach) {
-        if (start_child(&s, go[1], ep[0], argv[optind]) < 0) {
-            icpp_swriter_discard(s.w);
-            return 127;
+    write_header(s, argc, argv);
+    if (!s->attach) {
+        if (start_child(s, go[1], ep[0], s->cmd[0]) < 0) {
+            icpp_swriter_discard(s->w);
+            return -1;
         }
     } else {
-        snapshot_process(&s, attach, 0, 0);
+        snapshot_process(s, s->attach, 0, 0);
     }
-
     /* Said only now that sampling runs, so that an error stays one line. */
-    if ((fell_back || pilot_fell_back) && !quiet)
+    if (s->fell_back && !s->quiet)
         fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
                         "sampling cpu-clock instead\n");
+    return 0;
+}
 
-    int werr_said = 0;      /* the write error was already reported */
-    int status = record(&s, attach, attach ? NULL : argv[optind], quiet, &werr_said);
-    drain_all(&s, 1);
-    close_all(&s);
-    tq_free(&s.tq);
+/* Close the file and say what it holds; the exit status: the program's,
+ * or 1 after a write error. */
+static int finish(session *s, int status, int werr_said)
+{
+    icpp_err err;
+    drain_all(s, 1);
+    close_all(s);
+    tq_free(&s->tq);
     /* The summary says what the file holds: after a write error (a full
      * disk) that is less than what was sampled. */
     /* END counts the sample records in the file: readers check it */
-    int werr = icpp_swriter_finish(s.w, icpp_swriter_samples(s.w), s.lost, &err);
+    int werr = icpp_swriter_finish(s->w, icpp_swriter_samples(s->w), s->lost, &err);
     uint64_t bytes, in_file;
-    icpp_swriter_written(s.w, &bytes, &in_file);
-    if (icpp_swriter_close(s.w, icpp_swriter_samples(s.w), s.lost, &err) < 0)
+    icpp_swriter_written(s->w, &bytes, &in_file);
+    if (icpp_swriter_close(s->w, icpp_swriter_samples(s->w), s->lost, &err) < 0)
         werr = -1;
     if (werr < 0 && !werr_said)
         fprintf(stderr, "icpp-sample: %s\n", err.msg);
-    if (!quiet)
-        print_summary(&s, in_file, bytes, out, auto_period ? &ap : NULL, jitter_r);
-    if (s.jit)
-        jitter_free(s.jit);
-    free(ring_owner);
-    free(s.cpus);
-    free(s.fds);
-    icpp_hmap_free(&s.ids);
-    free(s.rings);
-    free(s.procs);
-    icpp_replay_close(s.live);
+    if (!s->quiet)
+        print_summary(s, in_file, bytes, s->out, s->auto_period ? &s->ap : NULL, s->jitter_r);
+    if (s->jit)
+        jitter_free(s->jit);
+    free(s->ring_owner);
+    free(s->cpus);
+    free(s->fds);
+    icpp_hmap_free(&s->ids);
+    free(s->rings);
+    free(s->procs);
+    icpp_replay_close(s->live);
     if (werr < 0 && status == 0)
         return 1;
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    static session s;   /* large (learn frames); zeroed */
+    tq_init(&s.tq);
+    s.out = "icpp.samples";
+    s.pages = 0;        /* not given: RING_PAGES or RING_PAGES_LEARN */
+    s.learn_every = LEARN_EVERY_DEFAULT;
+    int rc = parse_options(&s, argc, argv);
+    if (rc >= 0)
+        return rc;
+    check_files(&s);
+    choose_events(&s);
+    plan_rings(&s);
+    catch_signals();
+    if (start_sampling(&s, argc, argv) < 0)
+        return 127;
+    int werr_said = 0;      /* the write error was already reported */
+    int status = record(&s, s.attach, s.attach ? NULL : s.cmd[0], s.quiet, &werr_said);
+    return finish(&s, status, werr_said);
 }

@@ -1,4 +1,4 @@
-/* test_perfrec.c -- lib/perfrec.c: sample bodies and record times built by hand, in icpp-sample's ring layouts and perf record's. */
+/* test_perfrec.c -- lib/perfrec.c: sample bodies and record times built by hand, ring and perf.data layouts. */
 #include "perfrec.h"
 
 #include <asm/perf_regs.h>
@@ -52,8 +52,8 @@ static void ring_samples(void)
      * counts an ABI-NONE sample then, and drops the others silently) */
     for (size_t n = 0; n < b.n; n++) {
         int rc = icpp_perfrec_sample_parse(&l, b.b, n, &s);
-        CHECK(rc == -1 && !!(s.have & PERF_SAMPLE_REGS_USER) == (n >= 40) && !!(s.have & PERF_SAMPLE_TIME) == (n >= 32),
-              "cut at %zu", n);
+        CHECK(rc == -1 && !!(s.have & PERF_SAMPLE_REGS_USER) == (n >= 40) &&
+                  !!(s.have & PERF_SAMPLE_TIME) == (n >= 32), "cut at %zu", n);
     }
     /* ABI none: no values follow */
     b.n = 32;
@@ -114,7 +114,8 @@ static void perf_samples(void)
                                  PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_READ | PERF_SAMPLE_CALLCHAIN |
                                  PERF_SAMPLE_RAW | PERF_SAMPLE_BRANCH_STACK | PERF_SAMPLE_REGS_USER |
                                  PERF_SAMPLE_WEIGHT | PERF_SAMPLE_REGS_INTR,
-                             PERF_FORMAT_GROUP | PERF_FORMAT_ID, 1ull << 17, ICPP_REGS_MASK, 1ull << PERF_REG_X86_SP, 1};
+                             PERF_FORMAT_GROUP | PERF_FORMAT_ID, 1ull << 17, ICPP_REGS_MASK,
+                             1ull << PERF_REG_X86_SP, 1};
     icpp_perfrec_sample s;
     body b = {{0}, 0};
     put64(&b, 0x401000); put32(&b, 5); put32(&b, 6); put64(&b, 900); put64(&b, 0xdead);
