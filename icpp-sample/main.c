@@ -573,7 +573,6 @@ static int enqueue(void *ctx, const struct perf_event_header *h)
 
 static void drain_all(session *s, int final)
 {
-    tq_round_begin(&s->tq);
     for (int c = 0; c < s->ncpus; c++)
         icpp_ring_drain(&s->rings[c], enqueue, s);
     tq_round_end(&s->tq, final, on_record, s);

@@ -5,6 +5,7 @@
 #include "fmap.h"
 #include "fsafe.h"
 #include "hmap.h"
+#include "order.h"
 #include "perfrec.h"
 
 #include <errno.h>
@@ -39,8 +40,6 @@ enum { REG_BP = 6, REG_SP = 7, REG_IP = 8 };
 #define AUX_EMIT (1ull << 63)                   /* a COMM's aux: give a PROC record */
 /* Reading the data section as a stream (docs/perfdata.md, "How the file is read"). */
 #define CHUNK        ((uint64_t)1 << 20)        /* the first pass notes each MiB's smallest time */
-#define WINDOW       ((size_t)1 << 20)          /* records waiting in memory before a spill */
-#define RUN_BUF      512                        /* entries read ahead from each spilled run */
 #define RELEASE_LAG  ((uint64_t)32 << 20)       /* keep this much of the data behind the cursor mapped */
 
 typedef struct pd_attr {
@@ -63,25 +62,12 @@ typedef struct pd_bid {
     size_t        order;
 } pd_bid;
 
-/* A record of the data section waiting to be given out, in (key, off) order. */
-typedef struct pd_ent {
-    uint64_t key;               /* time (or the time before it in the file) */
-    uint64_t off;               /* file offset of the record */
-} pd_ent;
-
 /* A COMM or an executable's MMAP, kept by the first pass to find each
  * exec's executable (find_executables). */
 typedef struct pd_xent {
     uint64_t key, off;
     uint64_t aux;               /* COMM: AUX_EMIT | (offset of the executable's path + 1) */
 } pd_xent;
-
-/* A sorted run of waiting entries spilled to the temporary file. */
-typedef struct pd_run {
-    uint64_t at, left;          /* next entry's offset in the spill file; entries still there */
-    pd_ent  *buf;               /* entries read ahead */
-    size_t   pos, n;
-} pd_run;
 
 enum { IDM_ONE, IDM_IDENTIFIER, IDM_POS };      /* how a sample names its event */
 enum { TRL_NONE, TRL_UNIFORM, TRL_BYID };       /* how a non-sample record's time is found */
@@ -102,15 +88,7 @@ struct icpp_perfdata {
     uint64_t      *sufmin;      /* per CHUNK of the data: smallest key in it and after it */
     size_t         nchunks;
     uint64_t       safe;        /* no record after cur has a key below this */
-    uint64_t       key_max;     /* largest key read so far */
-    uint64_t       round_max;   /* key_max at the last FINISHED_ROUND */
-    uint64_t       round_safe;  /* round_max at the round before: perf's bound on later records */
-    pd_ent        *heap;        /* records read, waiting: a min-heap by (key, off) */
-    size_t         nheap, capheap, window;
-    pd_run        *runs;        /* runs spilled when the heap was full */
-    size_t         nruns;
-    int            spill_fd;    /* -1 until the first spill */
-    uint64_t       spill_len;
+    icpp_order     ord;         /* records read, waiting: (key, file offset), spilled past the window */
     icpp_hmap      comm_aux;    /* COMM record offset -> its aux (pd_xent) */
     size_t         truncated;
     int            clean;
@@ -162,18 +140,6 @@ static int cmp_bid(const void *a, const void *b)
     const pd_bid *x = a, *y = b;
     int c = strcmp(x->path, y->path);
     return c ? c : (x->order > y->order) - (x->order < y->order);
-}
-
-/* The order records are given out: by time, the file order breaking ties. */
-static int ent_less(const pd_ent *x, const pd_ent *y)
-{
-    return x->key != y->key ? x->key < y->key : x->off < y->off;
-}
-
-static int cmp_ent(const void *a, const void *b)
-{
-    const pd_ent *x = a, *y = b;
-    return ent_less(x, y) ? -1 : ent_less(y, x);
 }
 
 static int cmp_xent(const void *a, const void *b)
@@ -686,104 +652,6 @@ oom:
 
 /* ---- second pass: the reorder window ---- */
 
-static void heap_push(icpp_perfdata *pd, pd_ent e)
-{
-    size_t i = pd->nheap++;
-    while (i > 0 && ent_less(&e, &pd->heap[(i - 1) / 2])) {
-        pd->heap[i] = pd->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    pd->heap[i] = e;
-}
-
-static void heap_pop(icpp_perfdata *pd)
-{
-    pd_ent last = pd->heap[--pd->nheap];
-    size_t i = 0, n = pd->nheap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && ent_less(&pd->heap[c + 1], &pd->heap[c]))
-            c++;
-        if (!ent_less(&pd->heap[c], &last))
-            break;
-        pd->heap[i] = pd->heap[c];
-        i = c;
-    }
-    if (n)
-        pd->heap[i] = last;
-}
-
-/* An unlinked temporary file in $TMPDIR (or /tmp). */
-static int spill_file(icpp_err *err)
-{
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir)
-        dir = "/tmp";
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        char t[4096];
-        snprintf(t, sizeof t, "%s/icpp-perfdata-XXXXXX", dir);
-        fd = mkstemp(t);
-        if (fd >= 0)
-            unlink(t);
-    }
-    if (fd < 0)
-        return icpp_err_set(err, errno, "cannot create a spill file in %s: %s; set TMPDIR to a writable directory",
-                            dir, strerror(errno));
-    return fd;
-}
-
-/* The heap is full: write it out as a sorted run and empty it. */
-static int spill(icpp_perfdata *pd, icpp_err *err)
-{
-    if (pd->spill_fd < 0 && (pd->spill_fd = spill_file(err)) < 0)
-        return -1;
-    pd_run *nr = realloc(pd->runs, (pd->nruns + 1) * sizeof *nr);
-    if (!nr)
-        return icpp_err_set(err, ENOMEM, "out of memory");
-    pd->runs = nr;
-    qsort(pd->heap, pd->nheap, sizeof *pd->heap, cmp_ent);
-    size_t bytes = pd->nheap * sizeof *pd->heap, done = 0;
-    while (done < bytes) {
-        ssize_t w = pwrite(pd->spill_fd, (const uint8_t *)pd->heap + done, bytes - done, (off_t)(pd->spill_len + done));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return icpp_err_set(err, w < 0 ? errno : ENOSPC, "writing the spill file (records out of time order): %s; "
-                                "set TMPDIR to a directory with room", strerror(w < 0 ? errno : ENOSPC));
-        done += (size_t)w;
-    }
-    pd->runs[pd->nruns++] = (pd_run){pd->spill_len, pd->nheap, NULL, 0, 0};
-    pd->spill_len += bytes;
-    pd->st.spilled += pd->nheap;
-    pd->nheap = 0;
-    return 0;
-}
-
-/* Read ahead the next entries of a spilled run (none left: u->n == 0). */
-static int run_refill(icpp_perfdata *pd, pd_run *u, icpp_err *err)
-{
-    if (!u->buf && !(u->buf = malloc(RUN_BUF * sizeof *u->buf)))
-        return icpp_err_set(err, ENOMEM, "out of memory");
-    size_t n = u->left < RUN_BUF ? (size_t)u->left : RUN_BUF, bytes = n * sizeof *u->buf, done = 0;
-    while (done < bytes) {
-        ssize_t g = pread(pd->spill_fd, (uint8_t *)u->buf + done, bytes - done, (off_t)(u->at + done));
-        if (g < 0 && errno == EINTR)
-            continue;
-        if (g <= 0)
-            return icpp_err_set(err, g < 0 ? errno : EIO, "reading the spill file back: %s",
-                                g < 0 ? strerror(errno) : "short read");
-        done += (size_t)g;
-    }
-    u->at += bytes;
-    u->left -= n;
-    u->pos = 0;
-    u->n = n;
-    return 0;
-}
-
 /* Read the records of the next CHUNK of the data section into the window. */
 static int read_chunk(icpp_perfdata *pd, icpp_err *err)
 {
@@ -797,32 +665,17 @@ static int read_chunk(icpp_perfdata *pd, icpp_err *err)
         if (size < 8 || size > pd->dend - pd->cur || extra > pd->dend - pd->cur - size)
             return icpp_err_set(err, ICPP_EFORMAT, "record at offset %llu changed while the file was read",
                                 (unsigned long long)pd->cur);
-        if (type == REC_FINISHED_ROUND) {
-            /* perf record wrote every CPU's buffer since the round before:
-             * no later record is older than what that round had seen. */
-            pd->round_safe = pd->round_max;
-            pd->round_max = pd->key_max;
-        }
+        if (type == REC_FINISHED_ROUND)
+            icpp_order_round(&pd->ord);     /* perf record wrote every CPU's buffer (lib/order.h) */
         if (wanted(type)) {
             uint64_t t;
             if (record_time(pd, type, r, size, &t))
                 pd->key = t;
-            if (pd->key > pd->key_max)
-                pd->key_max = pd->key;
-            if (pd->nheap == pd->window && spill(pd, err) < 0)
+            int rc = icpp_order_push(&pd->ord, pd->key, pd->cur, 0, err);
+            pd->st.held_max = pd->ord.held_max;
+            pd->st.spilled = pd->ord.spilled;
+            if (rc < 0)
                 return -1;
-            if (pd->nheap == pd->capheap) {
-                size_t nc = pd->capheap ? 2 * pd->capheap : 1024;
-                nc = nc < pd->window ? nc : pd->window;
-                pd_ent *nh = realloc(pd->heap, nc * sizeof *nh);
-                if (!nh)
-                    return icpp_err_set(err, ENOMEM, "out of memory holding %zu records for time order", pd->nheap);
-                pd->heap = nh;
-                pd->capheap = nc;
-            }
-            heap_push(pd, (pd_ent){pd->key, pd->cur});
-            if (pd->nheap > pd->st.held_max)
-                pd->st.held_max = pd->nheap;
         }
         pd->cur += size + extra;
     }
@@ -831,45 +684,20 @@ static int read_chunk(icpp_perfdata *pd, icpp_err *err)
      * as LOST_SAMPLES) and perf's rounds (those records come out late, as
      * in perf report). */
     pd->safe = pd->cur >= pd->dend || c + 1 >= pd->nchunks ? UINT64_MAX : pd->sufmin[c + 1];
-    if (pd->round_safe > pd->safe)
-        pd->safe = pd->round_safe;
+    if (pd->ord.limit > pd->safe)
+        pd->safe = pd->ord.limit;
     icpp_fmap_release(&pd->map, pd->cur > RELEASE_LAG ? pd->cur - RELEASE_LAG : 0);
     return 0;
 }
 
 /* The next record in time order: 1, 0 at the end, negative on error.  A
  * record is given once no record still unread can come before it. */
-static int next_ent(icpp_perfdata *pd, pd_ent *out, icpp_err *err)
+static int next_ent(icpp_perfdata *pd, icpp_order_ent *out, icpp_err *err)
 {
     for (;;) {
-        const pd_ent *best = pd->nheap ? &pd->heap[0] : NULL;
-        size_t from = SIZE_MAX;
-        for (size_t i = 0; i < pd->nruns;) {
-            pd_run *u = &pd->runs[i];
-            if (u->pos == u->n && u->left && run_refill(pd, u, err) < 0)
-                return -1;
-            if (u->pos == u->n) {               /* run used up */
-                free(u->buf);
-                pd->runs[i] = pd->runs[--pd->nruns];
-                best = pd->nheap ? &pd->heap[0] : NULL;     /* restart: entries moved */
-                from = SIZE_MAX;
-                i = 0;
-                continue;
-            }
-            if (!best || ent_less(&u->buf[u->pos], best)) {
-                best = &u->buf[u->pos];
-                from = i;
-            }
-            i++;
-        }
-        if (best && best->key <= pd->safe) {
-            *out = *best;
-            if (from == SIZE_MAX)
-                heap_pop(pd);
-            else
-                pd->runs[from].pos++;
-            return 1;
-        }
+        int rc = icpp_order_next(&pd->ord, pd->safe, out, NULL, err);
+        if (rc != 0)
+            return rc;
         if (pd->cur >= pd->dend)
             return 0;
         if (read_chunk(pd, err) < 0)
@@ -919,8 +747,7 @@ static icpp_perfdata *pd_open(const icpp_fmap *m, icpp_err *err)
     pd->map = *m;
     pd->buf = buf;
     pd->len = len;
-    pd->window = WINDOW;
-    pd->spill_fd = -1;
+    icpp_order_init(&pd->ord, ICPP_ORDER_SPILL);
     icpp_hmap_init(&pd->comm_aux);
     uint8_t h[HDR_SIZE] = {0};
     memcpy(h, buf, (size_t)hsize);
@@ -990,10 +817,9 @@ icpp_perfdata *icpp_perfdata_open(const char *path, icpp_err *err)
 
 int icpp_perfdata_set_window(icpp_perfdata *pd, size_t records)
 {
-    if (records < 1 || pd->cur != pd->doff || pd->nheap || pd->nruns)
+    if (pd->cur != pd->doff)
         return -EINVAL;
-    pd->window = records;
-    return 0;
+    return icpp_order_set_window(&pd->ord, records);
 }
 
 void icpp_perfdata_close(icpp_perfdata *pd)
@@ -1004,12 +830,7 @@ void icpp_perfdata_close(icpp_perfdata *pd)
     free(pd->ids);
     free(pd->bids);
     free(pd->sufmin);
-    free(pd->heap);
-    for (size_t i = 0; i < pd->nruns; i++)
-        free(pd->runs[i].buf);
-    free(pd->runs);
-    if (pd->spill_fd >= 0)
-        close(pd->spill_fd);
+    icpp_order_free(&pd->ord);
     icpp_hmap_free(&pd->comm_aux);
     free(pd->command);
     free(pd->kernel);
@@ -1088,12 +909,12 @@ static int bad_record(icpp_err *err, uint64_t off, const char *fmt, ...)
 #define BAD(off, ...) bad_record(err, (off), __VA_ARGS__)
 
 /* A SAMPLE record to rec: 1, 0 if dropped, negative on error. */
-static int on_sample(icpp_perfdata *pd, const pd_ent *e, uint16_t misc, const uint8_t *p, size_t n, icpp_srec *rec,
+static int on_sample(icpp_perfdata *pd, uint64_t off, uint16_t misc, const uint8_t *p, size_t n, icpp_srec *rec,
                      icpp_err *err)
 {
     int ai = sample_attr(pd, p, n);
     if (ai == -2)
-        return BAD(e->off, "sample of %zu bytes", n + 8);
+        return BAD(off, "sample of %zu bytes", n + 8);
     if (ai < 0) {
         pd->st.unknown_id++;
         return 0;
@@ -1102,7 +923,7 @@ static int on_sample(icpp_perfdata *pd, const pd_ent *e, uint16_t misc, const ui
     const icpp_perfrec_layout *l = &a->lay;
     icpp_perfrec_sample s;
     if (icpp_perfrec_sample_parse(l, p, n, &s) < 0)
-        return BAD(e->off, "sample of %zu bytes is shorter than its layout (sample_type %#llx)", n + 8,
+        return BAD(off, "sample of %zu bytes is shorter than its layout (sample_type %#llx)", n + 8,
                    (unsigned long long)l->sample_type);
     int has_ip = !!(s.have & PERF_SAMPLE_IP);
     unsigned mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
@@ -1176,21 +997,21 @@ static int mark_seen(icpp_perfdata *pd, uint32_t pid, icpp_err *err)
 }
 
 /* One data record to rec: 1, 0 if it gives nothing, negative on error. */
-static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_err *err)
+static int on_record(icpp_perfdata *pd, uint64_t off, icpp_srec *rec, icpp_err *err)
 {
-    const uint8_t *r = pd->buf + e->off, *p = r + 8;
+    const uint8_t *r = pd->buf + off, *p = r + 8;
     uint32_t type = get32(r);
     uint16_t misc = get16(r + 4), size = get16(r + 6);
     size_t n = size - 8u;
     memset(rec, 0, sizeof *rec);
     switch (type) {
     case PERF_RECORD_SAMPLE:
-        return on_sample(pd, e, misc, p, n, rec, err);
+        return on_sample(pd, off, misc, p, n, rec, err);
     case PERF_RECORD_MMAP:
     case PERF_RECORD_MMAP2: {
         uint64_t poff;
-        if (n < (type == PERF_RECORD_MMAP ? 33u : 65u) || !mmap_path(pd, e->off, &poff))
-            return BAD(e->off, "mmap record of %u bytes without a terminated file name", size);
+        if (n < (type == PERF_RECORD_MMAP ? 33u : 65u) || !mmap_path(pd, off, &poff))
+            return BAD(off, "mmap record of %u bytes without a terminated file name", size);
         unsigned mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
         uint32_t pid = get32(p);
         if (pid == UINT32_MAX || mode == PERF_RECORD_MISC_KERNEL || mode == PERF_RECORD_MISC_GUEST_KERNEL ||
@@ -1227,10 +1048,10 @@ static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_er
     }
     case PERF_RECORD_COMM: {
         if (n < 8)
-            return BAD(e->off, "comm record of %u bytes", size);
+            return BAD(off, "comm record of %u bytes", size);
         uint32_t pid = get32(p), tid = get32(p + 4);
         int exec = !!(misc & PERF_RECORD_MISC_COMM_EXEC);
-        const uint64_t *aux = pid == tid ? icpp_hmap_get(&pd->comm_aux, e->off, 0) : NULL;
+        const uint64_t *aux = pid == tid ? icpp_hmap_get(&pd->comm_aux, off, 0) : NULL;
         if (!aux || (!exec && icpp_hmap_get(&pd->seen, pid, 0)))
             return 0;
         uint64_t poff = *aux & ~AUX_EMIT;
@@ -1243,7 +1064,7 @@ static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_er
     }
     case PERF_RECORD_FORK: {
         if (n < 16)
-            return BAD(e->off, "fork record of %u bytes", size);
+            return BAD(off, "fork record of %u bytes", size);
         uint32_t pid = get32(p), ppid = get32(p + 4), tid = get32(p + 8);
         if (pid != tid || pid == ppid)
             return 0;                       /* a new thread, not a new process */
@@ -1255,20 +1076,20 @@ static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_er
     }
     case PERF_RECORD_EXIT:
         if (n < 16)
-            return BAD(e->off, "exit record of %u bytes", size);
+            return BAD(off, "exit record of %u bytes", size);
         rec->type = ICPP_SREC_EXIT;
         rec->u.exit.pid = get32(p);
         rec->u.exit.tid = get32(p + 8);
         return 1;
     case PERF_RECORD_LOST:
         if (n < 16)
-            return BAD(e->off, "lost record of %u bytes", size);
+            return BAD(off, "lost record of %u bytes", size);
         rec->type = ICPP_SREC_LOST;
         rec->u.lost.count = get64(p + 8);
         return 1;
     case PERF_RECORD_LOST_SAMPLES:
         if (n < 8)
-            return BAD(e->off, "lost-samples record of %u bytes", size);
+            return BAD(off, "lost-samples record of %u bytes", size);
         rec->type = ICPP_SREC_LOST;
         rec->u.lost.count = get64(p);
         return 1;
@@ -1282,10 +1103,10 @@ int icpp_perfdata_next(icpp_perfdata *pd, icpp_srec *rec, icpp_err *err)
     memset(rec, 0, sizeof *rec);
     if (header_record(pd, rec))
         return 1;
-    pd_ent e;
+    icpp_order_ent e;               /* (key, file offset) */
     int rc;
     while ((rc = next_ent(pd, &e, err)) > 0) {
-        rc = on_record(pd, &e, rec, err);
+        rc = on_record(pd, e.seq, rec, err);
         if (rc != 0)
             return rc;
     }
