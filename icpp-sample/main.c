@@ -566,8 +566,11 @@ static int on_record(void *ctx, const struct perf_event_header *h)
 static int enqueue(void *ctx, const struct perf_event_header *h)
 {
     session *s = ctx;
-    if (s->jit)
-        jitter_on_record(s->jit, h);    /* the next period, right after the sample */
+    if (s->jit) {
+        icpp_perfrec_layout l;
+        layout(s, 0, &l);
+        jitter_on_record(s->jit, &l, h);    /* the next period, right after the sample */
+    }
     return tq_push(&s->tq, h, ring_time(s, h)) < 0;
 }
 
