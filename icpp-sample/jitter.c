@@ -78,15 +78,18 @@ int jitter_add_fd(jitter *j, int fd, uint32_t tid, uint64_t base)
     return 0;
 }
 
-void jitter_on_record(jitter *j, const struct perf_event_header *h)
+void jitter_on_record(jitter *j, const icpp_perfrec_layout *l, const struct perf_event_header *h)
 {
-    /* PERF_SAMPLE_IDENTIFIER first, then IP, then PID/TID (lib/events.c) */
-    if (h->type != PERF_RECORD_SAMPLE || h->size < sizeof *h + 24)
+    if (h->type != PERF_RECORD_SAMPLE)
         return;
-    uint64_t id;
-    uint32_t tid;
-    memcpy(&id, (const uint8_t *)(h + 1), 8);
-    memcpy(&tid, (const uint8_t *)(h + 1) + 20, 4);
+    /* the fields before the one cut short are read: a sample too short for
+     * its TID is passed over */
+    icpp_perfrec_sample x;
+    icpp_perfrec_sample_parse(l, (const uint8_t *)(h + 1), h->size > sizeof *h ? h->size - sizeof *h : 0, &x);
+    if (!(x.have & PERF_SAMPLE_TID) || !(x.have & (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_ID)))
+        return;
+    uint64_t id = x.id;
+    uint32_t tid = x.tid;
     const uint64_t *ix = icpp_hmap_get(&j->fds, id, 0);
     if (!ix)
         return;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "hmap.h"
+#include "perfrec.h"
 
 typedef struct jitter {
     double    r;                /* relative half-width: the period is drawn from [P(1-r), P(1+r)] */
@@ -36,12 +37,13 @@ void jitter_attr(struct perf_event_attr *a);
  * period now.  0, or -ENOMEM. */
 int  jitter_add_fd(jitter *j, int fd, uint32_t tid, uint64_t base);
 
-/* A ring-buffer record as it is read (before any reordering): for a sample
- * of an event opened here for the sampled task itself, draw that event's
+/* A ring-buffer record as it is read (before any reordering), whose
+ * samples have layout l (its event id and TID are read by lib/perfrec.h):
+ * for a sample of an event opened here for the sampled task itself, draw that event's
  * next period.  Samples of inherited copies (threads and processes created
  * after the events were opened) carry their parent's id; the kernel's
  * PERF_EVENT_IOC_PERIOD does not reach those copies, so they keep the
  * period they inherited -- they are counted, not re-armed. */
-void jitter_on_record(jitter *j, const struct perf_event_header *h);
+void jitter_on_record(jitter *j, const icpp_perfrec_layout *l, const struct perf_event_header *h);
 
 #endif

@@ -8,6 +8,7 @@
 #include "hmap.h"
 #include "jitter.h"
 #include "module.h"
+#include "perfrec.h"
 #include "perfring.h"
 #include "procmaps.h"
 #include "replay.h"
@@ -173,6 +174,20 @@ typedef struct session {
     uint64_t         fpc[ICPP_LEARN_MAX_FRAMES], fesp[ICPP_LEARN_MAX_FRAMES];
     icpp_feature     feat[ICPP_FEATURES_MAX];   /* --feature, and the default bytes= */
     size_t           nfeat;
+    /* the options (parse_options) */
+    const char      *events, *out;      /* -e (NULL: the default), -o */
+    pid_t            attach;            /* -p, or 0 */
+    char           **cmd;               /* the command to run (argv after the options) */
+    int              ncmd;
+    int              quiet, auto_period;
+    double           pilot_t, jitter_r;
+    /* choices made on the way (choose_events, open_events) */
+    int              user_chose;        /* -e given (or implied by --jitter): no fallback to the clock */
+    int              amd;
+    int              fell_back;         /* no hardware PMU: sampling cpu-clock instead of cycles */
+    int             *ring_owner;        /* per CPU: the fd owning its ring, or -1 */
+    jitter           jit_state;         /* s->jit points here with --jitter */
+    autoperiod       ap;                /* --auto-period's inputs and choice */
 } session;
 
 static volatile sig_atomic_t stop_requested, forward_signal;
@@ -349,205 +364,208 @@ static void snapshot_process(session *s, pid_t pid, uint32_t ppid, uint32_t flag
 
 /* ---- ring buffer records ---- */
 
+/* The layout of event ev's samples (lib/perfrec.h); every event's begins
+ * with IDENTIFIER, IP, TID and TIME and has the same sample_id trailer
+ * (lib/events.c), so event 0's finds any record's event and time. */
+static void layout(const session *s, uint32_t ev, icpp_perfrec_layout *l)
+{
+    icpp_perfrec_layout_of(&s->ev[ev].attr, l);
+}
+
+/* A ring record's time, to order it by (0 if it has none). */
+static uint64_t ring_time(const session *s, const struct perf_event_header *h)
+{
+    icpp_perfrec_layout l;
+    uint64_t t = 0;
+    layout(s, 0, &l);
+    icpp_perfrec_time(&l, h->type, (const uint8_t *)(h + 1), h->size > sizeof *h ? h->size - sizeof *h : 0, &t);
+    return t;
+}
+
+/* A sample: written with its registers (and, with --validate, its chain
+ * and stack copy), or a learn sample unwound now.  A sample cut short is
+ * dropped; one without user registers (a kernel thread) is counted. */
+static void on_sample(session *s, const uint8_t *p, size_t n)
+{
+    icpp_perfrec_layout l;
+    icpp_perfrec_sample x;
+    uint64_t id;
+    layout(s, 0, &l);
+    if (icpp_perfrec_sample_id(&l, p, n, &id) < 0)
+        return;
+    const uint64_t *evp = icpp_hmap_get(&s->ids, id, 0);
+    uint32_t ev = evp ? (uint32_t)*evp : 0;
+    const struct perf_event_attr *a = &s->ev[ev].attr;
+    layout(s, ev, &l);
+    int rc = icpp_perfrec_sample_parse(&l, p, n, &x);
+    if (!(x.have & PERF_SAMPLE_REGS_USER))
+        return;
+    if (x.uabi == PERF_SAMPLE_REGS_ABI_NONE) {
+        s->noregs++;
+        return;
+    }
+    if (rc < 0)
+        return;
+    uint64_t regs[32] = {0}, chain[512];
+    int nregs = __builtin_popcountll(l.regs_user);
+    for (int i = 0; i < nregs && i < 32; i++)
+        regs[i] = icpp_perfrec_u64(x.uregs + 8 * i);
+    uint64_t ip = x.ip, bp = 0, sp = 0, rip = ip;
+    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_BP, &bp);
+    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_SP, &sp);
+    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_IP, &rip);
+    /* precise_ip >= 2 reports the eventing IP with post-retirement
+     * registers: pair SP with the register-set IP instead. */
+    if (a->precise_ip >= 2)
+        ip = rip;
+    icpp_sample_extra e, *ep = NULL;
+    if (l.sample_type & PERF_SAMPLE_STACK_USER) {
+        if (s->ev[ev].learn) {
+            learn_sample(s, x.pid, x.tid, ev, x.time, ip, sp, bp, x.stack, x.stack_size);
+            s->samples++;
+            return;
+        }
+        uint32_t nchain = (uint32_t)icpp_perfrec_chain(&x, 0, chain, 512);
+        e = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, l.regs_user, (uint32_t)x.stack_size, x.stack};
+        ep = &e;
+    }
+    icpp_swriter_sample(s->w, x.pid, x.tid, ev, x.time, ip, sp, bp, ep);
+    s->samples++;
+}
+
+/* The body of a side-band record, read field by field; a record cut short
+ * is ignored. */
+typedef struct body {
+    const uint8_t *p, *end;
+} body;
+
+static int take(body *b, void *dst, size_t k)
+{
+    if ((size_t)(b->end - b->p) < k)
+        return 0;
+    memcpy(dst, b->p, k);
+    b->p += k;
+    return 1;
+}
+#define TAKE(b, dst) take((b), &(dst), sizeof(dst))
+
+/* A new mapping: its build-id from the record (Linux 5.12+) or the file. */
+static void on_mmap2(session *s, const struct perf_event_header *h, body *b)
+{
+    uint32_t pid, tid, prot, flags;
+    uint64_t addr, len, pgoff;
+    icpp_build_id bid = {0, {0}};
+    uint8_t bsz, pad[3], bytes[20], skip[24];   /* skip: maj, min, ino, ino_generation */
+    if (!TAKE(b, pid) || !TAKE(b, tid) || !TAKE(b, addr) || !TAKE(b, len) || !TAKE(b, pgoff))
+        return;
+    if (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+        if (!TAKE(b, bsz) || !TAKE(b, pad) || !TAKE(b, bytes))
+            return;
+        bid.len = bsz <= 20 ? bsz : 20;
+        memcpy(bid.bytes, bytes, bid.len);
+    } else if (!TAKE(b, skip)) {
+        return;
+    }
+    if (!TAKE(b, prot) || !TAKE(b, flags))
+        return;
+    char path[4096];
+    size_t plen = (size_t)(b->end - b->p);
+    if (plen >= sizeof path)
+        plen = sizeof path - 1;
+    memcpy(path, b->p, plen);
+    path[plen] = 0;
+    path[strnlen(path, plen)] = 0;
+    if (!bid.len && (prot & PROT_EXEC))
+        file_build_id(path, &bid);
+    int anon = path[0] == '/' ? 0 : 1;
+    emit_mmap(s, pid, addr, len, pgoff, prot, anon && path[0] != '[' ? NULL : path, &bid);
+}
+
+/* An exec: the new image's startstack and exe, read from /proc. */
+static void on_comm(session *s, const struct perf_event_header *h, body *b)
+{
+    uint32_t pid, tid;
+    if (!TAKE(b, pid) || !TAKE(b, tid) || !(h->misc & PERF_RECORD_MISC_COMM_EXEC) || pid != tid)
+        return;
+    /* The launched program's own exec (the one we stopped at and
+     * described from /proc) comes through here too: skip it. */
+    if ((pid_t)pid == child_pid && !s->initial_exec_seen) {
+        s->initial_exec_seen = 1;
+        return;
+    }
+    /* The process may already be gone; then its main-thread samples have no base. */
+    uint64_t ss = 0;
+    char exe[512] = "", link[64];
+    snprintf(link, sizeof link, "/proc/%u/exe", pid);
+    ssize_t n = readlink(link, exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    icpp_proc_startstack((pid_t)pid, &ss, NULL);
+    add_proc(s, pid, ss, exe);
+    emit_proc(s, pid, 0, ss, exe, ICPP_PROC_EXEC);
+}
+
+/* A new process: the same layout as its parent's. */
+static void on_fork(session *s, body *b)
+{
+    uint32_t pid, ppid, tid, ptid;
+    if (!TAKE(b, pid) || !TAKE(b, ppid) || !TAKE(b, tid) || !TAKE(b, ptid) || pid == ppid || pid != tid)
+        return;
+    struct proc *pp = find_proc(s, ppid);
+    uint64_t ss = pp ? pp->startstack : 0;
+    char exe[512];
+    snprintf(exe, sizeof exe, "%s", pp ? pp->exe : "");
+    add_proc(s, pid, ss, exe);
+    emit_proc(s, pid, ppid, ss, exe, 0);
+}
+
+/* One ring record, in time order (through the queue, drain_all). */
 static int on_record(void *ctx, const struct perf_event_header *h)
 {
     session *s = ctx;
-    const uint8_t *p = (const uint8_t *)(h + 1), *end = (const uint8_t *)h + h->size;
-#define TAKE(dst)                                      \
-    do {                                               \
-        if ((size_t)(end - p) < sizeof(dst))           \
-            return 0;                                  \
-        memcpy(&(dst), p, sizeof(dst));                \
-        p += sizeof(dst);                              \
-    } while (0)
+    body b = {(const uint8_t *)(h + 1), (const uint8_t *)h + h->size};
+    uint32_t pid, ppid, tid, ptid;
+    uint64_t id, n;
     switch (h->type) {
-    case PERF_RECORD_SAMPLE: {
-        uint64_t id, ip, time, abi;
-        uint32_t pid, tid;
-        TAKE(id);
-        TAKE(ip);
-        TAKE(pid);
-        TAKE(tid);
-        TAKE(time);
-        const uint64_t *evp = icpp_hmap_get(&s->ids, id, 0);
-        uint32_t ev = evp ? (uint32_t)*evp : 0;
-        const struct perf_event_attr *a = &s->ev[ev].attr;
-        uint64_t chain[512];
-        uint32_t nchain = 0;
-        if (a->sample_type & PERF_SAMPLE_CALLCHAIN) {
-            uint64_t nr;
-            TAKE(nr);
-            if ((size_t)(end - p) < nr * 8)
-                return 0;
-            for (uint64_t i = 0; i < nr; i++) {
-                uint64_t v;
-                memcpy(&v, p + 8 * i, 8);
-                if (v >= (uint64_t)PERF_CONTEXT_MAX)
-                    continue;               /* context markers */
-                if (nchain < 512)
-                    chain[nchain++] = v;
-            }
-            p += nr * 8;
+    case PERF_RECORD_SAMPLE:
+        on_sample(s, b.p, b.end > b.p ? (size_t)(b.end - b.p) : 0);
+        break;
+    case PERF_RECORD_MMAP2: on_mmap2(s, h, &b); break;
+    case PERF_RECORD_COMM: on_comm(s, h, &b); break;
+    case PERF_RECORD_FORK: on_fork(s, &b); break;
+    case PERF_RECORD_EXIT:
+        if (TAKE(&b, pid) && TAKE(&b, ppid) && TAKE(&b, tid) && TAKE(&b, ptid))
+            icpp_swriter_exit(s->w, pid, tid);
+        break;
+    case PERF_RECORD_LOST:
+        if (TAKE(&b, id) && TAKE(&b, n)) {
+            s->lost += n;
+            icpp_swriter_lost(s->w, n);
         }
-        TAKE(abi);
-        uint64_t regs[32] = {0};
-        int nregs = __builtin_popcountll(a->sample_regs_user);
-        if (abi == PERF_SAMPLE_REGS_ABI_NONE) {
-            s->noregs++;
-            return 0;
-        }
-        for (int i = 0; i < nregs && i < 32; i++)
-            TAKE(regs[i]);
-        /* Registers come in bit order; find BP, SP, IP among them. */
-        uint64_t bp = 0, sp = 0, rip = ip;
-        for (int bit = 0, k = 0; bit < 64; bit++) {
-            if (!(a->sample_regs_user & (1ull << bit)))
-                continue;
-            if (bit == PERF_REG_X86_BP) bp = regs[k];
-            if (bit == PERF_REG_X86_SP) sp = regs[k];
-            if (bit == PERF_REG_X86_IP) rip = regs[k];
-            k++;
-        }
-        /* precise_ip >= 2 reports the eventing IP with post-retirement
-         * registers: pair SP with the register-set IP instead. */
-        if (a->precise_ip >= 2)
-            ip = rip;
-        icpp_sample_extra x, *xp = NULL;
-        if (a->sample_type & PERF_SAMPLE_STACK_USER) {
-            uint64_t size, dyn = 0;
-            TAKE(size);
-            const uint8_t *stack = p;
-            if ((size_t)(end - p) < size)
-                return 0;
-            p += size;
-            if (size)
-                TAKE(dyn);
-            if (s->ev[ev].learn) {
-                learn_sample(s, pid, tid, ev, time, ip, sp, bp, stack, dyn < size ? dyn : size);
-                s->samples++;
-                return 0;
-            }
-            x = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, a->sample_regs_user,
-                                    (uint32_t)(dyn < size ? dyn : size), stack};
-            xp = &x;
-        }
-        icpp_swriter_sample(s->w, pid, tid, ev, time, ip, sp, bp, xp);
-        s->samples++;
-        return 0;
-    }
-    case PERF_RECORD_MMAP2: {
-        uint32_t pid, tid, prot, flags;
-        uint64_t addr, len, pgoff;
-        TAKE(pid);
-        TAKE(tid);
-        TAKE(addr);
-        TAKE(len);
-        TAKE(pgoff);
-        icpp_build_id bid = {0, {0}};
-        if (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
-            uint8_t bsz, pad[3], b[20];
-            TAKE(bsz);
-            TAKE(pad);
-            TAKE(b);
-            bid.len = bsz <= 20 ? bsz : 20;
-            memcpy(bid.bytes, b, bid.len);
-        } else {
-            uint8_t skip[24];   /* maj, min, ino, ino_generation */
-            TAKE(skip);
-        }
-        TAKE(prot);
-        TAKE(flags);
-        char path[4096];
-        size_t plen = (size_t)(end - p);
-        if (plen >= sizeof path)
-            plen = sizeof path - 1;
-        memcpy(path, p, plen);
-        path[plen] = 0;
-        path[strnlen(path, plen)] = 0;
-        if (!bid.len && (prot & PROT_EXEC))
-            file_build_id(path, &bid);
-        int anon = path[0] == '/' ? 0 : 1;
-        emit_mmap(s, pid, addr, len, pgoff, prot, anon && path[0] != '[' ? NULL : path, &bid);
-        return 0;
-    }
-    case PERF_RECORD_COMM: {
-        uint32_t pid, tid;
-        TAKE(pid);
-        TAKE(tid);
-        /* The launched program's own exec (the one we stopped at and
-         * described from /proc) comes through here too: skip it. */
-        if ((h->misc & PERF_RECORD_MISC_COMM_EXEC) && pid == tid && (pid_t)pid == child_pid && !s->initial_exec_seen) {
-            s->initial_exec_seen = 1;
-            return 0;
-        }
-        if ((h->misc & PERF_RECORD_MISC_COMM_EXEC) && pid == tid) {
-            /* A new image: its startstack and exe.  The process may already be
-             * gone; then its main-thread samples have no base. */
-            uint64_t ss = 0;
-            char exe[512] = "", link[64];
-            snprintf(link, sizeof link, "/proc/%u/exe", pid);
-            ssize_t n = readlink(link, exe, sizeof exe - 1);
-            exe[n > 0 ? n : 0] = 0;
-            icpp_proc_startstack((pid_t)pid, &ss, NULL);
-            add_proc(s, pid, ss, exe);
-            emit_proc(s, pid, 0, ss, exe, ICPP_PROC_EXEC);
-        }
-        return 0;
-    }
-    case PERF_RECORD_FORK: {
-        uint32_t pid, ppid, tid, ptid;
-        TAKE(pid);
-        TAKE(ppid);
-        TAKE(tid);
-        TAKE(ptid);
-        if (pid != ppid && pid == tid) {      /* a new process: same layout as its parent */
-            struct proc *pp = find_proc(s, ppid);
-            uint64_t ss = pp ? pp->startstack : 0;
-            char exe[512];
-            snprintf(exe, sizeof exe, "%s", pp ? pp->exe : "");
-            add_proc(s, pid, ss, exe);
-            emit_proc(s, pid, ppid, ss, exe, 0);
-        }
-        return 0;
-    }
-    case PERF_RECORD_EXIT: {
-        uint32_t pid, ppid, tid, ptid;
-        TAKE(pid);
-        TAKE(ppid);
-        TAKE(tid);
-        TAKE(ptid);
-        icpp_swriter_exit(s->w, pid, tid);
-        return 0;
-    }
-    case PERF_RECORD_LOST: {
-        uint64_t id, n;
-        TAKE(id);
-        TAKE(n);
-        s->lost += n;
-        icpp_swriter_lost(s->w, n);
-        return 0;
-    }
+        break;
     case PERF_RECORD_THROTTLE:
         s->throttles++;
-        return 0;
+        break;
     default:
-        return 0;
+        break;
     }
-#undef TAKE
+    return 0;
 }
+#undef TAKE
 
 /* Ring records go through the time-ordering queue (tqueue.h) to on_record. */
 static int enqueue(void *ctx, const struct perf_event_header *h)
 {
     session *s = ctx;
-    if (s->jit)
-        jitter_on_record(s->jit, h);    /* the next period, right after the sample */
-    return tq_push(&s->tq, h) < 0;
+    if (s->jit) {
+        icpp_perfrec_layout l;
+        layout(s, 0, &l);
+        jitter_on_record(s->jit, &l, h);    /* the next period, right after the sample */
+    }
+    return tq_push(&s->tq, h, ring_time(s, h)) < 0;
 }
 
 static void drain_all(session *s, int final)
 {
-    tq_round_begin(&s->tq);
     for (int c = 0; c < s->ncpus; c++)
         icpp_ring_drain(&s->rings[c], enqueue, s);
     tq_round_end(&s->tq, final, on_record, s);
@@ -1030,21 +1048,51 @@ static void print_summary(const session *s, uint64_t in_file, uint64_t bytes, co
                 jitter_r, s->jit->rearmed, s->jit->failed, s->jit->inherited);
 }
 
-int main(int argc, char **argv)
+/* --feature NAME=VALUE: 0, or 2 (said on stderr) for bad usage. */
+static int add_feature(session *s, const char *arg)
 {
-    session s;
-    memset(&s, 0, sizeof s);
-    tq_init(&s.tq);
-    const char *events = NULL, *out = "icpp.samples";
-    pid_t attach = 0;
-    int quiet = 0;
-    s.pages = 0;        /* not given: RING_PAGES or RING_PAGES_LEARN */
-    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER, OPT_FEATURE, OPT_VERSION };
-    int auto_period = 0;
-    double pilot_t = 0, jitter_r = 0;
-    jitter jit;
-    autoperiod ap;
-    s.learn_every = LEARN_EVERY_DEFAULT;
+    icpp_err fe;
+    icpp_feature f;
+    if (icpp_feature_parse(arg, &f, &fe) < 0 || s->nfeat == ICPP_FEATURES_MAX) {
+        fprintf(stderr, "icpp-sample: --feature: %s\n", s->nfeat == ICPP_FEATURES_MAX ? "too many features" : fe.msg);
+        return 2;
+    }
+    for (size_t i = 0; i < s->nfeat; i++)
+        if (!strcmp(s->feat[i].name, f.name)) {
+            fprintf(stderr, "icpp-sample: --feature %s is given twice\n", f.name);
+            return 2;
+        }
+    s->feat[s->nfeat++] = f;
+    return 0;
+}
+
+/* Options that exclude each other, and the target: 0, or 2 (said). */
+static int check_options(const session *s)
+{
+    const char *bad = NULL;
+    if (s->so.period && s->so.freq)
+        bad = "-c and -F exclude each other";
+    else if (s->auto_period && (s->so.period || s->so.freq || s->attach || (s->events && strchr(s->events, ','))))
+        bad = "--auto-period chooses the period of one event for a program it runs: "
+              "not with -c, -F, -p or several events";
+    else if (s->pilot_t > 0 && !s->auto_period)
+        bad = "--pilot-time goes with --auto-period";
+    else if (!s->attach && s->ncmd <= 0)
+        bad = "nothing to sample: give -p PID or -- PROG [ARGS...] (see --help)";
+    else if (s->attach && s->ncmd > 0)
+        bad = "-p and a command exclude each other";
+    if (!bad)
+        return 0;
+    fprintf(stderr, "icpp-sample: %s\n", bad);
+    return 2;
+}
+
+/* The command line into s: -1 to go on, else the exit status (0 after
+ * --help, --version, --list-events; 2 on bad usage, said on stderr). */
+static int parse_options(session *s, int argc, char **argv)
+{
+    enum { OPT_VALIDATE = 256, OPT_STACK, OPT_LIST, OPT_LEARN, OPT_NO_LEARN, OPT_AUTO, OPT_PILOT_T, OPT_JITTER,
+           OPT_FEATURE, OPT_VERSION };
     static const struct option lo[] = {
         {"event", required_argument, 0, 'e'},   {"period", required_argument, 0, 'c'},
         {"count", required_argument, 0, 'c'},
@@ -1061,134 +1109,122 @@ int main(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "+e:c:F:o:m:p:qh", lo, NULL)) != -1) {
         switch (c) {
-        case 'e': events = optarg; break;
-        case 'c': s.so.period = parse_u64("-c", optarg, 1, UINT64_MAX >> 1); break;
-        case 'F': s.so.freq = parse_u64("-F", optarg, 1, 1000000); break;
-        case 'o': out = optarg; break;
+        case 'e': s->events = optarg; break;
+        case 'c': s->so.period = parse_u64("-c", optarg, 1, UINT64_MAX >> 1); break;
+        case 'F': s->so.freq = parse_u64("-F", optarg, 1, 1000000); break;
+        case 'o': s->out = optarg; break;
         case 'm':
-            s.pages = parse_u64("-m", optarg, 1, 1 << 20);
-            if (s.pages & (s.pages - 1)) {
-                fprintf(stderr, "icpp-sample: -m wants a power of two, not %zu\n", s.pages);
+            s->pages = parse_u64("-m", optarg, 1, 1 << 20);
+            if (s->pages & (s->pages - 1)) {
+                fprintf(stderr, "icpp-sample: -m wants a power of two, not %zu\n", s->pages);
                 return 2;
             }
             break;
-        case 'p': attach = (pid_t)parse_u64("-p", optarg, 1, 1 << 30); break;
-        case 'q': quiet = 1; break;
-        case OPT_VALIDATE: s.so.validate = 1; break;
-        case OPT_STACK: s.so.stack_bytes = (uint32_t)parse_u64("--stack-size", optarg, 8, 65528) & ~7u; break;
+        case 'p': s->attach = (pid_t)parse_u64("-p", optarg, 1, 1 << 30); break;
+        case 'q': s->quiet = 1; break;
+        case OPT_VALIDATE: s->so.validate = 1; break;
+        case OPT_STACK: s->so.stack_bytes = (uint32_t)parse_u64("--stack-size", optarg, 8, 65528) & ~7u; break;
         case OPT_LEARN:
-            s.learn_every = optarg ? (uint32_t)parse_u64("--learn", optarg, 2, 1u << 20) : LEARN_EVERY_DEFAULT;
+            s->learn_every = optarg ? (uint32_t)parse_u64("--learn", optarg, 2, 1u << 20) : LEARN_EVERY_DEFAULT;
             break;
-        case OPT_NO_LEARN: s.learn_every = 0; break;
-        case OPT_AUTO: auto_period = 1; break;
-        case OPT_PILOT_T: pilot_t = parse_fraction("--pilot-time", optarg, 0, 1e7); break;
-        case OPT_JITTER: jitter_r = parse_fraction("--jitter", optarg, 0, 1); break;
-        case OPT_FEATURE: {
-            icpp_err fe;
-            icpp_feature f;
-            if (icpp_feature_parse(optarg, &f, &fe) < 0 || s.nfeat == ICPP_FEATURES_MAX) {
-                fprintf(stderr, "icpp-sample: --feature: %s\n",
-                        s.nfeat == ICPP_FEATURES_MAX ? "too many features" : fe.msg);
+        case OPT_NO_LEARN: s->learn_every = 0; break;
+        case OPT_AUTO: s->auto_period = 1; break;
+        case OPT_PILOT_T: s->pilot_t = parse_fraction("--pilot-time", optarg, 0, 1e7); break;
+        case OPT_JITTER: s->jitter_r = parse_fraction("--jitter", optarg, 0, 1); break;
+        case OPT_FEATURE:
+            if (add_feature(s, optarg))
                 return 2;
-            }
-            for (size_t i = 0; i < s.nfeat; i++)
-                if (!strcmp(s.feat[i].name, f.name)) {
-                    fprintf(stderr, "icpp-sample: --feature %s is given twice\n", f.name);
-                    return 2;
-                }
-            s.feat[s.nfeat++] = f;
             break;
-        }
         case OPT_LIST: icpp_event_list(stdout); return 0;
         case OPT_VERSION: icpp_cli_version(stdout, "icpp-sample"); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
     }
-    if (s.so.period && s.so.freq) {
-        fprintf(stderr, "icpp-sample: -c and -F exclude each other\n");
+    s->cmd = argv + optind;
+    s->ncmd = argc - optind;
+    if (check_options(s))
         return 2;
-    }
-    if (auto_period && (s.so.period || s.so.freq || attach || (events && strchr(events, ',')))) {
-        fprintf(stderr, "icpp-sample: --auto-period chooses the period of one event for a program it runs: "
-                        "not with -c, -F, -p or several events\n");
-        return 2;
-    }
-    if (pilot_t > 0 && !auto_period) {
-        fprintf(stderr, "icpp-sample: --pilot-time goes with --auto-period\n");
-        return 2;
-    }
-    if (!attach && optind >= argc) {
-        fprintf(stderr, "icpp-sample: nothing to sample: give -p PID or -- PROG [ARGS...] (see --help)\n");
-        return 2;
-    }
-    if (attach && optind < argc) {
-        fprintf(stderr, "icpp-sample: -p and a command exclude each other\n");
-        return 2;
-    }
-    s.validate = s.so.validate;
-    add_default_bytes(&s, attach ? 0 : argc - optind, argv + optind);
-    /* Files first, before anything runs: the output rule (lib/fsafe.h) and a
-     * program given by path that is not a file (a FIFO would never exec). */
+    s->validate = s->so.validate;
+    add_default_bytes(s, s->attach ? 0 : s->ncmd, s->cmd);
+    return -1;
+}
+
+/* Files first, before anything runs: the output rule (lib/fsafe.h) and a
+ * program given by path that is not a file (a FIFO would never exec). */
+static void check_files(const session *s)
+{
     icpp_err ferr;
-    if (icpp_fs_output_check(out, &ferr) < 0)
+    if (icpp_fs_output_check(s->out, &ferr) < 0)
         die("%s", ferr.msg);
-    check_not_program(out, attach, attach ? NULL : argv[optind]);
-    if (!attach && strchr(argv[optind], '/') && icpp_fs_check_regular(argv[optind], &ferr) < 0 &&
-        ferr.code == EINVAL)
+    check_not_program(s->out, s->attach, s->attach ? NULL : s->cmd[0]);
+    if (!s->attach && strchr(s->cmd[0], '/') && icpp_fs_check_regular(s->cmd[0], &ferr) < 0 && ferr.code == EINVAL)
         die("%s", ferr.msg);
+}
+
+/* The events: parsed, checked against --jitter, their period chosen by
+ * --auto-period's pilots, set up (with their learn events). */
+static void choose_events(session *s)
+{
     /* --jitter: software events only, so its default is the clock */
-    if (jitter_r > 0 && !events)
-        events = "cpu-clock";
-    int user_chose = events != NULL;
-    parse_events(&s, events ? events : "cycles");
-    if (jitter_r > 0) {
-        for (int e = 0; e < s.nev; e++)
-            if (s.ev[e].hardware)
+    if (s->jitter_r > 0 && !s->events)
+        s->events = "cpu-clock";
+    s->user_chose = s->events != NULL;
+    parse_events(s, s->events ? s->events : "cycles");
+    if (s->jitter_r > 0) {
+        for (int e = 0; e < s->nev; e++)
+            if (s->ev[e].hardware)
                 die("--jitter randomizes software events (cpu-clock, task-clock) only: '%s' is a hardware event, "
-                    "whose period stays fixed so that large PEBS works", s.ev[e].name);
-        jitter_init(&jit, jitter_r);
-        s.jit = &jit;
+                    "whose period stays fixed so that large PEBS works", s->ev[e].name);
+        jitter_init(&s->jit_state, s->jitter_r);
+        s->jit = &s->jit_state;
     }
-    int pilot_fell_back = 0;
-    if (auto_period && !user_chose && s.ev[0].hardware && !event_available(&s.ev[0])) {
+    if (s->auto_period && !s->user_chose && s->ev[0].hardware && !event_available(&s->ev[0])) {
         /* The pilots sample what the run will: without a hardware PMU (a
          * VM) that is the clock, as open_events would choose. */
-        s.nev = 0;
-        parse_events(&s, "cpu-clock");
-        pilot_fell_back = 1;
+        s->nev = 0;
+        parse_events(s, "cpu-clock");
+        s->fell_back = 1;
     }
-    if (auto_period) {
+    if (s->auto_period) {
         char self[4096];
         ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
         self[sl > 0 ? sl : 0] = 0;
         icpp_err aerr;
-        if (autoperiod_choose(argv + optind, self, s.ev[0].name, s.ev[0].hardware, pilot_t, &ap, &aerr) < 0)
+        if (autoperiod_choose(s->cmd, self, s->ev[0].name, s->ev[0].hardware, s->pilot_t, &s->ap, &aerr) < 0)
             die("%s", aerr.msg);
-        if (!quiet)
-            autoperiod_print(&ap, stderr, s.ev[0].name);
-        s.so.period = ap.period;
+        if (!s->quiet)
+            autoperiod_print(&s->ap, stderr, s->ev[0].name);
+        s->so.period = s->ap.period;
     }
-    int amd = icpp_cpu_is_amd();
-    setup_events(&s, amd);
-    if (s.learn_every)
-        s.live = icpp_replay_live();
-    s.ncpus = online_cpus(&s.cpus);
-    if (!s.pages) {
-        s.pages = s.learn_every ? RING_PAGES_LEARN : RING_PAGES;
-        while (s.validate && s.pages < RING_PAGES_VALIDATE && 2 * s.pages * (size_t)s.ncpus <= RING_VALIDATE_TOTAL)
-            s.pages *= 2;
-        s.pages_default = 1;
-    }
-    int *ring_owner = malloc((size_t)s.ncpus * sizeof *ring_owner);
-    if (!ring_owner || !s.cpus)
-        die("out of memory");
-    for (int i = 0; i < s.ncpus; i++)
-        ring_owner[i] = -1;
-    s.rings = calloc((size_t)(unsigned)s.ncpus, sizeof *s.rings);
-    if (!s.rings)
-        die("out of memory");
+    s->amd = icpp_cpu_is_amd();
+    setup_events(s, s->amd);
+    if (s->learn_every)
+        s->live = icpp_replay_live();
+}
 
+/* One ring per online CPU, of the pages -m gave or the default for the mode. */
+static void plan_rings(session *s)
+{
+    s->ncpus = online_cpus(&s->cpus);
+    if (!s->pages) {
+        s->pages = s->learn_every ? RING_PAGES_LEARN : RING_PAGES;
+        while (s->validate && s->pages < RING_PAGES_VALIDATE && 2 * s->pages * (size_t)s->ncpus <= RING_VALIDATE_TOTAL)
+            s->pages *= 2;
+        s->pages_default = 1;
+    }
+    s->ring_owner = malloc((size_t)s->ncpus * sizeof *s->ring_owner);
+    if (!s->ring_owner || !s->cpus)
+        die("out of memory");
+    for (int i = 0; i < s->ncpus; i++)
+        s->ring_owner[i] = -1;
+    s->rings = calloc((size_t)(unsigned)s->ncpus, sizeof *s->rings);
+    if (!s->rings)
+        die("out of memory");
+}
+
+static void catch_signals(void)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
@@ -1197,63 +1233,93 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
+/* Launch the command stopped (or take the attached process), open the
+ * events, the output and its header, then let the command run (or describe
+ * the attached process).  -1 if the command never started (said). */
+static int start_sampling(session *s, int argc, char **argv)
+{
     icpp_err err;
     int go[2] = {-1, -1}, ep[2] = {-1, -1};
-    pid_t target = attach;
-    if (!attach) {
-        warn_privileges(argv[optind]);
-        target = spawn_stopped(argv + optind, go, ep);
+    pid_t target = s->attach;
+    if (!s->attach) {
+        warn_privileges(s->cmd[0]);
+        target = spawn_stopped(s->cmd, go, ep);
     }
-    int fell_back = open_events(&s, target, !attach, user_chose, amd, ring_owner);
-    s.w = icpp_swriter_open(out, &err);
-    if (!s.w) {
+    s->fell_back |= open_events(s, target, !s->attach, s->user_chose, s->amd, s->ring_owner);
+    s->w = icpp_swriter_open(s->out, &err);
+    if (!s->w) {
         kill_child();
         die("%s", err.msg);
     }
-    write_header(&s, argc, argv);
-
-    if (!attach) {
-        if (start_child(&s, go[1], ep[0], argv[optind]) < 0) {
-            icpp_swriter_discard(s.w);
-            return 127;
+    write_header(s, argc, argv);
+    if (!s->attach) {
+        if (start_child(s, go[1], ep[0], s->cmd[0]) < 0) {
+            icpp_swriter_discard(s->w);
+            return -1;
         }
     } else {
-        snapshot_process(&s, attach, 0, 0);
+        snapshot_process(s, s->attach, 0, 0);
     }
-
     /* Said only now that sampling runs, so that an error stays one line. */
-    if ((fell_back || pilot_fell_back) && !quiet)
+    if (s->fell_back && !s->quiet)
         fprintf(stderr, "icpp-sample: 'cycles' is not available on this machine (no hardware PMU); "
                         "sampling cpu-clock instead\n");
+    return 0;
+}
 
-    int werr_said = 0;      /* the write error was already reported */
-    int status = record(&s, attach, attach ? NULL : argv[optind], quiet, &werr_said);
-    drain_all(&s, 1);
-    close_all(&s);
-    tq_free(&s.tq);
+/* Close the file and say what it holds; the exit status: the program's,
+ * or 1 after a write error. */
+static int finish(session *s, int status, int werr_said)
+{
+    icpp_err err;
+    drain_all(s, 1);
+    close_all(s);
+    tq_free(&s->tq);
     /* The summary says what the file holds: after a write error (a full
      * disk) that is less than what was sampled. */
     /* END counts the sample records in the file: readers check it */
-    int werr = icpp_swriter_finish(s.w, icpp_swriter_samples(s.w), s.lost, &err);
+    int werr = icpp_swriter_finish(s->w, icpp_swriter_samples(s->w), s->lost, &err);
     uint64_t bytes, in_file;
-    icpp_swriter_written(s.w, &bytes, &in_file);
-    if (icpp_swriter_close(s.w, icpp_swriter_samples(s.w), s.lost, &err) < 0)
+    icpp_swriter_written(s->w, &bytes, &in_file);
+    if (icpp_swriter_close(s->w, icpp_swriter_samples(s->w), s->lost, &err) < 0)
         werr = -1;
     if (werr < 0 && !werr_said)
         fprintf(stderr, "icpp-sample: %s\n", err.msg);
-    if (!quiet)
-        print_summary(&s, in_file, bytes, out, auto_period ? &ap : NULL, jitter_r);
-    if (s.jit)
-        jitter_free(s.jit);
-    free(ring_owner);
-    free(s.cpus);
-    free(s.fds);
-    icpp_hmap_free(&s.ids);
-    free(s.rings);
-    free(s.procs);
-    icpp_replay_close(s.live);
+    if (!s->quiet)
+        print_summary(s, in_file, bytes, s->out, s->auto_period ? &s->ap : NULL, s->jitter_r);
+    if (s->jit)
+        jitter_free(s->jit);
+    free(s->ring_owner);
+    free(s->cpus);
+    free(s->fds);
+    icpp_hmap_free(&s->ids);
+    free(s->rings);
+    free(s->procs);
+    icpp_replay_close(s->live);
     if (werr < 0 && status == 0)
         return 1;
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    static session s;   /* large (learn frames); zeroed */
+    tq_init(&s.tq);
+    s.out = "icpp.samples";
+    s.pages = 0;        /* not given: RING_PAGES or RING_PAGES_LEARN */
+    s.learn_every = LEARN_EVERY_DEFAULT;
+    int rc = parse_options(&s, argc, argv);
+    if (rc >= 0)
+        return rc;
+    check_files(&s);
+    choose_events(&s);
+    plan_rings(&s);
+    catch_signals();
+    if (start_sampling(&s, argc, argv) < 0)
+        return 127;
+    int werr_said = 0;      /* the write error was already reported */
+    int status = record(&s, s.attach, s.attach ? NULL : s.cmd[0], s.quiet, &werr_said);
+    return finish(&s, status, werr_said);
 }

@@ -1,90 +1,57 @@
 /* tqueue.c -- icpp-sample's time-ordering queue: records of per-CPU rings handled in time order. */
 #include "tqueue.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 void tq_init(tqueue *q)
 {
-    memset(q, 0, sizeof *q);
+    icpp_order_init(&q->ord, ICPP_ORDER_PAYLOAD);
+    q->seq = 0;
+}
+
+/* Hand fn the records no later than limit, in time order (fn NULL: free them). */
+static void handle(tqueue *q, uint64_t limit, tq_fn fn, void *ctx)
+{
+    icpp_order_ent e;
+    uint64_t copy;
+    while (icpp_order_next(&q->ord, limit, &e, &copy, NULL) > 0) {
+        struct perf_event_header *h = (struct perf_event_header *)(uintptr_t)copy;
+        if (fn)
+            fn(ctx, h);
+        free(h);
+    }
 }
 
 void tq_free(tqueue *q)
 {
-    for (size_t i = 0; i < q->n; i++)
-        free(q->q[i].h);
-    free(q->q);
+    handle(q, UINT64_MAX, NULL, NULL);
+    icpp_order_free(&q->ord);
     tq_init(q);
 }
 
-uint64_t tq_record_time(const struct perf_event_header *h)
+int tq_push(tqueue *q, const struct perf_event_header *h, uint64_t t)
 {
-    const uint8_t *b = (const uint8_t *)h;
-    uint64_t t = 0;
-    if (h->type == PERF_RECORD_SAMPLE) {
-        if (h->size >= sizeof *h + 32)
-            memcpy(&t, b + sizeof *h + 24, 8);      /* id, ip, pid/tid, time */
-    } else if (h->size >= sizeof *h + 24) {
-        memcpy(&t, b + h->size - 16, 8);            /* sample_id: pid/tid, time, identifier */
-    }
-    return t;
-}
-
-void tq_round_begin(tqueue *q)
-{
-    q->round_max = 0;
-}
-
-int tq_push(tqueue *q, const struct perf_event_header *h)
-{
-    if (q->n == q->cap) {
-        size_t nc = q->cap ? 2 * q->cap : 4096;
-        tq_rec *nq = realloc(q->q, nc * sizeof *nq);
-        if (!nq)
-            return -ENOMEM;
-        q->q = nq;
-        q->cap = nc;
-    }
     struct perf_event_header *copy = malloc(h->size);
     if (!copy)
         return -ENOMEM;
     memcpy(copy, h, h->size);
-    uint64_t t = tq_record_time(h);
-    if (t > q->round_max)
-        q->round_max = t;
-    q->q[q->n++] = (tq_rec){t, q->seq++, copy};
-    return 0;
-}
-
-static int rec_cmp(const void *a, const void *b)
-{
-    const tq_rec *x = a, *y = b;
-    if (x->time != y->time)
-        return x->time < y->time ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Handle queued records with time <= limit, in time order. */
-static void process(tqueue *q, uint64_t limit, tq_fn fn, void *ctx)
-{
-    if (!q->n)
-        return;
-    qsort(q->q, q->n, sizeof *q->q, rec_cmp);
-    size_t i = 0;
-    for (; i < q->n && q->q[i].time <= limit; i++) {
-        assert(!i || rec_cmp(&q->q[i - 1], &q->q[i]) < 0);     /* sorted, seq unique */
-        fn(ctx, q->q[i].h);
-        free(q->q[i].h);
+    if (icpp_order_push(&q->ord, t, q->seq, (uintptr_t)copy, NULL) < 0) {
+        free(copy);
+        return -ENOMEM;
     }
-    memmove(q->q, q->q + i, (q->n - i) * sizeof *q->q);
-    q->n -= i;
+    q->seq++;
+    return 0;
 }
 
 void tq_round_end(tqueue *q, int final, tq_fn fn, void *ctx)
 {
-    process(q, final ? UINT64_MAX : q->prev_round_max, fn, ctx);
-    if (q->round_max > q->prev_round_max)
-        q->prev_round_max = q->round_max;
+    icpp_order_round(&q->ord);
+    handle(q, final ? UINT64_MAX : q->ord.limit, fn, ctx);
+}
+
+size_t tq_held(const tqueue *q)
+{
+    return q->ord.n;
 }

@@ -5,6 +5,8 @@
 #include "fmap.h"
 #include "fsafe.h"
 #include "hmap.h"
+#include "order.h"
+#include "perfrec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,23 +35,18 @@ enum { REC_FINISHED_ROUND = 68, REC_AUXTRACE = 71, REC_COMPRESSED = 81, REC_COMP
 /* Feature bits (HEADER_*). */
 enum { FEAT_BUILD_ID = 2, FEAT_HOSTNAME = 3, FEAT_OSRELEASE = 4, FEAT_CMDLINE = 11, FEAT_EVENT_DESC = 12 };
 #define MISC_BUILD_ID_SIZE (1u << 15)           /* build-id table: the size byte is valid */
-#define BRANCH_HW_INDEX    (1ull << 17)         /* PERF_SAMPLE_BRANCH_HW_INDEX */
-#define BRANCH_COUNTERS    (1ull << 19)         /* PERF_SAMPLE_BRANCH_COUNTERS (Linux 6.8) */
 /* x86-64 perf register numbers (asm/perf_regs.h). */
 enum { REG_BP = 6, REG_SP = 7, REG_IP = 8 };
-#define TRAILER_BITS (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | \
-                      PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER)
 #define AUX_EMIT (1ull << 63)                   /* a COMM's aux: give a PROC record */
 /* Reading the data section as a stream (docs/perfdata.md, "How the file is read"). */
 #define CHUNK        ((uint64_t)1 << 20)        /* the first pass notes each MiB's smallest time */
-#define WINDOW       ((size_t)1 << 20)          /* records waiting in memory before a spill */
-#define RUN_BUF      512                        /* entries read ahead from each spilled run */
 #define RELEASE_LAG  ((uint64_t)32 << 20)       /* keep this much of the data behind the cursor mapped */
 
 typedef struct pd_attr {
     uint32_t type;
-    uint64_t config, period, sample_type, read_format, branch_type, regs_user, regs_intr;
-    uint8_t  freq, precise, id_all;
+    uint64_t config, period;
+    icpp_perfrec_layout lay;    /* how its samples and sample_id trailers are laid out */
+    uint8_t  freq, precise;
     int      usable;            /* its samples carry SP and BP in user or intr registers */
     char     name[128];
 } pd_attr;
@@ -65,25 +62,12 @@ typedef struct pd_bid {
     size_t        order;
 } pd_bid;
 
-/* A record of the data section waiting to be given out, in (key, off) order. */
-typedef struct pd_ent {
-    uint64_t key;               /* time (or the time before it in the file) */
-    uint64_t off;               /* file offset of the record */
-} pd_ent;
-
 /* A COMM or an executable's MMAP, kept by the first pass to find each
  * exec's executable (find_executables). */
 typedef struct pd_xent {
     uint64_t key, off;
     uint64_t aux;               /* COMM: AUX_EMIT | (offset of the executable's path + 1) */
 } pd_xent;
-
-/* A sorted run of waiting entries spilled to the temporary file. */
-typedef struct pd_run {
-    uint64_t at, left;          /* next entry's offset in the spill file; entries still there */
-    pd_ent  *buf;               /* entries read ahead */
-    size_t   pos, n;
-} pd_run;
 
 enum { IDM_ONE, IDM_IDENTIFIER, IDM_POS };      /* how a sample names its event */
 enum { TRL_NONE, TRL_UNIFORM, TRL_BYID };       /* how a non-sample record's time is found */
@@ -97,7 +81,6 @@ struct icpp_perfdata {
     pd_id         *ids;         /* sorted by id */
     size_t         nids;
     int            id_mode, trl_mode;
-    size_t         id_pos;      /* IDM_POS: offset of PERF_SAMPLE_ID in a sample body */
     pd_bid        *bids;        /* sorted by path */
     size_t         nbids;
     uint64_t       doff, dend;  /* data records: [doff, dend) (dend: before a truncated tail) */
@@ -105,15 +88,7 @@ struct icpp_perfdata {
     uint64_t      *sufmin;      /* per CHUNK of the data: smallest key in it and after it */
     size_t         nchunks;
     uint64_t       safe;        /* no record after cur has a key below this */
-    uint64_t       key_max;     /* largest key read so far */
-    uint64_t       round_max;   /* key_max at the last FINISHED_ROUND */
-    uint64_t       round_safe;  /* round_max at the round before: perf's bound on later records */
-    pd_ent        *heap;        /* records read, waiting: a min-heap by (key, off) */
-    size_t         nheap, capheap, window;
-    pd_run        *runs;        /* runs spilled when the heap was full */
-    size_t         nruns;
-    int            spill_fd;    /* -1 until the first spill */
-    uint64_t       spill_len;
+    icpp_order     ord;         /* records read, waiting: (key, file offset), spilled past the window */
     icpp_hmap      comm_aux;    /* COMM record offset -> its aux (pd_xent) */
     size_t         truncated;
     int            clean;
@@ -165,18 +140,6 @@ static int cmp_bid(const void *a, const void *b)
     const pd_bid *x = a, *y = b;
     int c = strcmp(x->path, y->path);
     return c ? c : (x->order > y->order) - (x->order < y->order);
-}
-
-/* The order records are given out: by time, the file order breaking ties. */
-static int ent_less(const pd_ent *x, const pd_ent *y)
-{
-    return x->key != y->key ? x->key < y->key : x->off < y->off;
-}
-
-static int cmp_ent(const void *a, const void *b)
-{
-    const pd_ent *x = a, *y = b;
-    return ent_less(x, y) ? -1 : ent_less(y, x);
 }
 
 static int cmp_xent(const void *a, const void *b)
@@ -272,17 +235,17 @@ static int read_attrs(icpp_perfdata *pd, const uint8_t *h, icpp_err *err)
         t->type = get32(f);
         t->config = get64(f + 8);
         t->period = get64(f + 16);
-        t->sample_type = get64(f + 24);
-        t->read_format = get64(f + 32);
+        t->lay.sample_type = get64(f + 24);
+        t->lay.read_format = get64(f + 32);
         t->freq = (flags >> 10) & 1;
         t->precise = (flags >> 15) & 3;
-        t->id_all = (flags >> 18) & 1;
-        t->branch_type = get64(f + 72);
-        t->regs_user = get64(f + 80);
-        t->regs_intr = get64(f + 96);
+        t->lay.id_all = (flags >> 18) & 1;
+        t->lay.branch_type = get64(f + 72);
+        t->lay.regs_user = get64(f + 80);
+        t->lay.regs_intr = get64(f + 96);
         uint64_t need = 1ull << REG_SP | 1ull << REG_BP;
-        t->usable = ((t->sample_type & PERF_SAMPLE_REGS_USER) && (t->regs_user & need) == need) ||
-                    ((t->sample_type & PERF_SAMPLE_REGS_INTR) && (t->regs_intr & need) == need);
+        t->usable = ((t->lay.sample_type & PERF_SAMPLE_REGS_USER) && (t->lay.regs_user & need) == need) ||
+                    ((t->lay.sample_type & PERF_SAMPLE_REGS_INTR) && (t->lay.regs_intr & need) == need);
         const char *nm = event_name(t->type, t->config);
         if (nm)
             snprintf(t->name, sizeof t->name, "%s", nm);
@@ -317,12 +280,14 @@ static int check_attrs(icpp_perfdata *pd, icpp_err *err)
     int all_ident = 1, all_idall = 1, same_type = 1, same_trl = 1, any_usable = 0, no_tid = 0;
     for (uint32_t i = 0; i < pd->nattrs; i++) {
         const pd_attr *a = &pd->attrs[i];
-        all_ident &= !!(a->sample_type & PERF_SAMPLE_IDENTIFIER);
-        all_idall &= a->id_all;
-        same_type &= a->sample_type == a0->sample_type;
-        same_trl &= (a->sample_type & TRAILER_BITS) == (a0->sample_type & TRAILER_BITS) && a->id_all == a0->id_all;
+        uint64_t st = a->lay.sample_type, st0 = a0->lay.sample_type;
+        all_ident &= !!(st & PERF_SAMPLE_IDENTIFIER);
+        all_idall &= a->lay.id_all;
+        same_type &= st == st0;
+        same_trl &= (st & ICPP_PERFREC_TRAILER_BITS) == (st0 & ICPP_PERFREC_TRAILER_BITS) &&
+                    a->lay.id_all == a0->lay.id_all;
         any_usable |= a->usable;
-        no_tid |= a->usable && !(a->sample_type & PERF_SAMPLE_TID);
+        no_tid |= a->usable && !(st & PERF_SAMPLE_TID);
     }
     if (!any_usable)
         return icpp_err_set(err, ICPP_EUNSUPPORTED, "samples carry no user registers: record with --user-regs=sp,bp,ip "
@@ -333,11 +298,8 @@ static int check_attrs(icpp_perfdata *pd, icpp_err *err)
         pd->id_mode = IDM_ONE;
     } else if (all_ident) {
         pd->id_mode = IDM_IDENTIFIER;
-    } else if (same_type && (a0->sample_type & PERF_SAMPLE_ID)) {
-        pd->id_mode = IDM_POS;
-        uint64_t s = a0->sample_type;
-        pd->id_pos = 8 * (!!(s & PERF_SAMPLE_IP) + !!(s & PERF_SAMPLE_TID) + !!(s & PERF_SAMPLE_TIME) +
-                          !!(s & PERF_SAMPLE_ADDR));
+    } else if (same_type && (a0->lay.sample_type & PERF_SAMPLE_ID)) {
+        pd->id_mode = IDM_POS;      /* the ID field, where every attribute's layout puts it */
     } else {
         return icpp_err_set(err, ICPP_EUNSUPPORTED, "%u events whose samples cannot be told apart "
                                                     "(neither PERF_SAMPLE_IDENTIFIER nor PERF_SAMPLE_ID)", pd->nattrs);
@@ -345,7 +307,7 @@ static int check_attrs(icpp_perfdata *pd, icpp_err *err)
     /* Non-sample records carry a sample_id trailer only with sample_id_all;
      * without a common layout, the trailing identifier names the event. */
     if (same_trl)
-        pd->trl_mode = a0->id_all ? TRL_UNIFORM : TRL_NONE;
+        pd->trl_mode = a0->lay.id_all ? TRL_UNIFORM : TRL_NONE;
     else
         pd->trl_mode = all_ident && all_idall ? TRL_BYID : TRL_NONE;
     return 0;
@@ -514,58 +476,36 @@ static int read_features(icpp_perfdata *pd, const uint8_t *h, uint64_t at, icpp_
 
 /* ---- data section index ---- */
 
-/* Attribute of a sample record (body p[0..n)): index, -1 unknown id, -2 too short. */
+/* Attribute of a sample record (body p[0..n)): index, -1 unknown id, -2 too
+ * short.  Several attributes share one id position (check_attrs): the first's. */
 static int sample_attr(const icpp_perfdata *pd, const uint8_t *p, size_t n)
 {
-    switch (pd->id_mode) {
-    case IDM_ONE:
+    uint64_t id;
+    if (pd->id_mode == IDM_ONE)
         return 0;
-    case IDM_IDENTIFIER:
-        return n < 8 ? -2 : attr_of_id(pd, get64(p));
-    default:
-        return n < pd->id_pos + 8 ? -2 : attr_of_id(pd, get64(p + pd->id_pos));
-    }
+    return icpp_perfrec_sample_id(&pd->attrs[0].lay, p, n, &id) < 0 ? -2 : attr_of_id(pd, id);
 }
 
-/* Time of a record, if it has one. */
+/* Time of a record, if it has one: by its attribute's layout (a non-sample
+ * record's: the common trailer's, or the one its trailing id names). */
 static int record_time(const icpp_perfdata *pd, uint32_t type, const uint8_t *r, size_t size, uint64_t *t)
 {
     const uint8_t *p = r + 8;
     size_t n = size - 8;
+    const icpp_perfrec_layout *l = NULL;
+    uint64_t id;
     if (type == PERF_RECORD_SAMPLE) {
         int ai = sample_attr(pd, p, n);
         if (ai < 0)
             return 0;
-        uint64_t s = pd->attrs[ai].sample_type;
-        if (!(s & PERF_SAMPLE_TIME))
-            return 0;
-        size_t o = 8 * (!!(s & PERF_SAMPLE_IDENTIFIER) + !!(s & PERF_SAMPLE_IP) + !!(s & PERF_SAMPLE_TID));
-        if (n < o + 8)
-            return 0;
-        *t = get64(p + o);
-        return 1;
+        l = &pd->attrs[ai].lay;
+    } else if (pd->trl_mode == TRL_UNIFORM) {
+        l = &pd->attrs[0].lay;
+    } else if (pd->trl_mode == TRL_BYID && icpp_perfrec_trailer_id(p, n, &id)) {
+        int ai = attr_of_id(pd, id);
+        l = ai >= 0 ? &pd->attrs[ai].lay : NULL;
     }
-    const pd_attr *a = NULL;
-    if (pd->trl_mode == TRL_UNIFORM) {
-        a = &pd->attrs[0];
-    } else if (pd->trl_mode == TRL_BYID && n >= 8) {
-        int ai = attr_of_id(pd, get64(r + size - 8));
-        a = ai >= 0 ? &pd->attrs[ai] : NULL;
-    }
-    if (a && (a->sample_type & PERF_SAMPLE_TIME)) {
-        uint64_t s = a->sample_type;
-        size_t tl = 8 * (size_t)__builtin_popcountll(s & TRAILER_BITS);
-        size_t o = 8 * !!(s & PERF_SAMPLE_TID);
-        if (n >= tl) {
-            *t = get64(r + size - tl + o);
-            return 1;
-        }
-    }
-    if ((type == PERF_RECORD_FORK || type == PERF_RECORD_EXIT) && n >= 24) {
-        *t = get64(p + 16);
-        return 1;
-    }
-    return 0;
+    return icpp_perfrec_time(l, type, p, n, t);
 }
 
 static int wanted(uint32_t type)
@@ -712,104 +652,6 @@ oom:
 
 /* ---- second pass: the reorder window ---- */
 
-static void heap_push(icpp_perfdata *pd, pd_ent e)
-{
-    size_t i = pd->nheap++;
-    while (i > 0 && ent_less(&e, &pd->heap[(i - 1) / 2])) {
-        pd->heap[i] = pd->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    pd->heap[i] = e;
-}
-
-static void heap_pop(icpp_perfdata *pd)
-{
-    pd_ent last = pd->heap[--pd->nheap];
-    size_t i = 0, n = pd->nheap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && ent_less(&pd->heap[c + 1], &pd->heap[c]))
-            c++;
-        if (!ent_less(&pd->heap[c], &last))
-            break;
-        pd->heap[i] = pd->heap[c];
-        i = c;
-    }
-    if (n)
-        pd->heap[i] = last;
-}
-
-/* An unlinked temporary file in $TMPDIR (or /tmp). */
-static int spill_file(icpp_err *err)
-{
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir)
-        dir = "/tmp";
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        char t[4096];
-        snprintf(t, sizeof t, "%s/icpp-perfdata-XXXXXX", dir);
-        fd = mkstemp(t);
-        if (fd >= 0)
-            unlink(t);
-    }
-    if (fd < 0)
-        return icpp_err_set(err, errno, "cannot create a spill file in %s: %s; set TMPDIR to a writable directory",
-                            dir, strerror(errno));
-    return fd;
-}
-
-/* The heap is full: write it out as a sorted run and empty it. */
-static int spill(icpp_perfdata *pd, icpp_err *err)
-{
-    if (pd->spill_fd < 0 && (pd->spill_fd = spill_file(err)) < 0)
-        return -1;
-    pd_run *nr = realloc(pd->runs, (pd->nruns + 1) * sizeof *nr);
-    if (!nr)
-        return icpp_err_set(err, ENOMEM, "out of memory");
-    pd->runs = nr;
-    qsort(pd->heap, pd->nheap, sizeof *pd->heap, cmp_ent);
-    size_t bytes = pd->nheap * sizeof *pd->heap, done = 0;
-    while (done < bytes) {
-        ssize_t w = pwrite(pd->spill_fd, (const uint8_t *)pd->heap + done, bytes - done, (off_t)(pd->spill_len + done));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return icpp_err_set(err, w < 0 ? errno : ENOSPC, "writing the spill file (records out of time order): %s; "
-                                "set TMPDIR to a directory with room", strerror(w < 0 ? errno : ENOSPC));
-        done += (size_t)w;
-    }
-    pd->runs[pd->nruns++] = (pd_run){pd->spill_len, pd->nheap, NULL, 0, 0};
-    pd->spill_len += bytes;
-    pd->st.spilled += pd->nheap;
-    pd->nheap = 0;
-    return 0;
-}
-
-/* Read ahead the next entries of a spilled run (none left: u->n == 0). */
-static int run_refill(icpp_perfdata *pd, pd_run *u, icpp_err *err)
-{
-    if (!u->buf && !(u->buf = malloc(RUN_BUF * sizeof *u->buf)))
-        return icpp_err_set(err, ENOMEM, "out of memory");
-    size_t n = u->left < RUN_BUF ? (size_t)u->left : RUN_BUF, bytes = n * sizeof *u->buf, done = 0;
-    while (done < bytes) {
-        ssize_t g = pread(pd->spill_fd, (uint8_t *)u->buf + done, bytes - done, (off_t)(u->at + done));
-        if (g < 0 && errno == EINTR)
-            continue;
-        if (g <= 0)
-            return icpp_err_set(err, g < 0 ? errno : EIO, "reading the spill file back: %s",
-                                g < 0 ? strerror(errno) : "short read");
-        done += (size_t)g;
-    }
-    u->at += bytes;
-    u->left -= n;
-    u->pos = 0;
-    u->n = n;
-    return 0;
-}
-
 /* Read the records of the next CHUNK of the data section into the window. */
 static int read_chunk(icpp_perfdata *pd, icpp_err *err)
 {
@@ -823,32 +665,17 @@ static int read_chunk(icpp_perfdata *pd, icpp_err *err)
         if (size < 8 || size > pd->dend - pd->cur || extra > pd->dend - pd->cur - size)
             return icpp_err_set(err, ICPP_EFORMAT, "record at offset %llu changed while the file was read",
                                 (unsigned long long)pd->cur);
-        if (type == REC_FINISHED_ROUND) {
-            /* perf record wrote every CPU's buffer since the round before:
-             * no later record is older than what that round had seen. */
-            pd->round_safe = pd->round_max;
-            pd->round_max = pd->key_max;
-        }
+        if (type == REC_FINISHED_ROUND)
+            icpp_order_round(&pd->ord);     /* perf record wrote every CPU's buffer (lib/order.h) */
         if (wanted(type)) {
             uint64_t t;
             if (record_time(pd, type, r, size, &t))
                 pd->key = t;
-            if (pd->key > pd->key_max)
-                pd->key_max = pd->key;
-            if (pd->nheap == pd->window && spill(pd, err) < 0)
+            int rc = icpp_order_push(&pd->ord, pd->key, pd->cur, 0, err);
+            pd->st.held_max = pd->ord.held_max;
+            pd->st.spilled = pd->ord.spilled;
+            if (rc < 0)
                 return -1;
-            if (pd->nheap == pd->capheap) {
-                size_t nc = pd->capheap ? 2 * pd->capheap : 1024;
-                nc = nc < pd->window ? nc : pd->window;
-                pd_ent *nh = realloc(pd->heap, nc * sizeof *nh);
-                if (!nh)
-                    return icpp_err_set(err, ENOMEM, "out of memory holding %zu records for time order", pd->nheap);
-                pd->heap = nh;
-                pd->capheap = nc;
-            }
-            heap_push(pd, (pd_ent){pd->key, pd->cur});
-            if (pd->nheap > pd->st.held_max)
-                pd->st.held_max = pd->nheap;
         }
         pd->cur += size + extra;
     }
@@ -857,45 +684,20 @@ static int read_chunk(icpp_perfdata *pd, icpp_err *err)
      * as LOST_SAMPLES) and perf's rounds (those records come out late, as
      * in perf report). */
     pd->safe = pd->cur >= pd->dend || c + 1 >= pd->nchunks ? UINT64_MAX : pd->sufmin[c + 1];
-    if (pd->round_safe > pd->safe)
-        pd->safe = pd->round_safe;
+    if (pd->ord.limit > pd->safe)
+        pd->safe = pd->ord.limit;
     icpp_fmap_release(&pd->map, pd->cur > RELEASE_LAG ? pd->cur - RELEASE_LAG : 0);
     return 0;
 }
 
 /* The next record in time order: 1, 0 at the end, negative on error.  A
  * record is given once no record still unread can come before it. */
-static int next_ent(icpp_perfdata *pd, pd_ent *out, icpp_err *err)
+static int next_ent(icpp_perfdata *pd, icpp_order_ent *out, icpp_err *err)
 {
     for (;;) {
-        const pd_ent *best = pd->nheap ? &pd->heap[0] : NULL;
-        size_t from = SIZE_MAX;
-        for (size_t i = 0; i < pd->nruns;) {
-            pd_run *u = &pd->runs[i];
-            if (u->pos == u->n && u->left && run_refill(pd, u, err) < 0)
-                return -1;
-            if (u->pos == u->n) {               /* run used up */
-                free(u->buf);
-                pd->runs[i] = pd->runs[--pd->nruns];
-                best = pd->nheap ? &pd->heap[0] : NULL;     /* restart: entries moved */
-                from = SIZE_MAX;
-                i = 0;
-                continue;
-            }
-            if (!best || ent_less(&u->buf[u->pos], best)) {
-                best = &u->buf[u->pos];
-                from = i;
-            }
-            i++;
-        }
-        if (best && best->key <= pd->safe) {
-            *out = *best;
-            if (from == SIZE_MAX)
-                heap_pop(pd);
-            else
-                pd->runs[from].pos++;
-            return 1;
-        }
+        int rc = icpp_order_next(&pd->ord, pd->safe, out, NULL, err);
+        if (rc != 0)
+            return rc;
         if (pd->cur >= pd->dend)
             return 0;
         if (read_chunk(pd, err) < 0)
@@ -945,8 +747,7 @@ static icpp_perfdata *pd_open(const icpp_fmap *m, icpp_err *err)
     pd->map = *m;
     pd->buf = buf;
     pd->len = len;
-    pd->window = WINDOW;
-    pd->spill_fd = -1;
+    icpp_order_init(&pd->ord, ICPP_ORDER_SPILL);
     icpp_hmap_init(&pd->comm_aux);
     uint8_t h[HDR_SIZE] = {0};
     memcpy(h, buf, (size_t)hsize);
@@ -1016,10 +817,9 @@ icpp_perfdata *icpp_perfdata_open(const char *path, icpp_err *err)
 
 int icpp_perfdata_set_window(icpp_perfdata *pd, size_t records)
 {
-    if (records < 1 || pd->cur != pd->doff || pd->nheap || pd->nruns)
+    if (pd->cur != pd->doff)
         return -EINVAL;
-    pd->window = records;
-    return 0;
+    return icpp_order_set_window(&pd->ord, records);
 }
 
 void icpp_perfdata_close(icpp_perfdata *pd)
@@ -1030,12 +830,7 @@ void icpp_perfdata_close(icpp_perfdata *pd)
     free(pd->ids);
     free(pd->bids);
     free(pd->sufmin);
-    free(pd->heap);
-    for (size_t i = 0; i < pd->nruns; i++)
-        free(pd->runs[i].buf);
-    free(pd->runs);
-    if (pd->spill_fd >= 0)
-        close(pd->spill_fd);
+    icpp_order_free(&pd->ord);
     icpp_hmap_free(&pd->comm_aux);
     free(pd->command);
     free(pd->kernel);
@@ -1100,143 +895,6 @@ static int need_u64(icpp_perfdata *pd, size_t n)
     return 0;
 }
 
-/* The parts of a sample the reader uses (offsets into the body). */
-typedef struct pd_sample {
-    uint64_t ip, time;
-    uint32_t pid, tid;
-    int      has_ip;
-    size_t   chain, nchain;         /* CALLCHAIN entries */
-    uint64_t uabi, iabi;            /* register ABIs (0: none) */
-    size_t   uregs, iregs;          /* offsets of the register values */
-    size_t   stack, stack_size;     /* STACK_USER bytes */
-    int      has_stack;
-} pd_sample;
-
-/* Parse a sample body by its attribute's sample_type, up to REGS_INTR (what
- * follows is not needed).  -1 if the record is too short for its layout. */
-static int parse_sample(const pd_attr *a, const uint8_t *p, size_t n, pd_sample *s)
-{
-    size_t c = 0;
-    uint64_t st = a->sample_type;
-    memset(s, 0, sizeof *s);
-#define NEED(k) do { if ((uint64_t)(k) > n - c) return -1; } while (0)
-#define SKIP(k) do { NEED(k); c += (size_t)(k); } while (0)
-    if (st & PERF_SAMPLE_IDENTIFIER)
-        SKIP(8);
-    if (st & PERF_SAMPLE_IP) {
-        NEED(8);
-        s->ip = get64(p + c);
-        s->has_ip = 1;
-        c += 8;
-    }
-    if (st & PERF_SAMPLE_TID) {
-        NEED(8);
-        s->pid = get32(p + c);
-        s->tid = get32(p + c + 4);
-        c += 8;
-    }
-    if (st & PERF_SAMPLE_TIME) {
-        NEED(8);
-        s->time = get64(p + c);
-        c += 8;
-    }
-    if (st & PERF_SAMPLE_ADDR) SKIP(8);
-    if (st & PERF_SAMPLE_ID) SKIP(8);
-    if (st & PERF_SAMPLE_STREAM_ID) SKIP(8);
-    if (st & PERF_SAMPLE_CPU) SKIP(8);
-    if (st & PERF_SAMPLE_PERIOD) SKIP(8);
-    if (st & PERF_SAMPLE_READ) {
-        uint64_t rf = a->read_format;
-        uint64_t per = 1 + !!(rf & PERF_FORMAT_ID) + !!(rf & PERF_FORMAT_LOST);
-        uint64_t times = !!(rf & PERF_FORMAT_TOTAL_TIME_ENABLED) + !!(rf & PERF_FORMAT_TOTAL_TIME_RUNNING);
-        if (rf & PERF_FORMAT_GROUP) {
-            NEED(8);
-            uint64_t nr = get64(p + c);
-            c += 8;
-            if (nr > n / 8)
-                return -1;
-            SKIP(8 * (times + nr * per));
-        } else {
-            SKIP(8 * (times + per));
-        }
-    }
-    if (st & PERF_SAMPLE_CALLCHAIN) {
-        NEED(8);
-        uint64_t nr = get64(p + c);
-        c += 8;
-        if (nr > (n - c) / 8)
-            return -1;
-        s->chain = c;
-        s->nchain = (size_t)nr;
-        c += 8 * (size_t)nr;
-    }
-    if (st & PERF_SAMPLE_RAW) {
-        NEED(4);
-        uint32_t sz = get32(p + c);
-        c += 4;
-        SKIP(sz);
-    }
-    if (st & PERF_SAMPLE_BRANCH_STACK) {
-        NEED(8);
-        uint64_t nr = get64(p + c);
-        c += 8;
-        if (nr > n / 24)
-            return -1;
-        if (a->branch_type & BRANCH_HW_INDEX)
-            SKIP(8);
-        SKIP(24 * nr);
-        if (a->branch_type & BRANCH_COUNTERS)
-            SKIP(8 * nr);
-    }
-    if (st & PERF_SAMPLE_REGS_USER) {
-        NEED(8);
-        s->uabi = get64(p + c);
-        c += 8;
-        s->uregs = c;
-        if (s->uabi)
-            SKIP(8 * (size_t)__builtin_popcountll(a->regs_user));
-    }
-    if (st & PERF_SAMPLE_STACK_USER) {
-        NEED(8);
-        uint64_t sz = get64(p + c);
-        c += 8;
-        s->stack = c;
-        SKIP(sz);
-        s->stack_size = (size_t)sz;
-        s->has_stack = 1;
-        if (sz) {
-            NEED(8);
-            uint64_t dyn = get64(p + c);
-            c += 8;
-            if (dyn < sz)
-                s->stack_size = (size_t)dyn;
-        }
-    }
-    if (st & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT)) SKIP(8);
-    if (st & PERF_SAMPLE_DATA_SRC) SKIP(8);
-    if (st & PERF_SAMPLE_TRANSACTION) SKIP(8);
-    if (st & PERF_SAMPLE_REGS_INTR) {
-        NEED(8);
-        s->iabi = get64(p + c);
-        c += 8;
-        s->iregs = c;
-        if (s->iabi)
-            SKIP(8 * (size_t)__builtin_popcountll(a->regs_intr));
-    }
-#undef NEED
-#undef SKIP
-    return 0;
-}
-
-/* Register `reg` of a register set (mask, values at p + at), if sampled. */
-static int reg_get(const uint8_t *p, size_t at, uint64_t mask, int reg, uint64_t *v)
-{
-    if (!(mask >> reg & 1))
-        return 0;
-    *v = get64(p + at + 8 * (size_t)__builtin_popcountll(mask & ((1ull << reg) - 1)));
-    return 1;
-}
-
 /* "corrupt record at offset N: ..." */
 static int bad_record(icpp_err *err, uint64_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int bad_record(icpp_err *err, uint64_t off, const char *fmt, ...)
@@ -1251,36 +909,39 @@ static int bad_record(icpp_err *err, uint64_t off, const char *fmt, ...)
 #define BAD(off, ...) bad_record(err, (off), __VA_ARGS__)
 
 /* A SAMPLE record to rec: 1, 0 if dropped, negative on error. */
-static int on_sample(icpp_perfdata *pd, const pd_ent *e, uint16_t misc, const uint8_t *p, size_t n, icpp_srec *rec,
+static int on_sample(icpp_perfdata *pd, uint64_t off, uint16_t misc, const uint8_t *p, size_t n, icpp_srec *rec,
                      icpp_err *err)
 {
     int ai = sample_attr(pd, p, n);
     if (ai == -2)
-        return BAD(e->off, "sample of %zu bytes", n + 8);
+        return BAD(off, "sample of %zu bytes", n + 8);
     if (ai < 0) {
         pd->st.unknown_id++;
         return 0;
     }
     const pd_attr *a = &pd->attrs[ai];
-    pd_sample s;
-    if (parse_sample(a, p, n, &s) < 0)
-        return BAD(e->off, "sample of %zu bytes is shorter than its layout (sample_type %#llx)", n + 8,
-                   (unsigned long long)a->sample_type);
+    const icpp_perfrec_layout *l = &a->lay;
+    icpp_perfrec_sample s;
+    if (icpp_perfrec_sample_parse(l, p, n, &s) < 0)
+        return BAD(off, "sample of %zu bytes is shorter than its layout (sample_type %#llx)", n + 8,
+                   (unsigned long long)l->sample_type);
+    int has_ip = !!(s.have & PERF_SAMPLE_IP);
     unsigned mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
     int kernel = mode == PERF_RECORD_MISC_KERNEL || mode == PERF_RECORD_MISC_HYPERVISOR ||
-                 (mode == PERF_RECORD_MISC_CPUMODE_UNKNOWN && s.has_ip && s.ip >= 0xffff800000000000ull);
+                 (mode == PERF_RECORD_MISC_CPUMODE_UNKNOWN && has_ip && s.ip >= 0xffff800000000000ull);
     if (mode == PERF_RECORD_MISC_GUEST_KERNEL || mode == PERF_RECORD_MISC_GUEST_USER) {
         pd->st.noregs++;
         return 0;
     }
     uint64_t ip = s.ip, sp = 0, bp = 0, rip = 0;
     int has_rip = 0, ok;
-    int user = s.uabi && reg_get(p, s.uregs, a->regs_user, REG_SP, &sp) && reg_get(p, s.uregs, a->regs_user, REG_BP, &bp);
+    int user = icpp_perfrec_reg(s.uregs, l->regs_user, REG_SP, &sp) &&
+               icpp_perfrec_reg(s.uregs, l->regs_user, REG_BP, &bp);
     if (user) {
-        has_rip = reg_get(p, s.uregs, a->regs_user, REG_IP, &rip);
-    } else if (!kernel && s.iabi && reg_get(p, s.iregs, a->regs_intr, REG_SP, &sp) &&
-               reg_get(p, s.iregs, a->regs_intr, REG_BP, &bp)) {
-        has_rip = reg_get(p, s.iregs, a->regs_intr, REG_IP, &rip);
+        has_rip = icpp_perfrec_reg(s.uregs, l->regs_user, REG_IP, &rip);
+    } else if (!kernel && icpp_perfrec_reg(s.iregs, l->regs_intr, REG_SP, &sp) &&
+               icpp_perfrec_reg(s.iregs, l->regs_intr, REG_BP, &bp)) {
+        has_rip = icpp_perfrec_reg(s.iregs, l->regs_intr, REG_IP, &rip);
     } else {
         pd->st.noregs++;
         return 0;
@@ -1290,8 +951,8 @@ static int on_sample(icpp_perfdata *pd, const pd_ent *e, uint16_t misc, const ui
         ok = user && has_rip;
         ip = rip;
     } else {
-        ok = s.has_ip || has_rip;
-        if (!s.has_ip || (a->precise >= 2 && has_rip))
+        ok = has_ip || has_rip;
+        if (!has_ip || (a->precise >= 2 && has_rip))
             ip = rip;
     }
     if (!ok) {
@@ -1306,32 +967,22 @@ static int on_sample(icpp_perfdata *pd, const pd_ent *e, uint16_t misc, const ui
     rec->u.sample.ip = ip;
     rec->u.sample.sp = sp;
     rec->u.sample.bp = bp;
-    if (s.has_stack && user) {
+    if ((s.have & PERF_SAMPLE_STACK_USER) && user) {
         /* A --call-graph dwarf recording: the extras of an icpp-sample --validate one. */
-        size_t nr = (size_t)__builtin_popcountll(a->regs_user);
+        size_t nr = (size_t)__builtin_popcountll(l->regs_user);
         if (need_u64(pd, s.nchain + nr + 1) < 0)
             return icpp_err_set(err, ENOMEM, "out of memory");
-        size_t k = 0;
-        int in_user = 1;
-        for (size_t i = 0; i < s.nchain; i++) {
-            uint64_t v = get64(p + s.chain + 8 * i);
-            if (v >= (uint64_t)PERF_CONTEXT_MAX) {
-                in_user = v == (uint64_t)PERF_CONTEXT_USER;
-                continue;
-            }
-            if (in_user && k < MAX_CHAIN)
-                pd->u64[k++] = v;
-        }
+        size_t k = icpp_perfrec_chain(&s, 1, pd->u64, MAX_CHAIN);
         for (size_t i = 0; i < nr; i++)
-            pd->u64[k + i] = get64(p + s.uregs + 8 * i);
+            pd->u64[k + i] = icpp_perfrec_u64(s.uregs + 8 * i);
         icpp_sample_extra *x = &rec->u.sample.x;
         x->nchain = (uint32_t)k;
         x->chain = pd->u64;
         x->nregs = (uint32_t)nr;
         x->regs = pd->u64 + k;
-        x->regs_mask = a->regs_user;
+        x->regs_mask = l->regs_user;
         x->stack_size = (uint32_t)(s.stack_size < UINT32_MAX ? s.stack_size : UINT32_MAX);
-        x->stack = p + s.stack;
+        x->stack = s.stack;
     }
     pd->st.samples++;
     pd->st.kernel += kernel;
@@ -1346,21 +997,21 @@ static int mark_seen(icpp_perfdata *pd, uint32_t pid, icpp_err *err)
 }
 
 /* One data record to rec: 1, 0 if it gives nothing, negative on error. */
-static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_err *err)
+static int on_record(icpp_perfdata *pd, uint64_t off, icpp_srec *rec, icpp_err *err)
 {
-    const uint8_t *r = pd->buf + e->off, *p = r + 8;
+    const uint8_t *r = pd->buf + off, *p = r + 8;
     uint32_t type = get32(r);
     uint16_t misc = get16(r + 4), size = get16(r + 6);
     size_t n = size - 8u;
     memset(rec, 0, sizeof *rec);
     switch (type) {
     case PERF_RECORD_SAMPLE:
-        return on_sample(pd, e, misc, p, n, rec, err);
+        return on_sample(pd, off, misc, p, n, rec, err);
     case PERF_RECORD_MMAP:
     case PERF_RECORD_MMAP2: {
         uint64_t poff;
-        if (n < (type == PERF_RECORD_MMAP ? 33u : 65u) || !mmap_path(pd, e->off, &poff))
-            return BAD(e->off, "mmap record of %u bytes without a terminated file name", size);
+        if (n < (type == PERF_RECORD_MMAP ? 33u : 65u) || !mmap_path(pd, off, &poff))
+            return BAD(off, "mmap record of %u bytes without a terminated file name", size);
         unsigned mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
         uint32_t pid = get32(p);
         if (pid == UINT32_MAX || mode == PERF_RECORD_MISC_KERNEL || mode == PERF_RECORD_MISC_GUEST_KERNEL ||
@@ -1397,10 +1048,10 @@ static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_er
     }
     case PERF_RECORD_COMM: {
         if (n < 8)
-            return BAD(e->off, "comm record of %u bytes", size);
+            return BAD(off, "comm record of %u bytes", size);
         uint32_t pid = get32(p), tid = get32(p + 4);
         int exec = !!(misc & PERF_RECORD_MISC_COMM_EXEC);
-        const uint64_t *aux = pid == tid ? icpp_hmap_get(&pd->comm_aux, e->off, 0) : NULL;
+        const uint64_t *aux = pid == tid ? icpp_hmap_get(&pd->comm_aux, off, 0) : NULL;
         if (!aux || (!exec && icpp_hmap_get(&pd->seen, pid, 0)))
             return 0;
         uint64_t poff = *aux & ~AUX_EMIT;
@@ -1413,7 +1064,7 @@ static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_er
     }
     case PERF_RECORD_FORK: {
         if (n < 16)
-            return BAD(e->off, "fork record of %u bytes", size);
+            return BAD(off, "fork record of %u bytes", size);
         uint32_t pid = get32(p), ppid = get32(p + 4), tid = get32(p + 8);
         if (pid != tid || pid == ppid)
             return 0;                       /* a new thread, not a new process */
@@ -1425,20 +1076,20 @@ static int on_record(icpp_perfdata *pd, const pd_ent *e, icpp_srec *rec, icpp_er
     }
     case PERF_RECORD_EXIT:
         if (n < 16)
-            return BAD(e->off, "exit record of %u bytes", size);
+            return BAD(off, "exit record of %u bytes", size);
         rec->type = ICPP_SREC_EXIT;
         rec->u.exit.pid = get32(p);
         rec->u.exit.tid = get32(p + 8);
         return 1;
     case PERF_RECORD_LOST:
         if (n < 16)
-            return BAD(e->off, "lost record of %u bytes", size);
+            return BAD(off, "lost record of %u bytes", size);
         rec->type = ICPP_SREC_LOST;
         rec->u.lost.count = get64(p + 8);
         return 1;
     case PERF_RECORD_LOST_SAMPLES:
         if (n < 8)
-            return BAD(e->off, "lost-samples record of %u bytes", size);
+            return BAD(off, "lost-samples record of %u bytes", size);
         rec->type = ICPP_SREC_LOST;
         rec->u.lost.count = get64(p);
         return 1;
@@ -1452,10 +1103,10 @@ int icpp_perfdata_next(icpp_perfdata *pd, icpp_srec *rec, icpp_err *err)
     memset(rec, 0, sizeof *rec);
     if (header_record(pd, rec))
         return 1;
-    pd_ent e;
+    icpp_order_ent e;               /* (key, file offset) */
     int rc;
     while ((rc = next_ent(pd, &e, err)) > 0) {
-        rc = on_record(pd, &e, rec, err);
+        rc = on_record(pd, e.seq, rec, err);
         if (rc != 0)
             return rc;
     }
