@@ -1,5 +1,6 @@
 /* jitter.c -- icpp-sample --jitter: randomized sampling intervals (period * (1 + uniform(-R, R)) per sample) for software events, through PERF_EVENT_IOC_PERIOD. */
 #include "jitter.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -62,14 +63,8 @@ int jitter_add_fd(jitter *j, int fd, uint32_t tid, uint64_t base)
     uint64_t id;
     if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
         return 0;           /* cannot tell its samples: it keeps its period */
-    if (j->n == j->cap) {
-        size_t nc = j->cap ? 2 * j->cap : 16;
-        struct jitter_fd *ne = realloc(j->ev, nc * sizeof *ne);
-        if (!ne)
-            return -ENOMEM;
-        j->ev = ne;
-        j->cap = nc;
-    }
+    if (icpp_vec_reserve((void **)&j->ev, &j->cap, j->n + 1, sizeof *j->ev, 16) < 0)
+        return -ENOMEM;
     if (icpp_hmap_put(&j->fds, id, 0, j->n) < 0)
         return -ENOMEM;
     j->ev[j->n] = (struct jitter_fd){fd, tid, base};

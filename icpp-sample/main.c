@@ -16,6 +16,7 @@
 #include "samples.h"
 #include "stackwalk.h"
 #include "tqueue.h"
+#include "vec.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -209,7 +210,8 @@ static int online_cpus(int **out)
 {
     /* /sys/devices/system/cpu/online: "0-3,5" */
     FILE *f = fopen("/sys/devices/system/cpu/online", "re");
-    int *v = NULL, n = 0, cap = 0;
+    int *v = NULL, n = 0;
+    size_t cap = 0;
     if (f) {
         int a, b;
         char sep;
@@ -222,13 +224,8 @@ static int online_cpus(int **out)
                     sep = '\n';
             }
             for (int c = a; c <= b && c < 4096; c++) {
-                if (n == cap) {
-                    cap = cap ? 2 * cap : 16;
-                    int *nv = realloc(v, (size_t)cap * sizeof *nv);
-                    if (!nv)
-                        break;
-                    v = nv;
-                }
+                if (icpp_vec_reserve((void **)&v, &cap, (size_t)n + 1, sizeof *v, 16) < 0)
+                    break;      /* out of memory: the CPUs listed so far */
                 v[n++] = c;
             }
             if (sep != ',')
@@ -258,14 +255,8 @@ static struct proc *add_proc(session *s, uint32_t pid, uint64_t startstack, cons
 {
     struct proc *p = find_proc(s, pid);
     if (!p) {
-        if (s->nprocs == s->capprocs) {
-            size_t nc = s->capprocs ? 2 * s->capprocs : 16;
-            struct proc *np = realloc(s->procs, nc * sizeof *np);
-            if (!np)
-                return NULL;
-            s->procs = np;
-            s->capprocs = nc;
-        }
+        if (icpp_vec_reserve((void **)&s->procs, &s->capprocs, s->nprocs + 1, sizeof *s->procs, 16) < 0)
+            return NULL;
         p = &s->procs[s->nprocs++];
         p->pid = pid;
     }
@@ -575,14 +566,8 @@ static void drain_all(session *s, int final)
 
 static int add_fd(session *s, int fd, uint32_t ev)
 {
-    if (s->nfds == s->capfds) {
-        size_t nc = s->capfds ? 2 * s->capfds : 16;
-        int *n = realloc(s->fds, nc * sizeof *n);
-        if (!n)
-            return -1;
-        s->fds = n;
-        s->capfds = nc;
-    }
+    if (icpp_vec_reserve((void **)&s->fds, &s->capfds, s->nfds + 1, sizeof *s->fds, 16) < 0)
+        return -1;
     uint64_t id;
     if (ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 && icpp_hmap_put(&s->ids, id, 0, ev) < 0)
         return -1;

@@ -7,6 +7,7 @@
 #include "hmap.h"
 #include "order.h"
 #include "perfrec.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -593,13 +594,8 @@ static int scan_data(icpp_perfdata *pd, uint64_t off, uint64_t end, pd_xent **xv
                                       ((type == PERF_RECORD_MMAP || type == PERF_RECORD_MMAP2) &&
                                        exe_like(mmap_path(pd, off, &poff))));
             if (keep) {
-                if (*nx == capx) {
-                    capx = capx ? 2 * capx : 256;
-                    pd_xent *nv = realloc(*xv, capx * sizeof *nv);
-                    if (!nv)
-                        return icpp_err_set(err, ENOMEM, "out of memory");
-                    *xv = nv;
-                }
+                if (icpp_vec_reserve((void **)xv, &capx, *nx + 1, sizeof **xv, 256) < 0)
+                    return icpp_err_set(err, ENOMEM, "out of memory");
                 (*xv)[(*nx)++] = (pd_xent){key, off, 0};
             }
         }

@@ -5,6 +5,7 @@
 #include "fmap.h"
 #include "fsafe.h"
 #include "hmap.h"
+#include "vec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -234,15 +235,9 @@ static ssize_t thread_index(icpp_swriter *w, uint32_t pid, uint32_t tid)
     uint64_t *ix = icpp_hmap_get(&w->threads, pid, tid);
     if (ix && *ix != THREAD_EXITED)
         return (ssize_t)*ix;
-    if (w->nts == w->capts) {
-        size_t nc = w->capts ? 2 * w->capts : 64;
-        tstate *n = realloc(w->ts, nc * sizeof *n);
-        if (!n) {
-            icpp_err_set(&w->err, ENOMEM, "out of memory");
-            return -1;
-        }
-        w->ts = n;
-        w->capts = nc;
+    if (icpp_vec_reserve((void **)&w->ts, &w->capts, w->nts + 1, sizeof *w->ts, 64) < 0) {
+        icpp_err_set(&w->err, ENOMEM, "out of memory");
+        return -1;
     }
     if (icpp_hmap_put(&w->threads, pid, tid, w->nts) < 0) {
         icpp_err_set(&w->err, ENOMEM, "out of memory");
@@ -486,18 +481,12 @@ static int fdict_frame(icpp_sreader *r, icpp_rbuf *q, uint64_t below, uint64_t *
     *d = icpp_rbuf_uv(q);
     if (q->bad || r->nfd >= FDICT_MAX)
         return 0;
-    if (r->nfd == r->capfd) {
-        size_t nc = r->capfd ? 2 * r->capfd : 256;
-        uint64_t *a = realloc(r->fd_pc, nc * sizeof *a);
-        if (!a)
-            return -1;
-        r->fd_pc = a;
-        uint64_t *b = realloc(r->fd_d, nc * sizeof *b);
-        if (!b)
-            return -1;
-        r->fd_d = b;
-        r->capfd = nc;
-    }
+    /* two arrays of one capacity: it grows once both have */
+    size_t cpc = r->capfd, cd = r->capfd;
+    if (icpp_vec_reserve((void **)&r->fd_pc, &cpc, r->nfd + 1, sizeof *r->fd_pc, 256) < 0 ||
+        icpp_vec_reserve((void **)&r->fd_d, &cd, r->nfd + 1, sizeof *r->fd_d, 256) < 0)
+        return -1;
+    r->capfd = cpc;
     r->fd_pc[r->nfd] = *pc;
     r->fd_d[r->nfd++] = *d;
     return 0;
@@ -728,14 +717,8 @@ static int read_thread(icpp_sreader *r, icpp_rbuf *q, icpp_err *err)
     uint64_t pid = icpp_rbuf_uv(q), tid = icpp_rbuf_uv(q);
     if (q->bad || pid > UINT32_MAX || tid > UINT32_MAX)
         BAD("bad thread", icpp_rbuf_pos(q));
-    if (r->nth == r->capth) {
-        size_t nc = r->capth ? 2 * r->capth : 64;
-        rthread *nt = realloc(r->th, nc * sizeof *nt);
-        if (!nt)
-            return icpp_err_set(err, ENOMEM, "out of memory");
-        r->th = nt;
-        r->capth = nc;
-    }
+    if (icpp_vec_reserve((void **)&r->th, &r->capth, r->nth + 1, sizeof *r->th, 64) < 0)
+        return icpp_err_set(err, ENOMEM, "out of memory");
     if (icpp_hmap_put(&r->tix, pid, tid, r->nth + 1) < 0)
         return icpp_err_set(err, ENOMEM, "out of memory");
     r->th[r->nth++] = (rthread){(uint32_t)pid, (uint32_t)tid, 0, 0, 0, {NULL, NULL, 0, 0}, 0};
