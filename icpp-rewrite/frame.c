@@ -70,6 +70,7 @@ typedef struct range {
 /* One analysis of one function. */
 typedef struct fn {
     icpp_x86_insn *v;           /* its instructions (lib/x86stack.h), sorted by address */
+    icpp_x86_detail *d;         /* their frame references and immediates (d[i] for v[i]) */
     pre      *pre;              /* the state before each */
     size_t    n, cap, cappre;
     range     parts[MAX_PARTS]; /* [0] the function, then its .cold parts */
@@ -121,24 +122,64 @@ static void refuse(fn *F, const char *why, uint64_t where)
 
 /* ---- decoding ---- */
 
-static int push_ins(fn *F, const icpp_x86_insn *x)
+static int push_ins(fn *F, const icpp_x86_insn *x, const icpp_x86_detail *d)
 {
     if (F->n == F->cap) {
         size_t nc = F->cap ? F->cap * 2 : 256;
         icpp_x86_insn *nv = realloc(F->v, nc * sizeof *nv);
-        if (!nv)
+        if (nv)
+            F->v = nv;
+        icpp_x86_detail *nd = realloc(F->d, nc * sizeof *nd);
+        if (nd)
+            F->d = nd;
+        if (!nv || !nd)
             return -ENOMEM;
-        F->v = nv;
         F->cap = nc;
     }
-    F->v[F->n++] = *x;
+    F->v[F->n] = *x;
+    F->d[F->n++] = *d;
     return 0;
 }
 
+/* An instruction with its details, for sorting both arrays together. */
+typedef struct ins_pair {
+    icpp_x86_insn   x;
+    icpp_x86_detail d;
+} ins_pair;
+
 static int ins_cmp(const void *a, const void *b)
 {
-    const icpp_x86_insn *x = a, *y = b;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
+    const ins_pair *x = a, *y = b;
+    return x->x.addr < y->x.addr ? -1 : x->x.addr > y->x.addr;
+}
+
+/* Sort v (and d with it) by address: parts are decoded in their order, which
+ * need not be the addresses'. */
+static int sort_ins(fn *F)
+{
+    size_t i = 1;
+    while (i < F->n && F->v[i - 1].addr <= F->v[i].addr)
+        i++;
+    if (i >= F->n)
+        return 0;
+    ins_pair *t = malloc(F->n * sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    for (i = 0; i < F->n; i++)
+        t[i] = (ins_pair){F->v[i], F->d[i]};
+    qsort(t, F->n, sizeof *t, ins_cmp);
+    for (i = 0; i < F->n; i++) {
+        F->v[i] = t[i].x;
+        F->d[i] = t[i].d;
+    }
+    free(t);
+    return 0;
+}
+
+/* The details of instruction x (one of F->v). */
+static const icpp_x86_detail *detail(const fn *F, const icpp_x86_insn *x)
+{
+    return &F->d[x - F->v];
 }
 
 /* Decode every part; returns -ENOMEM, or 0 (an undecodable byte refuses). */
@@ -160,13 +201,16 @@ static int decode_parts(fn *F, const rw_image *img)
                 return 0;
             }
             icpp_x86_insn x;
+            icpp_x86_detail d;
             icpp_x86_classify(&in, op, F->parts[p].lo + off, ICPP_X86_RULES_REWRITE, &x);
-            if (push_ins(F, &x) < 0)
+            icpp_x86_details(&in, op, &x, &d);
+            if (push_ins(F, &x, &d) < 0)
                 return -ENOMEM;
             off += in.length;
         }
     }
-    qsort(F->v, F->n, sizeof *F->v, ins_cmp);
+    if (sort_ins(F) < 0)
+        return -ENOMEM;
     if (icpp_vec_reserve((void **)&F->pre, &F->cappre, F->n, sizeof *F->pre, 256) < 0)
         return -ENOMEM;
     if (F->n)
@@ -316,11 +360,20 @@ static void check_cfi(fn *F, const icpp_x86_insn *x, const st *s)
  * (depth <= d0) moves by P: its displacement gets +P. */
 static void patch_disp(fn *F, const icpp_x86_insn *x)
 {
-    if (x->disp_size != 1 && x->disp_size != 4) {
+    const icpp_x86_detail *d = detail(F, x);
+    if (d->disp_size != 1 && d->disp_size != 4) {
         refuse(F, "an rsp-relative reference above the frame has no displacement to patch", x->addr);
         return;
     }
-    add_patch(F, x->addr, x->disp_size == 1 ? RW_P_DISP8 : RW_P_DISP32, 1, x->sdisp);
+    add_patch(F, x->addr, d->disp_size == 1 ? RW_P_DISP8 : RW_P_DISP32, 1, d->sdisp);
+}
+
+/* An adjustment that crosses the padding once grows by P (the sign of its
+ * immediate says which way). */
+static void patch_imm(fn *F, const icpp_x86_insn *x)
+{
+    const icpp_x86_detail *d = detail(F, x);
+    add_patch(F, x->addr, d->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, d->imm > 0 ? 1 : -1, d->imm);
 }
 
 /* Depths: a byte at depth d is at entry SP - d.  Inside the frame, the
@@ -329,19 +382,20 @@ static void patch_disp(fn *F, const icpp_x86_insn *x)
  * incoming stack arguments (-8 and above). */
 static void check_mem(fn *F, const icpp_x86_insn *x, const st *s)
 {
+    const icpp_x86_detail *d = detail(F, x);
     /* Where it reaches, for wrapping (rw_frame.args): an access's lowest
      * depth, an address's own; rbp-relative accesses taken as 8 bytes. */
     if (x->flags & (ICPP_X86_F_RSP_MEM | ICPP_X86_F_RSP_PTR)) {
-        int32_t at = s->depth - x->sdisp, lo = (x->flags & ICPP_X86_F_RSP_MEM) ? at - x->ssize + 1 : at;
+        int32_t at = s->depth - d->sdisp, lo = (x->flags & ICPP_X86_F_RSP_MEM) ? at - d->ssize + 1 : at;
         if (lo < F->arg_min)
             F->arg_min = lo;
     }
-    if ((x->flags & ICPP_X86_F_RBP_REF) && s->rbpk == RBP_FRAME && s->rbp - x->bdisp - 7 < F->arg_min)
-        F->arg_min = s->rbp - x->bdisp - 7;
+    if ((x->flags & ICPP_X86_F_RBP_REF) && s->rbpk == RBP_FRAME && s->rbp - d->bdisp - 7 < F->arg_min)
+        F->arg_min = s->rbp - d->bdisp - 7;
     if ((x->flags & ICPP_X86_F_RBP_VAL) && s->rbpk == RBP_FRAME && x->kind != ICPP_X86_PUSH)
         F->arg_min = INT32_MIN;     /* a copy of the frame pointer: anything above may be reached */
     if (x->flags & (ICPP_X86_F_RSP_MEM | ICPP_X86_F_RSP_PTR)) {
-        int32_t at = s->depth - x->sdisp;   /* depth of the base + displacement */
+        int32_t at = s->depth - d->sdisp;   /* depth of the base + displacement */
         int idx = (x->flags & ICPP_X86_F_RSP_IDX) != 0;
         if (!s->inside) {
             if (at > F->fixed_max)
@@ -357,7 +411,7 @@ static void check_mem(fn *F, const icpp_x86_insn *x, const st *s)
             else
                 refuse(F, "an indexed rsp-relative reference into the saved registers or return address", x->addr);
         } else if (x->flags & ICPP_X86_F_RSP_MEM) {
-            int32_t hi = at, lo = hi - x->ssize + 1;   /* byte depths it touches */
+            int32_t hi = at, lo = hi - d->ssize + 1;   /* byte depths it touches */
             if (lo > F->d0) {
                 if (lo < F->rsp_min)
                     F->rsp_min = lo;
@@ -377,7 +431,7 @@ static void check_mem(fn *F, const icpp_x86_insn *x, const st *s)
         }
     }
     if ((x->flags & ICPP_X86_F_RBP_REF) && s->rbpk == RBP_FRAME) {
-        int32_t at = s->rbp - x->bdisp;
+        int32_t at = s->rbp - d->bdisp;
         if (at > F->fixed_max)
             F->fixed_max = at;
     }
@@ -465,7 +519,7 @@ static void step(fn *F, size_t i)
             F->fdepth = depth;
             F->frame_rbp = s.rbp;
             F->frame_rbpk = s.rbpk;
-            add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
+            patch_imm(F, x);
             s.inside = 1;
             s.depth = depth;
             break;
@@ -477,7 +531,7 @@ static void step(fn *F, size_t i)
             }
             /* Undoes the allocation (and maybe pops outgoing arguments too):
              * it crosses the padding once, so it grows by P. */
-            add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
+            patch_imm(F, x);
             s.inside = 0;
         } else if (!s.inside && x->delta > 0 && F->mode == RW_MODE_ENTER) {
             refuse(F, "a stack allocation outside the frame", x->addr);
@@ -1051,6 +1105,7 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
     }
     free(tg);
     free(F.v);
+    free(F.d);
     free(F.pre);
     free(F.work);
     free(F.patches);
@@ -1062,6 +1117,7 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
 oom:
     free(tg);
     free(F.v);
+    free(F.d);
     free(F.pre);
     free(F.work);
     free(F.patches);
