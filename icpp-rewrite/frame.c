@@ -70,6 +70,7 @@ typedef struct range {
 /* One analysis of one function. */
 typedef struct fn {
     icpp_x86_insn *v;           /* its instructions (lib/x86stack.h), sorted by address */
+    icpp_x86_detail *d;         /* their frame references and immediates (d[i] for v[i]) */
     pre      *pre;              /* the state before each */
     size_t    n, cap, cappre;
     range     parts[MAX_PARTS]; /* [0] the function, then its .cold parts */
@@ -121,24 +122,64 @@ static void refuse(fn *F, const char *why, uint64_t where)
 
 /* ---- decoding ---- */
 
-static int push_ins(fn *F, const icpp_x86_insn *x)
+static int push_ins(fn *F, const icpp_x86_insn *x, const icpp_x86_detail *d)
 {
     if (F->n == F->cap) {
         size_t nc = F->cap ? F->cap * 2 : 256;
         icpp_x86_insn *nv = realloc(F->v, nc * sizeof *nv);
-        if (!nv)
+        if (nv)
+            F->v = nv;
+        icpp_x86_detail *nd = realloc(F->d, nc * sizeof *nd);
+        if (nd)
+            F->d = nd;
+        if (!nv || !nd)
             return -ENOMEM;
-        F->v = nv;
         F->cap = nc;
     }
-    F->v[F->n++] = *x;
+    F->v[F->n] = *x;
+    F->d[F->n++] = *d;
     return 0;
 }
 
+/* An instruction with its details, for sorting both arrays together. */
+typedef struct ins_pair {
+    icpp_x86_insn   x;
+    icpp_x86_detail d;
+} ins_pair;
+
 static int ins_cmp(const void *a, const void *b)
 {
-    const icpp_x86_insn *x = a, *y = b;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
+    const ins_pair *x = a, *y = b;
+    return x->x.addr < y->x.addr ? -1 : x->x.addr > y->x.addr;
+}
+
+/* Sort v (and d with it) by address: parts are decoded in their order, which
+ * need not be the addresses'. */
+static int sort_ins(fn *F)
+{
+    size_t i = 1;
+    while (i < F->n && F->v[i - 1].addr <= F->v[i].addr)
+        i++;
+    if (i >= F->n)
+        return 0;
+    ins_pair *t = malloc(F->n * sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    for (i = 0; i < F->n; i++)
+        t[i] = (ins_pair){F->v[i], F->d[i]};
+    qsort(t, F->n, sizeof *t, ins_cmp);
+    for (i = 0; i < F->n; i++) {
+        F->v[i] = t[i].x;
+        F->d[i] = t[i].d;
+    }
+    free(t);
+    return 0;
+}
+
+/* The details of instruction x (one of F->v). */
+static const icpp_x86_detail *detail(const fn *F, const icpp_x86_insn *x)
+{
+    return &F->d[x - F->v];
 }
 
 /* Decode every part; returns -ENOMEM, or 0 (an undecodable byte refuses). */
@@ -160,13 +201,16 @@ static int decode_parts(fn *F, const rw_image *img)
                 return 0;
             }
             icpp_x86_insn x;
+            icpp_x86_detail d;
             icpp_x86_classify(&in, op, F->parts[p].lo + off, ICPP_X86_RULES_REWRITE, &x);
-            if (push_ins(F, &x) < 0)
+            icpp_x86_details(&in, op, &x, &d);
+            if (push_ins(F, &x, &d) < 0)
                 return -ENOMEM;
             off += in.length;
         }
     }
-    qsort(F->v, F->n, sizeof *F->v, ins_cmp);
+    if (sort_ins(F) < 0)
+        return -ENOMEM;
     if (icpp_vec_reserve((void **)&F->pre, &F->cappre, F->n, sizeof *F->pre, 256) < 0)
         return -ENOMEM;
     if (F->n)
@@ -316,11 +360,20 @@ static void check_cfi(fn *F, const icpp_x86_insn *x, const st *s)
  * (depth <= d0) moves by P: its displacement gets +P. */
 static void patch_disp(fn *F, const icpp_x86_insn *x)
 {
-    if (x->disp_size != 1 && x->disp_size != 4) {
+    const icpp_x86_detail *d = detail(F, x);
+    if (d->disp_size != 1 && d->disp_size != 4) {
         refuse(F, "an rsp-relative reference above the frame has no displacement to patch", x->addr);
         return;
     }
-    add_patch(F, x->addr, x->disp_size == 1 ? RW_P_DISP8 : RW_P_DISP32, 1, x->sdisp);
+    add_patch(F, x->addr, d->disp_size == 1 ? RW_P_DISP8 : RW_P_DISP32, 1, d->sdisp);
+}
+
+/* An adjustment that crosses the padding once grows by P (the sign of its
+ * immediate says which way). */
+static void patch_imm(fn *F, const icpp_x86_insn *x)
+{
+    const icpp_x86_detail *d = detail(F, x);
+    add_patch(F, x->addr, d->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, d->imm > 0 ? 1 : -1, d->imm);
 }
 
 /* Depths: a byte at depth d is at entry SP - d.  Inside the frame, the
@@ -329,19 +382,20 @@ static void patch_disp(fn *F, const icpp_x86_insn *x)
  * incoming stack arguments (-8 and above). */
 static void check_mem(fn *F, const icpp_x86_insn *x, const st *s)
 {
+    const icpp_x86_detail *d = detail(F, x);
     /* Where it reaches, for wrapping (rw_frame.args): an access's lowest
      * depth, an address's own; rbp-relative accesses taken as 8 bytes. */
     if (x->flags & (ICPP_X86_F_RSP_MEM | ICPP_X86_F_RSP_PTR)) {
-        int32_t at = s->depth - x->sdisp, lo = (x->flags & ICPP_X86_F_RSP_MEM) ? at - x->ssize + 1 : at;
+        int32_t at = s->depth - d->sdisp, lo = (x->flags & ICPP_X86_F_RSP_MEM) ? at - d->ssize + 1 : at;
         if (lo < F->arg_min)
             F->arg_min = lo;
     }
-    if ((x->flags & ICPP_X86_F_RBP_REF) && s->rbpk == RBP_FRAME && s->rbp - x->bdisp - 7 < F->arg_min)
-        F->arg_min = s->rbp - x->bdisp - 7;
+    if ((x->flags & ICPP_X86_F_RBP_REF) && s->rbpk == RBP_FRAME && s->rbp - d->bdisp - 7 < F->arg_min)
+        F->arg_min = s->rbp - d->bdisp - 7;
     if ((x->flags & ICPP_X86_F_RBP_VAL) && s->rbpk == RBP_FRAME && x->kind != ICPP_X86_PUSH)
         F->arg_min = INT32_MIN;     /* a copy of the frame pointer: anything above may be reached */
     if (x->flags & (ICPP_X86_F_RSP_MEM | ICPP_X86_F_RSP_PTR)) {
-        int32_t at = s->depth - x->sdisp;   /* depth of the base + displacement */
+        int32_t at = s->depth - d->sdisp;   /* depth of the base + displacement */
         int idx = (x->flags & ICPP_X86_F_RSP_IDX) != 0;
         if (!s->inside) {
             if (at > F->fixed_max)
@@ -357,7 +411,7 @@ static void check_mem(fn *F, const icpp_x86_insn *x, const st *s)
             else
                 refuse(F, "an indexed rsp-relative reference into the saved registers or return address", x->addr);
         } else if (x->flags & ICPP_X86_F_RSP_MEM) {
-            int32_t hi = at, lo = hi - x->ssize + 1;   /* byte depths it touches */
+            int32_t hi = at, lo = hi - d->ssize + 1;   /* byte depths it touches */
             if (lo > F->d0) {
                 if (lo < F->rsp_min)
                     F->rsp_min = lo;
@@ -377,7 +431,7 @@ static void check_mem(fn *F, const icpp_x86_insn *x, const st *s)
         }
     }
     if ((x->flags & ICPP_X86_F_RBP_REF) && s->rbpk == RBP_FRAME) {
-        int32_t at = s->rbp - x->bdisp;
+        int32_t at = s->rbp - d->bdisp;
         if (at > F->fixed_max)
             F->fixed_max = at;
     }
@@ -411,164 +465,226 @@ static icpp_x86_regs regs_of(const st *s)
     return (icpp_x86_regs){-(int64_t)s->depth, -(int64_t)s->rbp, 1, s->rbpk == RBP_FRAME};
 }
 
+/* The steps below take an instruction x whose state was s (the model's
+ * registers after it: r, its depth after: depth), update *s to the state
+ * after it and return 1 if the flow falls through to the next instruction,
+ * 0 if it does not (a jump, return or stop, or x refused the function). */
+
+/* pop: the ENTER frame's `pop %rbp` at rsp == rbp becomes `leave`; any
+ * other pop out of the frame is refused. */
+static int step_pop(fn *F, const icpp_x86_insn *x, st *s, int32_t depth)
+{
+    if (s->inside && depth < inside_min(F)) {
+        if (F->mode == RW_MODE_ENTER && (x->flags & ICPP_X86_F_POP_RBP) && s->rbpk == RBP_FRAME &&
+            s->depth == s->rbp) {
+            add_patch(F, x->addr, RW_P_LEAVE, 0, 0);
+            s->inside = 0;
+        } else {
+            refuse(F, "a pop crosses the frame boundary", x->addr);
+            return 0;
+        }
+    }
+    s->depth = depth;
+    if (x->flags & ICPP_X86_F_POP_RBP)
+        s->rbpk = RBP_CALLER;
+    if (s->depth < 0) {
+        refuse(F, "pops above its entry stack pointer", x->addr);
+        return 0;
+    }
+    return 1;
+}
+
+/* The SUB frame's allocation (add/sub $imm,%rsp outside it, moving rsp
+ * down): one only; the frame starts here. */
+static int step_alloc(fn *F, size_t i, const icpp_x86_insn *x, st *s, int32_t depth)
+{
+    if (F->have_frame && F->frame_ix != i) {
+        refuse(F, "more than one stack allocation (sub to rsp) outside the frame", x->addr);
+        return 0;
+    }
+    F->have_frame = 1;
+    F->frame_ix = i;
+    F->d0 = s->depth;
+    F->fdepth = depth;
+    F->frame_rbp = s->rbp;
+    F->frame_rbpk = s->rbpk;
+    patch_imm(F, x);
+    s->inside = 1;
+    s->depth = depth;
+    return 1;
+}
+
+/* add/sub $imm,%rsp: the allocation, the adjustment that undoes it, or one
+ * that stays on its side of the frame boundary. */
+static int step_adj(fn *F, size_t i, const icpp_x86_insn *x, st *s, int32_t depth)
+{
+    if (!s->inside && x->delta > 0 && F->mode == RW_MODE_SUB)
+        return step_alloc(F, i, x, s, depth);
+    if (s->inside && depth < inside_min(F)) {
+        if (depth != F->d0 || F->mode != RW_MODE_SUB) {
+            refuse(F, "a stack adjustment crosses the frame boundary without undoing the allocation", x->addr);
+            return 0;
+        }
+        /* Undoes the allocation (and maybe pops outgoing arguments too):
+         * it crosses the padding once, so it grows by P. */
+        patch_imm(F, x);
+        s->inside = 0;
+    } else if (!s->inside && x->delta > 0 && F->mode == RW_MODE_ENTER) {
+        refuse(F, "a stack allocation outside the frame", x->addr);
+        return 0;
+    }
+    s->depth = depth;
+    if (s->depth < 0) {
+        refuse(F, "moves rsp above its entry stack pointer", x->addr);
+        return 0;
+    }
+    return 1;
+}
+
+/* leave, and rsp set from rbp: the frame is left (never to a point inside
+ * it). */
+static int step_from_rbp(fn *F, const icpp_x86_insn *x, st *s, int32_t depth)
+{
+    if (x->kind == ICPP_X86_LEAVE) {
+        if (s->rbpk != RBP_FRAME) {
+            refuse(F, "leave without a frame pointer", x->addr);
+            return 0;
+        }
+        s->depth = depth;
+        s->rbpk = RBP_CALLER;
+        s->inside = 0;
+        return 1;
+    }
+    if (s->rbpk != RBP_FRAME) {
+        refuse(F, "rsp is set from rbp, which is not a frame pointer there", x->addr);
+        return 0;
+    }
+    s->depth = depth;
+    if (s->inside) {
+        if (s->depth > F->d0) {
+            refuse(F, "rsp is reset from rbp to a point inside the frame (alloca or VLA release)", x->addr);
+            return 0;
+        }
+        s->inside = 0;
+    }
+    return 1;
+}
+
+/* rbp set from rsp: a frame pointer; for ENTER, at enter_ix, the frame
+ * starts here. */
+static int step_to_rbp(fn *F, size_t i, const icpp_x86_insn *x, st *s, icpp_x86_regs r)
+{
+    if (s->inside) {
+        refuse(F, "the frame pointer is set up after the frame is allocated", x->addr);
+        return 0;
+    }
+    s->rbpk = RBP_FRAME;
+    s->rbp = (int32_t)-r.rbp;
+    if (F->mode == RW_MODE_ENTER && i == F->enter_ix) {
+        F->have_frame = 1;
+        F->frame_ix = i;
+        F->d0 = F->fdepth = s->depth;
+        F->frame_rbp = s->rbp;
+        F->frame_rbpk = RBP_FRAME;
+        s->inside = 1;
+    }
+    return 1;
+}
+
+/* A direct jump or conditional branch: inside the function it is followed;
+ * out of it, it is a tail call, allowed only with no frame. */
+static int step_jump(fn *F, const icpp_x86_insn *x, const st *s)
+{
+    if ((x->flags & ICPP_X86_F_DIRECT) && in_parts(F, x->target)) {
+        go(F, x, x->target, *s, 0);
+    } else {
+        if ((x->flags & ICPP_X86_F_DIRECT) && !s->inside && s->depth == 0)
+            add_tail(F, x->target);
+        else
+            F->tail_other = 1;
+        if (s->inside || s->depth != 0) {
+            refuse(F, "jumps out of the function with its frame allocated", x->addr);
+            return 0;
+        }
+    }
+    return x->kind != ICPP_X86_JMP;
+}
+
+/* An indirect jump: a tail call at the entry stack pointer, else a switch
+ * table; all of a function's must be at one state (seed_unreached starts
+ * the table's targets there).  Never falls through. */
+static int step_jmp_ind(fn *F, const icpp_x86_insn *x, const st *s)
+{
+    if (!s->inside && s->depth == 0) {
+        F->tail_other = 1;
+        return 0;               /* a tail call */
+    }
+    if (F->have_sw && memcmp(&F->sw, s, sizeof *s) != 0) {
+        refuse(F, "indirect jumps at different stack depths", x->addr);
+        return 0;
+    }
+    F->have_sw = 1;
+    F->sw = *s;
+    return 0;
+}
+
+/* What instruction i (x) does to the frame, by its kind. */
+static int step_kind(fn *F, size_t i, const icpp_x86_insn *x, st *s, icpp_x86_regs r)
+{
+    int32_t depth = (int32_t)-r.rsp;    /* after x (if rsp is known) */
+    switch (x->kind) {
+    case ICPP_X86_PAD:
+    case ICPP_X86_OTHER:
+        return 1;
+    case ICPP_X86_STOP:
+        return 0;
+    case ICPP_X86_PUSH:
+        s->depth = depth;
+        return 1;
+    case ICPP_X86_POP:
+        return step_pop(F, x, s, depth);
+    case ICPP_X86_ADJ:
+        return step_adj(F, i, x, s, depth);
+    case ICPP_X86_LEAVE:
+    case ICPP_X86_RSP_FROM_RBP:
+        return step_from_rbp(F, x, s, depth);
+    case ICPP_X86_RBP_FROM_RSP:
+        return step_to_rbp(F, i, x, s, r);
+    case ICPP_X86_CALL:
+        if (!s->inside && !F->outside_call)
+            F->outside_call = x->addr;
+        return 1;
+    case ICPP_X86_RET:
+        if (s->inside || s->depth != 0)
+            refuse(F, "returns with its frame still allocated", x->addr);
+        return 0;
+    case ICPP_X86_JMP:
+    case ICPP_X86_JCC:
+        return step_jump(F, x, s);
+    case ICPP_X86_JMP_IND:
+        return step_jmp_ind(F, x, s);
+    case ICPP_X86_RSP_BAD:
+        refuse(F, "a dynamic stack adjustment (alloca, VLA or realignment) or other write to rsp", x->addr);
+        return 0;
+    }
+    return 1;
+}
+
 /* Process instruction i (its state is set).  Where rsp and rbp go is the
  * stack model's (icpp_x86_effect); what that does to the frame is decided
- * here. */
+ * by step_kind. */
 static void step(fn *F, size_t i)
 {
     const icpp_x86_insn *x = &F->v[i];
     const pre *p = &F->pre[i];
     st s = {p->depth, p->rbp, p->inside, p->rbpk};
-    uint64_t next = x->addr + x->len;
     check_cfi(F, x, &s);
     check_mem(F, x, &s);
     icpp_x86_regs r = icpp_x86_effect(x, regs_of(&s));
-    int32_t depth = (int32_t)-r.rsp;    /* after x (if rsp is known) */
     if (x->flags & ICPP_X86_F_RBP_W)
         s.rbpk = RBP_OTHER;
-    switch (x->kind) {
-    case ICPP_X86_PAD:
-    case ICPP_X86_OTHER:
-        break;
-    case ICPP_X86_STOP:
+    if (!step_kind(F, i, x, &s, r))
         return;
-    case ICPP_X86_PUSH:
-        s.depth = depth;
-        break;
-    case ICPP_X86_POP:
-        if (s.inside && depth < inside_min(F)) {
-            if (F->mode == RW_MODE_ENTER && (x->flags & ICPP_X86_F_POP_RBP) && s.rbpk == RBP_FRAME && s.depth == s.rbp) {
-                add_patch(F, x->addr, RW_P_LEAVE, 0, 0);
-                s.inside = 0;
-            } else {
-                refuse(F, "a pop crosses the frame boundary", x->addr);
-                return;
-            }
-        }
-        s.depth = depth;
-        if (x->flags & ICPP_X86_F_POP_RBP)
-            s.rbpk = RBP_CALLER;
-        if (s.depth < 0) {
-            refuse(F, "pops above its entry stack pointer", x->addr);
-            return;
-        }
-        break;
-    case ICPP_X86_ADJ:
-        if (!s.inside && x->delta > 0 && F->mode == RW_MODE_SUB) {
-            if (F->have_frame && F->frame_ix != i) {
-                refuse(F, "more than one stack allocation (sub to rsp) outside the frame", x->addr);
-                return;
-            }
-            F->have_frame = 1;
-            F->frame_ix = i;
-            F->d0 = s.depth;
-            F->fdepth = depth;
-            F->frame_rbp = s.rbp;
-            F->frame_rbpk = s.rbpk;
-            add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
-            s.inside = 1;
-            s.depth = depth;
-            break;
-        }
-        if (s.inside && depth < inside_min(F)) {
-            if (depth != F->d0 || F->mode != RW_MODE_SUB) {
-                refuse(F, "a stack adjustment crosses the frame boundary without undoing the allocation", x->addr);
-                return;
-            }
-            /* Undoes the allocation (and maybe pops outgoing arguments too):
-             * it crosses the padding once, so it grows by P. */
-            add_patch(F, x->addr, x->imm_size == 8 ? RW_P_IMM8 : RW_P_IMM32, x->imm > 0 ? 1 : -1, x->imm);
-            s.inside = 0;
-        } else if (!s.inside && x->delta > 0 && F->mode == RW_MODE_ENTER) {
-            refuse(F, "a stack allocation outside the frame", x->addr);
-            return;
-        }
-        s.depth = depth;
-        if (s.depth < 0) {
-            refuse(F, "moves rsp above its entry stack pointer", x->addr);
-            return;
-        }
-        break;
-    case ICPP_X86_LEAVE:
-        if (s.rbpk != RBP_FRAME) {
-            refuse(F, "leave without a frame pointer", x->addr);
-            return;
-        }
-        s.depth = depth;
-        s.rbpk = RBP_CALLER;
-        s.inside = 0;
-        break;
-    case ICPP_X86_RSP_FROM_RBP:
-        if (s.rbpk != RBP_FRAME) {
-            refuse(F, "rsp is set from rbp, which is not a frame pointer there", x->addr);
-            return;
-        }
-        s.depth = depth;
-        if (s.inside) {
-            if (s.depth > F->d0) {
-                refuse(F, "rsp is reset from rbp to a point inside the frame (alloca or VLA release)", x->addr);
-                return;
-            }
-            s.inside = 0;
-        }
-        break;
-    case ICPP_X86_RBP_FROM_RSP:
-        if (s.inside) {
-            refuse(F, "the frame pointer is set up after the frame is allocated", x->addr);
-            return;
-        }
-        s.rbpk = RBP_FRAME;
-        s.rbp = (int32_t)-r.rbp;
-        if (F->mode == RW_MODE_ENTER && i == F->enter_ix) {
-            F->have_frame = 1;
-            F->frame_ix = i;
-            F->d0 = F->fdepth = s.depth;
-            F->frame_rbp = s.rbp;
-            F->frame_rbpk = RBP_FRAME;
-            s.inside = 1;
-        }
-        break;
-    case ICPP_X86_CALL:
-        if (!s.inside && !F->outside_call)
-            F->outside_call = x->addr;
-        break;
-    case ICPP_X86_RET:
-        if (s.inside || s.depth != 0)
-            refuse(F, "returns with its frame still allocated", x->addr);
-        return;
-    case ICPP_X86_JMP:
-    case ICPP_X86_JCC:
-        if ((x->flags & ICPP_X86_F_DIRECT) && in_parts(F, x->target)) {
-            go(F, x, x->target, s, 0);
-        } else {
-            if ((x->flags & ICPP_X86_F_DIRECT) && !s.inside && s.depth == 0)
-                add_tail(F, x->target);
-            else
-                F->tail_other = 1;
-            if (s.inside || s.depth != 0) {
-                refuse(F, "jumps out of the function with its frame allocated", x->addr);
-                return;
-            }
-        }
-        if (x->kind == ICPP_X86_JMP)
-            return;
-        break;
-    case ICPP_X86_JMP_IND:
-        if (!s.inside && s.depth == 0) {
-            F->tail_other = 1;
-            return;             /* a tail call */
-        }
-        if (F->have_sw && memcmp(&F->sw, &s, sizeof s) != 0) {
-            refuse(F, "indirect jumps at different stack depths", x->addr);
-            return;
-        }
-        F->have_sw = 1;
-        F->sw = s;
-        return;
-    case ICPP_X86_RSP_BAD:
-        refuse(F, "a dynamic stack adjustment (alloca, VLA or realignment) or other write to rsp", x->addr);
-        return;
-    }
     uint64_t weak = 0;
     if (x->kind == ICPP_X86_CALL) {
         for (int b = 0; b < F->nblocked; b++)
@@ -580,9 +696,9 @@ static void step(fn *F, size_t i)
     }
     /* The frame's view of rsp and rbp is the model's, refined: rbp
      * unknown is the caller's or another value. */
-    assert(r.rsp_known && s.depth == depth && r.rbp_known == (s.rbpk == RBP_FRAME));
+    assert(r.rsp_known && s.depth == (int32_t)-r.rsp && r.rbp_known == (s.rbpk == RBP_FRAME));
     assert(!r.rbp_known || s.rbp == (int32_t)-r.rbp);
-    go(F, x, next, s, weak);
+    go(F, x, x->addr + x->len, s, weak);
 }
 
 static void run(fn *F)
@@ -868,6 +984,7 @@ static void cfa_patches(fn *F, const cfisrc *src, size_t nsrc)
     }
 }
 
+/* A direct branch out of a function, into another one (maybe its middle). */
 typedef struct target {
     uint64_t to, from_owner;
 } target;
@@ -878,139 +995,171 @@ static int target_cmp(const void *a, const void *b)
     return x->to < y->to ? -1 : x->to > y->to;
 }
 
-rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const icpp_cfi *cfi,
-                             const rw_frame_opts *opts, icpp_err *err)
+/* What the analyses of one module's functions share. */
+typedef struct module_run {
+    const icpp_module   *m;
+    const icpp_func     *funcs;
+    size_t               nf;
+    const rw_image      *img;
+    const rw_frame_opts *opts;
+    Dwarf_CFI           *dcfi;      /* for the callee-saved registers (check_saves) */
+    cfisrc               src[2];    /* .eh_frame, .debug_frame: CFA offsets (cfa_patches) */
+    fn                   F;         /* the function being analysed (its arrays reused) */
+    target              *tg;        /* every function's direct branches out of itself */
+    size_t               ntg, captg;
+} module_run;
+
+/* F's parts: function f, then its .cold parts (at most MAX_PARTS in all). */
+static void find_parts(fn *F, const icpp_func *funcs, size_t nf, const icpp_func *f)
 {
-    size_t nf = icpp_module_nfuncs(m);
-    const icpp_func *funcs = icpp_module_funcs(m);
-    rw_frames *fs = calloc(1, sizeof *fs);
-    fn F = {0};
-    target *tg = NULL;
-    size_t ntg = 0, captg = 0;
-    Dwarf_CFI *dcfi = dwarf_getcfi_elf(icpp_module_elf(m));
-    cfisrc src[2];
-    cfisrc_load(&src[0], img, &img->eh_frame, 1);
-    cfisrc_load(&src[1], img, &img->debug_frame, 0);
-    if (!fs || !(fs->v = calloc(nf ? nf : 1, sizeof *fs->v)))
-        goto oom;
-    F.cfi = cfi;
-    for (size_t k = 0; k < nf; k++) {
-        const icpp_func *f = &funcs[k];
-        if (f->owner != f->addr)
-            continue;           /* a .cold part: analysed with its owner */
-        rw_frame *out = &fs->v[fs->n++];
-        out->addr = f->addr;
-        out->name = f->name;
-        if (!f->size) {
-            out->why = "its size is unknown (no symbol size)";
+    F->nparts = 0;
+    F->parts[F->nparts++] = (range){f->addr, f->addr + f->size};
+    for (size_t j = 0; j < nf; j++)
+        if (funcs[j].owner == f->addr && funcs[j].addr != f->addr && funcs[j].size && F->nparts < MAX_PARTS)
+            F->parts[F->nparts++] = (range){funcs[j].addr, funcs[j].addr + funcs[j].size};
+}
+
+/* F's direct branches out of its parts, for "entered in the middle"
+ * (refuse_entered). */
+static int note_targets(module_run *R, uint64_t owner)
+{
+    const fn *F = &R->F;
+    for (size_t i = 0; i < F->n; i++) {
+        if (!(F->v[i].flags & ICPP_X86_F_DIRECT) || in_parts(F, F->v[i].target))
             continue;
-        }
-        F.n = 0;
-        F.nparts = 0;
-        F.parts[F.nparts++] = (range){f->addr, f->addr + f->size};
-        for (size_t j = 0; j < nf; j++)   /* cold parts */
-            if (funcs[j].owner == f->addr && funcs[j].addr != f->addr && funcs[j].size && F.nparts < MAX_PARTS)
-                F.parts[F.nparts++] = (range){funcs[j].addr, funcs[j].addr + funcs[j].size};
-        F.why = NULL;
-        if (decode_parts(&F, img) < 0)
-            goto oom;
-        free(F.work);
-        if (!(F.work = malloc((F.n + 1) * sizeof *F.work)))
-            goto oom;
-        /* Branch targets, for "entered in the middle" below. */
-        for (size_t i = 0; i < F.n; i++) {
-            if (!(F.v[i].flags & ICPP_X86_F_DIRECT) || in_parts(&F, F.v[i].target))
-                continue;
-            if (ntg == captg) {
-                size_t nc = captg ? captg * 2 : 1024;
-                target *nt = realloc(tg, nc * sizeof *nt);
-                if (!nt)
-                    goto oom;
-                tg = nt;
-                captg = nc;
-            }
-            tg[ntg++] = (target){F.v[i].target, f->addr};
-        }
-        if (F.why) {
-            out->why = F.why;
-            out->where = F.where;
-            continue;
-        }
-        analyse_pass(&F, RW_MODE_SUB, 0);
-        if (F.flow_ok) {
-            /* tail calls at its entry stack pointer alone: as its targets (below) */
-            out->args = F.arg_min <= -8 || F.tail_other ? RW_ARGS_READ : RW_ARGS_NONE;
-            if (out->args == RW_ARGS_NONE && F.ntails) {
-                out->tails = malloc(F.ntails * sizeof *out->tails);
-                if (!out->tails)
-                    goto oom;
-                memcpy(out->tails, F.tails, F.ntails * sizeof *out->tails);
-                out->ntails = F.ntails;
-            }
-        }
-        if (!F.why && !F.have_frame) {
-            size_t ei = enter_candidate(&F, img);
-            if (ei == SIZE_MAX) {
-                refuse(&F, "no frame to enlarge (no sub $imm,%rsp, and no push %rbp; mov %rsp,%rbp at its entry)", 0);
-            } else if (!opts->enter) {
-                refuse(&F, "no sub $imm,%rsp to enlarge (--enter would turn its push %rbp; mov %rsp,%rbp into enter)",
-                       0);
-            } else {
-                analyse_pass(&F, RW_MODE_ENTER, ei);
-                for (size_t i = 0; i < F.n && !F.why; i++)
-                    if (F.pre[i].reached && (F.v[i].flags & ICPP_X86_F_DIRECT) && F.v[i].target == F.v[ei].addr)
-                        refuse(&F, "a branch lands between push %rbp and mov %rsp,%rbp", F.v[i].addr);
-                if (!F.why && !F.have_frame)
-                    refuse(&F, "its frame pointer set-up is not reached from the entry", 0);
-                if (!F.why)
-                    add_patch(&F, F.v[ei - 1].addr, RW_P_ENTER, 1, 0);
-            }
-        }
-        if (!F.why && F.rsp_cfa)
-            cfa_patches(&F, src, 2);
-        if (!F.why) {
-            /* Every instruction the padding moves rsp at: an unwinder (C++
-             * exceptions at call sites, a debugger anywhere) must still find
-             * the saved registers. */
-            for (size_t i = 0; i < F.n && !F.why; i++)
-                if (F.pre[i].reached && F.pre[i].inside)
-                    check_saves(&F, dcfi, &F.v[i]);
-        }
-        if (F.why) {
-            out->why = F.why;
-            out->where = F.where;
-            continue;
-        }
-        uint32_t maxpad = opts->cap;
-        if (F.mode == RW_MODE_ENTER) {
-            if (maxpad > 0xfff0)
-                maxpad = 0xfff0;
-        } else {
-            for (uint32_t p = 0; p < F.npatches; p++)
-                if (room(&F.patches[p]) < maxpad)
-                    maxpad = room(&F.patches[p]);
-        }
-        maxpad &= ~15u;
-        out->mode = (uint8_t)F.mode;
-        out->frame = F.mode == RW_MODE_SUB ? (uint32_t)(F.fdepth - F.d0) : 0;
-        if (!maxpad) {
-            out->why = "its immediates have no room left (imm8 frame already at the limit)";
-            continue;
-        }
-        out->maxpad = maxpad;
-        out->patches = malloc(F.npatches * sizeof *out->patches);
-        if (!out->patches)
-            goto oom;
-        memcpy(out->patches, F.patches, F.npatches * sizeof *out->patches);
-        out->npatches = F.npatches;
-        for (uint32_t p = 0; p < F.npatches; p++)
-            out->ncfa += F.patches[p].kind == RW_P_CFA;
+        if (icpp_vec_reserve((void **)&R->tg, &R->captg, R->ntg + 1, sizeof *R->tg, 1024) < 0)
+            return -ENOMEM;
+        R->tg[R->ntg++] = (target){F->v[i].target, owner};
     }
-    /* A tail call passes the arguments on: a function whose only ways out
-     * besides returning are tail calls reads none only if none of its tail
-     * targets does (a target that is no function start, or not analysed,
-     * may).  The greatest fixed point: a cycle of tail calls reading none
-     * reads none. */
+    return 0;
+}
+
+/* Whether F reads stack-passed arguments (rw_frame.args), once the flow
+ * reached all of it; tail calls at its entry stack pointer alone leave it
+ * to their targets (settle_args). */
+static int note_args(const fn *F, rw_frame *out)
+{
+    if (!F->flow_ok)
+        return 0;
+    out->args = F->arg_min <= -8 || F->tail_other ? RW_ARGS_READ : RW_ARGS_NONE;
+    if (out->args == RW_ARGS_NONE && F->ntails) {
+        out->tails = malloc(F->ntails * sizeof *out->tails);
+        if (!out->tails)
+            return -ENOMEM;
+        memcpy(out->tails, F->tails, F->ntails * sizeof *out->tails);
+        out->ntails = F->ntails;
+    }
+    return 0;
+}
+
+/* No sub to enlarge: with --enter, the frame pointer set-up at the entry
+ * becomes `enter` (RW_MODE_ENTER), analysed again in that mode. */
+static void try_enter(fn *F, const rw_image *img, const rw_frame_opts *opts)
+{
+    size_t ei = enter_candidate(F, img);
+    if (ei == SIZE_MAX) {
+        refuse(F, "no frame to enlarge (no sub $imm,%rsp, and no push %rbp; mov %rsp,%rbp at its entry)", 0);
+        return;
+    }
+    if (!opts->enter) {
+        refuse(F, "no sub $imm,%rsp to enlarge (--enter would turn its push %rbp; mov %rsp,%rbp into enter)", 0);
+        return;
+    }
+    analyse_pass(F, RW_MODE_ENTER, ei);
+    for (size_t i = 0; i < F->n && !F->why; i++)
+        if (F->pre[i].reached && (F->v[i].flags & ICPP_X86_F_DIRECT) && F->v[i].target == F->v[ei].addr)
+            refuse(F, "a branch lands between push %rbp and mov %rsp,%rbp", F->v[i].addr);
+    if (!F->why && !F->have_frame)
+        refuse(F, "its frame pointer set-up is not reached from the entry", 0);
+    if (!F->why)
+        add_patch(F, F->v[ei - 1].addr, RW_P_ENTER, 1, 0);
+}
+
+/* What an unwinder needs after padding: the CFA offsets of an rsp-based
+ * CFA inside the frame patched, and (at every instruction the padding
+ * moves rsp at: C++ exceptions at call sites, a debugger anywhere) the
+ * saved registers still found. */
+static void check_unwind(fn *F, const module_run *R)
+{
+    if (!F->why && F->rsp_cfa)
+        cfa_patches(F, R->src, 2);
+    for (size_t i = 0; i < F->n && !F->why; i++)
+        if (F->pre[i].reached && F->pre[i].inside)
+            check_saves(F, R->dcfi, &F->v[i]);
+}
+
+/* The verdict of an accepted F into out: its mode, frame, the largest
+ * padding its patches allow, and the patches. */
+static int emit(const fn *F, rw_frame *out, const rw_frame_opts *opts)
+{
+    uint32_t maxpad = opts->cap;
+    if (F->mode == RW_MODE_ENTER) {
+        if (maxpad > 0xfff0)
+            maxpad = 0xfff0;
+    } else {
+        for (uint32_t p = 0; p < F->npatches; p++)
+            if (room(&F->patches[p]) < maxpad)
+                maxpad = room(&F->patches[p]);
+    }
+    maxpad &= ~15u;
+    out->mode = (uint8_t)F->mode;
+    out->frame = F->mode == RW_MODE_SUB ? (uint32_t)(F->fdepth - F->d0) : 0;
+    if (!maxpad) {
+        out->why = "its immediates have no room left (imm8 frame already at the limit)";
+        return 0;
+    }
+    out->maxpad = maxpad;
+    out->patches = malloc(F->npatches * sizeof *out->patches);
+    if (!out->patches)
+        return -ENOMEM;
+    memcpy(out->patches, F->patches, F->npatches * sizeof *out->patches);
+    out->npatches = F->npatches;
+    for (uint32_t p = 0; p < F->npatches; p++)
+        out->ncfa += F->patches[p].kind == RW_P_CFA;
+    return 0;
+}
+
+/* Analyse function f (with its .cold parts) into out; -ENOMEM or 0. */
+static int analyse_func(module_run *R, const icpp_func *f, rw_frame *out)
+{
+    fn *F = &R->F;
+    out->addr = f->addr;
+    out->name = f->name;
+    if (!f->size) {
+        out->why = "its size is unknown (no symbol size)";
+        return 0;
+    }
+    F->n = 0;
+    find_parts(F, R->funcs, R->nf, f);
+    F->why = NULL;
+    if (decode_parts(F, R->img) < 0)
+        return -ENOMEM;
+    free(F->work);
+    if (!(F->work = malloc((F->n + 1) * sizeof *F->work)) || note_targets(R, f->addr) < 0)
+        return -ENOMEM;
+    if (!F->why) {
+        analyse_pass(F, RW_MODE_SUB, 0);
+        if (note_args(F, out) < 0)
+            return -ENOMEM;
+        if (!F->why && !F->have_frame)
+            try_enter(F, R->img, R->opts);
+        check_unwind(F, R);
+    }
+    if (F->why) {
+        out->why = F->why;
+        out->where = F->where;
+        return 0;
+    }
+    return emit(F, out, R->opts);
+}
+
+/* A tail call passes the arguments on: a function whose only ways out
+ * besides returning are tail calls reads none only if none of its tail
+ * targets does (a target that is no function start, or not analysed,
+ * may).  The greatest fixed point: a cycle of tail calls reading none
+ * reads none. */
+static void settle_args(rw_frames *fs)
+{
     for (int changed = 1; changed;) {
         changed = 0;
         for (size_t k = 0; k < fs->n; k++) {
@@ -1024,51 +1173,75 @@ rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const ic
             }
         }
     }
-    /* A function another function branches into (not at its start) cannot
-     * be changed: that code would run with a state the analysis never saw. */
-    if (ntg)
-        qsort(tg, ntg, sizeof *tg, target_cmp);
+}
+
+/* A function another function branches into (not at its start) cannot
+ * be changed: that code would run with a state the analysis never saw. */
+static void refuse_entered(rw_frames *fs, const module_run *R)
+{
+    if (R->ntg)
+        qsort(R->tg, R->ntg, sizeof *R->tg, target_cmp);
     for (size_t k = 0; k < fs->n; k++) {
         rw_frame *out = &fs->v[k];
         if (out->why)
             continue;
-        const icpp_func *f = icpp_module_func_start(m, out->addr);
-        size_t lo = 0, hi = ntg;
+        const icpp_func *f = icpp_module_func_start(R->m, out->addr);
+        size_t lo = 0, hi = R->ntg;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (tg[mid].to <= out->addr)
+            if (R->tg[mid].to <= out->addr)
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        for (; lo < ntg && tg[lo].to < out->addr + f->size; lo++)
-            if (tg[lo].from_owner != out->addr) {
+        for (; lo < R->ntg && R->tg[lo].to < out->addr + f->size; lo++)
+            if (R->tg[lo].from_owner != out->addr) {
                 out->why = "another function branches into its middle";
-                out->where = tg[lo].to;
+                out->where = R->tg[lo].to;
                 out->maxpad = 0;
                 break;
             }
     }
-    free(tg);
-    free(F.v);
-    free(F.pre);
-    free(F.work);
-    free(F.patches);
-    free(src[0].f);
-    free(src[1].f);
-    if (dcfi)
-        dwarf_cfi_end(dcfi);
+}
+
+static void module_run_free(module_run *R)
+{
+    free(R->tg);
+    free(R->F.v);
+    free(R->F.d);
+    free(R->F.pre);
+    free(R->F.work);
+    free(R->F.patches);
+    free(R->src[0].f);
+    free(R->src[1].f);
+    if (R->dcfi)
+        dwarf_cfi_end(R->dcfi);
+}
+
+rw_frames *rw_frames_analyze(const icpp_module *m, const rw_image *img, const icpp_cfi *cfi,
+                             const rw_frame_opts *opts, icpp_err *err)
+{
+    module_run R = {.m = m, .funcs = icpp_module_funcs(m), .nf = icpp_module_nfuncs(m), .img = img, .opts = opts};
+    R.dcfi = dwarf_getcfi_elf(icpp_module_elf(m));
+    cfisrc_load(&R.src[0], img, &img->eh_frame, 1);
+    cfisrc_load(&R.src[1], img, &img->debug_frame, 0);
+    R.F.cfi = cfi;
+    rw_frames *fs = calloc(1, sizeof *fs);
+    if (!fs || !(fs->v = calloc(R.nf ? R.nf : 1, sizeof *fs->v)))
+        goto oom;
+    for (size_t k = 0; k < R.nf; k++) {
+        const icpp_func *f = &R.funcs[k];
+        if (f->owner != f->addr)
+            continue;           /* a .cold part: analysed with its owner */
+        if (analyse_func(&R, f, &fs->v[fs->n++]) < 0)
+            goto oom;
+    }
+    settle_args(fs);
+    refuse_entered(fs, &R);
+    module_run_free(&R);
     return fs;
 oom:
-    free(tg);
-    free(F.v);
-    free(F.pre);
-    free(F.work);
-    free(F.patches);
-    free(src[0].f);
-    free(src[1].f);
-    if (dcfi)
-        dwarf_cfi_end(dcfi);
+    module_run_free(&R);
     rw_frames_free(fs);
     icpp_err_set(err, ENOMEM, "%s: out of memory analysing functions", icpp_module_path(m));
     return NULL;

@@ -69,6 +69,8 @@ static void mark_taken(icpp_callgraph *g, uint64_t addr)
 static void code_refs(icpp_callgraph *g, const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a)
 {
     ZydisMnemonic m = in->mnemonic;
+    if (m != ZYDIS_MNEMONIC_LEA && !in->raw.imm[0].size)
+        return;     /* most instructions: no immediate could be an address (implicit ones are 1 or 3) */
     for (uint8_t i = 0; i < in->operand_count_visible; i++) {
         uint64_t t;
         if (op[i].type == ZYDIS_OPERAND_TYPE_MEMORY && op[i].mem.base == ZYDIS_REGISTER_RIP && m == ZYDIS_MNEMONIC_LEA &&
@@ -356,6 +358,7 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
     if (!len)
         return 0;
     g->n = 0;
+    const ZydisDecoder *dec = icpp_x86_decoder();
     ZydisDecodedInstruction in;
     ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
     for (size_t o = 0; o < len;) {
@@ -371,7 +374,7 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
                 return -1;
             g->cap = nc;
         }
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(icpp_x86_decoder(), *buf + o, len - o, &in, op))) {
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(dec, *buf + o, len - o, &in, op))) {
             g->v[g->n] = (icpp_x86_insn){.addr = f->addr + o, .len = 1, .kind = ICPP_X86_STOP};
             g->n++;
             o++;

@@ -14,23 +14,14 @@ const ZydisDecoder *icpp_x86_decoder(void)
     return &d;
 }
 
-int icpp_x86_is_rsp(ZydisRegister r)
-{
-    return r == ZYDIS_REGISTER_RSP || r == ZYDIS_REGISTER_ESP || r == ZYDIS_REGISTER_SP || r == ZYDIS_REGISTER_SPL;
-}
-
-int icpp_x86_is_rbp(ZydisRegister r)
-{
-    return r == ZYDIS_REGISTER_RBP || r == ZYDIS_REGISTER_EBP || r == ZYDIS_REGISTER_BP || r == ZYDIS_REGISTER_BPL;
-}
-
 static int is_reg(const ZydisDecodedOperand *o, ZydisRegister r)
 {
     return o && o->type == ZYDIS_OPERAND_TYPE_REGISTER && o->reg.value == r;
 }
 
 /* Visible operands: memory references and pointers through rsp or rbp. */
-static void frame_refs(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, icpp_x86_insn *x)
+static void frame_refs(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, icpp_x86_insn *x,
+                       icpp_x86_detail *d)
 {
     for (uint8_t i = 0; i < in->operand_count_visible; i++) {
         const ZydisDecodedOperand *o = &op[i];
@@ -42,45 +33,36 @@ static void frame_refs(const ZydisDecodedInstruction *in, const ZydisDecodedOper
                 x->flags |= agen ? ICPP_X86_F_RSP_PTR : ICPP_X86_F_RSP_MEM;
                 if (o->mem.index != ZYDIS_REGISTER_NONE || !icpp_x86_is_rsp(o->mem.base))
                     x->flags |= ICPP_X86_F_RSP_IDX;
-                x->sdisp = (int32_t)o->mem.disp.value;
-                x->ssize = (uint16_t)(o->size / 8 ? o->size / 8 : 1);
-                x->disp_size = (uint8_t)(in->raw.disp.size / 8);
+                d->sdisp = (int32_t)o->mem.disp.value;
+                d->ssize = (uint16_t)(o->size / 8 ? o->size / 8 : 1);
+                d->disp_size = (uint8_t)(in->raw.disp.size / 8);
             } else if (icpp_x86_is_rbp(o->mem.base)) {
                 x->flags |= ICPP_X86_F_RBP_REF;
-                x->bdisp = (int32_t)o->mem.disp.value;
+                d->bdisp = (int32_t)o->mem.disp.value;
             }
         } else if (r && icpp_x86_is_rsp(o->reg.value)) {
             x->flags |= ICPP_X86_F_RSP_PTR;     /* rsp's value read into something else */
-            x->sdisp = 0;
+            d->sdisp = 0;
         } else if (r && icpp_x86_is_rbp(o->reg.value)) {
             x->flags |= ICPP_X86_F_RBP_VAL;
         }
     }
 }
 
-/* Calls and branches; 0 if `in` is none. */
-static int branch(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a, icpp_x86_insn *x)
+/* A call, branch or return (Zydis's category c). */
+static void branch(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a,
+                   ZydisInstructionCategory c, icpp_x86_insn *x)
 {
+    if (c == ZYDIS_CATEGORY_RET) {
+        x->kind = ICPP_X86_RET;
+        return;
+    }
     const ZydisDecodedOperand *o0 = in->operand_count_visible > 0 ? &op[0] : NULL;
     int imm = o0 && o0->type == ZYDIS_OPERAND_TYPE_IMMEDIATE;
     uint64_t t;
-    switch (in->meta.category) {
-    case ZYDIS_CATEGORY_CALL:
-        x->kind = ICPP_X86_CALL;
-        x->flags &= (uint16_t)~ICPP_X86_F_RSP_PTR;
-        break;
-    case ZYDIS_CATEGORY_UNCOND_BR:
-        x->kind = imm ? ICPP_X86_JMP : ICPP_X86_JMP_IND;
-        break;
-    case ZYDIS_CATEGORY_COND_BR:
-        x->kind = ICPP_X86_JCC;
-        break;
-    case ZYDIS_CATEGORY_RET:
-        x->kind = ICPP_X86_RET;
-        return 1;
-    default:
-        return 0;
-    }
+    x->kind = c == ZYDIS_CATEGORY_CALL ? ICPP_X86_CALL
+            : c == ZYDIS_CATEGORY_COND_BR ? ICPP_X86_JCC
+            : imm ? ICPP_X86_JMP : ICPP_X86_JMP_IND;
     if (imm && ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &t))) {
         x->flags |= ICPP_X86_F_DIRECT;
         x->target = t;
@@ -88,7 +70,6 @@ static int branch(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *
                o0->mem.base == ZYDIS_REGISTER_RIP && ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, o0, a, &t))) {
         x->target = t;      /* call/jmp *slot(%rip) */
     }
-    return 1;
 }
 
 /* add/sub $imm,%rsp; 0 if it is not one. */
@@ -106,11 +87,7 @@ static int adjust(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *
         return 1;
     }
     x->kind = ICPP_X86_ADJ;
-    x->imm = (int32_t)v;
     x->delta = (int32_t)(in->mnemonic == ZYDIS_MNEMONIC_SUB ? v : -v);
-    x->imm_off = in->raw.imm[0].offset;
-    x->imm_size = in->raw.imm[0].size;
-    x->flags &= (uint16_t)~ICPP_X86_F_RSP_PTR;
     return 1;
 }
 
@@ -133,12 +110,9 @@ static int move(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *o0
     if (to == ZYDIS_REGISTER_RSP && from == ZYDIS_REGISTER_RBP) {
         x->kind = ICPP_X86_RSP_FROM_RBP;
         x->rdisp = d;
-        if (in->mnemonic == ZYDIS_MNEMONIC_LEA)
-            x->flags &= (uint16_t)~ICPP_X86_F_RBP_REF;
     } else if (to == ZYDIS_REGISTER_RBP && from == ZYDIS_REGISTER_RSP) {
         x->kind = ICPP_X86_RBP_FROM_RSP;
         x->rdisp = d;
-        x->flags &= (uint16_t)~ICPP_X86_F_RSP_PTR;
     } else if (to == ZYDIS_REGISTER_RSP && from == ZYDIS_REGISTER_RSP && in->mnemonic == ZYDIS_MNEMONIC_LEA &&
                (rules & ICPP_X86_LEA_ADJ)) {
         x->kind = ICPP_X86_ADJ;
@@ -152,17 +126,19 @@ static int move(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *o0
 void icpp_x86_classify(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a, unsigned rules,
                        icpp_x86_insn *x)
 {
-    memset(x, 0, sizeof *x);
-    x->addr = a;
-    x->len = in->length;
-    x->kind = ICPP_X86_OTHER;
+    *x = (icpp_x86_insn){.addr = a, .len = in->length, .kind = ICPP_X86_OTHER};
     ZydisMnemonic m = in->mnemonic;
-    const ZydisDecodedOperand *o0 = in->operand_count_visible > 0 ? &op[0] : NULL;
-    const ZydisDecodedOperand *o1 = in->operand_count_visible > 1 ? &op[1] : NULL;
-    if (!(rules & ICPP_X86_NO_REFS))
-        frame_refs(in, op, x);
-    if ((in->meta.category == ZYDIS_CATEGORY_NOP || in->meta.category == ZYDIS_CATEGORY_WIDENOP) &&
-        !(rules & ICPP_X86_NO_PAD)) {
+    switch (in->meta.category) {
+    case ZYDIS_CATEGORY_CALL:
+    case ZYDIS_CATEGORY_UNCOND_BR:
+    case ZYDIS_CATEGORY_COND_BR:
+    case ZYDIS_CATEGORY_RET:
+        branch(in, op, a, in->meta.category, x);
+        return;
+    case ZYDIS_CATEGORY_NOP:
+    case ZYDIS_CATEGORY_WIDENOP:
+        if (rules & ICPP_X86_NO_PAD)
+            break;
         /* Zydis files endbr64 under ZYDIS_CATEGORY_CET, so it never gets
          * here: ICPP_X86_F_ENDBR is never set today (an endbr64 is OTHER).
          * Setting it would change which functions icpp-rewrite --enter
@@ -172,9 +148,11 @@ void icpp_x86_classify(const ZydisDecodedInstruction *in, const ZydisDecodedOper
         else
             x->kind = ICPP_X86_PAD;
         return;
+    default:
+        break;
     }
-    if (branch(in, op, a, x))
-        return;
+    const ZydisDecodedOperand *o0 = in->operand_count_visible > 0 ? &op[0] : NULL;
+    const ZydisDecodedOperand *o1 = in->operand_count_visible > 1 ? &op[1] : NULL;
     switch (m) {
     case ZYDIS_MNEMONIC_INT3:
         x->kind = rules & ICPP_X86_NO_PAD ? ICPP_X86_STOP : ICPP_X86_PAD;
@@ -224,5 +202,35 @@ void icpp_x86_classify(const ZydisDecodedInstruction *in, const ZydisDecodedOper
             x->kind = ICPP_X86_RSP_BAD;
         if (icpp_x86_is_rbp(o->reg.value))
             x->flags |= ICPP_X86_F_RBP_W;
+    }
+}
+
+/* An operand that is the class itself is no frame reference: the rsp a
+ * call pushes its return address through, the rsp that add/sub adjusts, the
+ * rsp that mov/lea copies to rbp, the rbp that lea turns into rsp. */
+void icpp_x86_details(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, icpp_x86_insn *x,
+                      icpp_x86_detail *d)
+{
+    memset(d, 0, sizeof *d);
+    frame_refs(in, op, x, d);
+    ZydisMnemonic m = in->mnemonic;
+    switch (x->kind) {
+    case ICPP_X86_CALL:
+    case ICPP_X86_RBP_FROM_RSP:
+        x->flags &= (uint16_t)~ICPP_X86_F_RSP_PTR;
+        break;
+    case ICPP_X86_ADJ:
+        if (m == ZYDIS_MNEMONIC_ADD || m == ZYDIS_MNEMONIC_SUB) {    /* not lea (ICPP_X86_LEA_ADJ) */
+            x->flags &= (uint16_t)~ICPP_X86_F_RSP_PTR;
+            d->imm = (int32_t)op[1].imm.value.s;
+            d->imm_size = in->raw.imm[0].size;
+        }
+        break;
+    case ICPP_X86_RSP_FROM_RBP:
+        if (m == ZYDIS_MNEMONIC_LEA)
+            x->flags &= (uint16_t)~ICPP_X86_F_RBP_REF;
+        break;
+    default:
+        break;
     }
 }

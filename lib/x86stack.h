@@ -20,9 +20,17 @@
  * training agent under its patching lock. */
 const ZydisDecoder *icpp_x86_decoder(void);
 
-/* rsp / rbp or a part of them (esp, sp, spl / ebp, bp, bpl). */
-int icpp_x86_is_rsp(ZydisRegister r);
-int icpp_x86_is_rbp(ZydisRegister r);
+/* rsp / rbp or a part of them (esp, sp, spl / ebp, bp, bpl).  (Inline: asked of
+ * every operand the classification looks at.) */
+static inline int icpp_x86_is_rsp(ZydisRegister r)
+{
+    return r == ZYDIS_REGISTER_RSP || r == ZYDIS_REGISTER_ESP || r == ZYDIS_REGISTER_SP || r == ZYDIS_REGISTER_SPL;
+}
+
+static inline int icpp_x86_is_rbp(ZydisRegister r)
+{
+    return r == ZYDIS_REGISTER_RBP || r == ZYDIS_REGISTER_EBP || r == ZYDIS_REGISTER_BP || r == ZYDIS_REGISTER_BPL;
+}
 
 /* What an instruction does to the stack and to control flow. */
 typedef enum icpp_x86_kind {
@@ -43,7 +51,9 @@ typedef enum icpp_x86_kind {
     ICPP_X86_STOP,          /* ud2, hlt (and int3 with ICPP_X86_NO_PAD): no way on */
 } icpp_x86_kind;
 
-/* Flags of a classified instruction. */
+/* Flags of a classified instruction.  The F_RSP_* and F_RBP_REF / F_RBP_VAL
+ * ones (the frame references) come from icpp_x86_details(), which only the
+ * frame analysis asks. */
 enum {
     ICPP_X86_F_RBP_W   = 1 << 0,    /* writes rbp other than by the kinds above (with RSP_BAD: see icpp_x86_effect) */
     ICPP_X86_F_POP_RBP = 1 << 1,    /* ICPP_X86_POP into rbp: rbp becomes the caller's */
@@ -56,24 +66,33 @@ enum {
     ICPP_X86_F_RBP_VAL = 1 << 8,    /* rbp's value read into something else (a frame pointer's copy escapes) */
 };
 
-/* One instruction, classified. */
+/* One instruction, classified: what the walks over a function keep for each
+ * of its instructions, so small (24 bytes) and read in address order. */
 typedef struct icpp_x86_insn {
     uint64_t addr;          /* its address */
     uint64_t target;        /* ICPP_X86_F_DIRECT: the branch target; an indirect call or jmp through
                                *disp(%rip): the slot's address; else 0 */
-    int32_t  delta;         /* PUSH, POP, ADJ: bytes rsp moves down (negative: up) */
+    union {
+        int32_t delta;      /* PUSH, POP, ADJ: bytes rsp moves down (negative: up) */
+        int32_t rdisp;      /* RSP_FROM_RBP, RBP_FROM_RSP: the displacement (0 for mov) */
+    };
+    uint16_t flags;         /* ICPP_X86_F_* */
+    uint8_t  len;           /* bytes */
+    uint8_t  kind;          /* icpp_x86_kind */
+} icpp_x86_insn;
+_Static_assert(sizeof(icpp_x86_insn) == 24, "icpp_x86_insn: keep the walks' arrays small");
+
+/* The operands that reach the frame, and an adjustment's immediate: what
+ * icpp-rewrite's frame analysis checks and patches beside the class (the
+ * call graph never asks).  Zero where the instruction has none. */
+typedef struct icpp_x86_detail {
     int32_t  imm;           /* ADJ by add/sub: the immediate as encoded (sign-extended) */
-    int32_t  rdisp;         /* RSP_FROM_RBP, RBP_FROM_RSP: the displacement (0 for mov) */
     int32_t  sdisp;         /* ICPP_X86_F_RSP_MEM / F_RSP_PTR: the rsp-based operand's displacement */
     int32_t  bdisp;         /* ICPP_X86_F_RBP_REF: the rbp-based operand's displacement */
     uint16_t ssize;         /* ICPP_X86_F_RSP_MEM: bytes accessed */
-    uint16_t flags;         /* ICPP_X86_F_* */
     uint8_t  disp_size;     /* bytes of the rsp-based operand's displacement (0, 1 or 4) */
-    uint8_t  len;           /* bytes */
-    uint8_t  kind;          /* icpp_x86_kind */
-    uint8_t  imm_off;       /* ADJ by add/sub: the immediate's offset in the instruction */
-    uint8_t  imm_size;      /* ... and its size in bits (8 or 32) */
-} icpp_x86_insn;
+    uint8_t  imm_size;      /* ADJ by add/sub: the immediate's size in bits (8 or 32) */
+} icpp_x86_detail;
 
 /* Rules of classification.  The call graph and the frame analysis have
  * always decided these cases differently; each keeps its answer.
@@ -82,25 +101,26 @@ typedef struct icpp_x86_insn {
  *                      (else for a multiple of 8 within 32 bits; other
  *                      immediates are RSP_BAD).
  *   ICPP_X86_NO_PAD    nop is an ordinary instruction and int3 a STOP
- *                      (else both are PAD).
- * and one that only saves work:
- *   ICPP_X86_NO_REFS   operands that reach the stack through rsp or rbp are
- *                      not looked at (F_RSP_MEM, F_RSP_IDX, F_RSP_PTR,
- *                      F_RBP_REF, F_RBP_VAL, sdisp, ssize, disp_size and
- *                      bdisp stay 0): the call graph never reads them. */
+ *                      (else both are PAD). */
 enum {
     ICPP_X86_LEA_ADJ = 1 << 0,
     ICPP_X86_ADJ_ANY = 1 << 1,
     ICPP_X86_NO_PAD  = 1 << 2,
-    ICPP_X86_NO_REFS = 1 << 3,
 };
-#define ICPP_X86_RULES_CALLGRAPH (ICPP_X86_LEA_ADJ | ICPP_X86_ADJ_ANY | ICPP_X86_NO_PAD | ICPP_X86_NO_REFS)
+#define ICPP_X86_RULES_CALLGRAPH (ICPP_X86_LEA_ADJ | ICPP_X86_ADJ_ANY | ICPP_X86_NO_PAD)
 #define ICPP_X86_RULES_REWRITE   0
 
 /* Classify the instruction `in` (operands `op`, as ZydisDecoderDecodeFull
- * gives them) at address a into *x under `rules` (ICPP_X86_* above). */
+ * gives them) at address a into *x under `rules` (ICPP_X86_* above).  Its
+ * frame references are not looked at: the F_RSP_* / F_RBP_REF / F_RBP_VAL
+ * flags stay clear. */
 void icpp_x86_classify(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, uint64_t a, unsigned rules,
                        icpp_x86_insn *x);
+/* Then, for the frame analysis: the frame references of `in` (classified
+ * as x): their flags into x, the numbers (and an adjustment's immediate)
+ * into *d. */
+void icpp_x86_details(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, icpp_x86_insn *x,
+                      icpp_x86_detail *d);
 
 /* Where rsp and rbp are: offsets from one fixed point (the CFA, the entry
  * stack pointer), each known or not.  64 bits: no sum of 32-bit offsets
@@ -121,7 +141,10 @@ typedef struct icpp_x86_regs {
 static inline icpp_x86_regs icpp_x86_effect(const icpp_x86_insn *x, icpp_x86_regs s)
 {
     icpp_x86_regs n = s;
-    switch (x->kind) {
+    if (x->kind < ICPP_X86_PUSH || x->kind > ICPP_X86_RSP_BAD) {     /* most instructions: rsp stays */
+        if (x->flags & ICPP_X86_F_RBP_W)
+            n.rbp_known = 0;
+    } else switch (x->kind) {
     case ICPP_X86_PUSH:
     case ICPP_X86_POP:
     case ICPP_X86_ADJ:
@@ -142,12 +165,8 @@ static inline icpp_x86_regs icpp_x86_effect(const icpp_x86_insn *x, icpp_x86_reg
         n.rbp = s.rsp + x->rdisp;
         n.rbp_known = s.rsp_known;
         break;
-    case ICPP_X86_RSP_BAD:
+    default:        /* ICPP_X86_RSP_BAD */
         n.rsp_known = 0;
-        break;
-    default:
-        if (x->flags & ICPP_X86_F_RBP_W)
-            n.rbp_known = 0;
         break;
     }
     if (!n.rsp_known)

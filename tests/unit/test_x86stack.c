@@ -8,7 +8,9 @@
 #define CG ICPP_X86_RULES_CALLGRAPH
 #define RW ICPP_X86_RULES_REWRITE
 
-/* Decode bytes b (n of them) at address a under rules into *x; 0 if they do not decode. */
+/* Decode bytes b (n of them) at address a under rules into *x, and as the
+ * frame analysis does (RW) into *d; 0 if they do not decode. */
+static icpp_x86_detail det;
 static int dec(const uint8_t *b, size_t n, uint64_t a, unsigned rules, icpp_x86_insn *x)
 {
     ZydisDecodedInstruction in;
@@ -16,6 +18,8 @@ static int dec(const uint8_t *b, size_t n, uint64_t a, unsigned rules, icpp_x86_
     if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(icpp_x86_decoder(), b, n, &in, op)))
         return 0;
     icpp_x86_classify(&in, op, a, rules, x);
+    if (rules == RW)
+        icpp_x86_details(&in, op, x, &det);
     return 1;
 }
 
@@ -30,7 +34,7 @@ typedef struct vec {
 } vec;
 
 #define K(k) ICPP_X86_##k
-/* what ICPP_X86_NO_REFS (the call graph's rules) leaves out */
+/* what the call graph (no icpp_x86_details) leaves out */
 #define REFS (ICPP_X86_F_RSP_MEM | ICPP_X86_F_RSP_IDX | ICPP_X86_F_RSP_PTR | ICPP_X86_F_RBP_REF | ICPP_X86_F_RBP_VAL)
 static const vec vecs[] = {
     {"push %rbp", {0x55}, 1, K(PUSH), K(PUSH), 8, 8, 0, 0},
@@ -88,26 +92,26 @@ static void test_classes(void)
             CHECK(cg.delta == v->delta_cg, "%s: call graph delta %d, want %d", v->what, cg.delta, v->delta_cg);
         if (rw.kind == K(PUSH) || rw.kind == K(POP) || rw.kind == K(ADJ))
             CHECK(rw.delta == v->delta_rw, "%s: rewrite delta %d, want %d", v->what, rw.delta, v->delta_rw);
-        CHECK(cg.rdisp == v->rdisp && rw.rdisp == v->rdisp, "%s: rdisp %d/%d, want %d", v->what, cg.rdisp, rw.rdisp,
-              v->rdisp);
+        if (cg.kind == K(RSP_FROM_RBP) || cg.kind == K(RBP_FROM_RSP))
+            CHECK(cg.rdisp == v->rdisp && rw.rdisp == v->rdisp, "%s: rdisp %d/%d, want %d", v->what, cg.rdisp,
+                  rw.rdisp, v->rdisp);
         CHECK((rw.flags & v->flags) == v->flags, "%s: rewrite flags %#x, want %#x", v->what, rw.flags, v->flags);
         CHECK((cg.flags & v->flags & ~REFS) == (v->flags & ~REFS) && !(cg.flags & REFS),
               "%s: call graph flags %#x, want %#x without stack references", v->what, cg.flags, v->flags & ~REFS);
         CHECK(!(rw.flags & ICPP_X86_F_ENDBR), "%s: F_ENDBR is never set (endbr64 is Zydis's CET)", v->what);
     }
-    /* what the frame patcher needs of an adjustment: where its immediate is */
+    /* what the frame patcher needs of an adjustment: its immediate and its size */
     icpp_x86_insn x;
     dec((const uint8_t[]){0x48, 0x83, 0xec, 0x18}, 4, 0, RW, &x);
-    CHECK(x.imm == 24 && x.imm_off == 3 && x.imm_size == 8, "sub $0x18: imm %d at %u, %u bits", x.imm, x.imm_off,
-          x.imm_size);
+    CHECK(det.imm == 24 && det.imm_size == 8, "sub $0x18: imm %d, %u bits", det.imm, det.imm_size);
     dec((const uint8_t[]){0x48, 0x81, 0xc4, 0x00, 0x10, 0x00, 0x00}, 7, 0, RW, &x);
-    CHECK(x.imm == 4096 && x.imm_off == 3 && x.imm_size == 32 && x.delta == -4096, "add $0x1000: imm %d at %u",
-          x.imm, x.imm_off);
+    CHECK(det.imm == 4096 && det.imm_size == 32 && x.delta == -4096, "add $0x1000: imm %d, %u bits", det.imm,
+          det.imm_size);
     dec((const uint8_t[]){0x48, 0x8b, 0x44, 0x24, 0x08}, 5, 0, RW, &x);
-    CHECK(x.sdisp == 8 && x.ssize == 8 && x.disp_size == 1, "mov 0x8(%%rsp): sdisp %d size %u disp %u", x.sdisp,
-          x.ssize, x.disp_size);
+    CHECK(det.sdisp == 8 && det.ssize == 8 && det.disp_size == 1 && det.imm == 0,
+          "mov 0x8(%%rsp): sdisp %d size %u disp %u", det.sdisp, det.ssize, det.disp_size);
     dec((const uint8_t[]){0x48, 0x8b, 0x45, 0xf8}, 4, 0, RW, &x);
-    CHECK(x.bdisp == -8, "mov -0x8(%%rbp): bdisp %d", x.bdisp);
+    CHECK(det.bdisp == -8 && det.sdisp == 0, "mov -0x8(%%rbp): bdisp %d", det.bdisp);
 }
 
 static void test_branches(void)
