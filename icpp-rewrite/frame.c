@@ -104,7 +104,8 @@ typedef struct fn {
     const char *why;
     uint64_t  where;
     rw_patch *patches;
-    uint32_t  npatches, cappatches;
+    uint32_t  npatches;
+    size_t    cappatches;
 } fn;
 
 const ZydisDecoder *rw_decoder(void)
@@ -124,17 +125,12 @@ static void refuse(fn *F, const char *why, uint64_t where)
 
 static int push_ins(fn *F, const icpp_x86_insn *x, const icpp_x86_detail *d)
 {
-    if (F->n == F->cap) {
-        size_t nc = F->cap ? F->cap * 2 : 256;
-        icpp_x86_insn *nv = realloc(F->v, nc * sizeof *nv);
-        if (nv)
-            F->v = nv;
-        icpp_x86_detail *nd = realloc(F->d, nc * sizeof *nd);
-        if (nd)
-            F->d = nd;
-        if (!nv || !nd)
+    if (F->n == F->cap) {       /* two arrays of one capacity: it grows once both have */
+        size_t cv = F->cap, cd = F->cap;
+        if (icpp_vec_reserve((void **)&F->v, &cv, F->n + 1, sizeof *F->v, 256) < 0 ||
+            icpp_vec_reserve((void **)&F->d, &cd, F->n + 1, sizeof *F->d, 256) < 0)
             return -ENOMEM;
-        F->cap = nc;
+        F->cap = cv;
     }
     F->v[F->n] = *x;
     F->d[F->n++] = *d;
@@ -311,15 +307,9 @@ static void add_patch(fn *F, uint64_t addr, uint8_t kind, int8_t sign, int32_t o
     for (uint32_t i = 0; i < F->npatches; i++)     /* CFA patches' addr is a file offset: another space */
         if (F->patches[i].addr == addr && (F->patches[i].kind == RW_P_CFA) == (kind == RW_P_CFA))
             return;
-    if (F->npatches == F->cappatches) {
-        uint32_t nc = F->cappatches ? F->cappatches * 2 : 8;
-        rw_patch *np = realloc(F->patches, nc * sizeof *np);
-        if (!np) {
-            refuse(F, "out of memory", addr);
-            return;
-        }
-        F->patches = np;
-        F->cappatches = nc;
+    if (icpp_vec_reserve((void **)&F->patches, &F->cappatches, (size_t)F->npatches + 1, sizeof *F->patches, 8) < 0) {
+        refuse(F, "out of memory", addr);
+        return;
     }
     F->patches[F->npatches++] = (rw_patch){addr, kind, sign, 0, 0, 0, orig};
 }

@@ -102,14 +102,8 @@ static void classify(icpp_callgraph *g, const ZydisDecodedInstruction *in, const
 
 static int add_name(icpp_callgraph *g, const char *name, uint64_t *ix)
 {
-    if (g->nnames == g->capnames) {
-        size_t nc = g->capnames ? 2 * g->capnames : 64;
-        const char **nn = realloc(g->names, nc * sizeof *nn);
-        if (!nn)
-            return -1;
-        g->names = nn;
-        g->capnames = nc;
-    }
+    if (icpp_vec_reserve((void **)&g->names, &g->capnames, g->nnames + 1, sizeof *g->names, 64) < 0)
+        return -1;
     g->names[g->nnames] = name;
     *ix = g->nnames++;
     return 0;
@@ -252,14 +246,9 @@ static const char *plt_name(icpp_callgraph *g, uint64_t t)
 
 static int add_site(icpp_callgraph *g, const icpp_cg_site *s)
 {
-    if (g->nsites == g->capsites) {
-        size_t nc = g->capsites ? 2 * g->capsites : 1024;
-        icpp_cg_site *ns = realloc(g->sites, nc * sizeof *ns);
-        if (!ns)
-            return -1;
-        g->sites = ns;
-        g->capsites = nc;
-    }
+    if (g->nsites == g->capsites &&
+        icpp_vec_reserve((void **)&g->sites, &g->capsites, g->nsites + 1, sizeof *g->sites, 1024) < 0)
+        return -1;
     g->sites[g->nsites++] = *s;
     g->stats.by_kind[s->kind]++;
     g->stats.no_delta += !s->has_delta;
@@ -283,14 +272,9 @@ static int reach(icpp_callgraph *g, size_t i, st s)
             return 0;
         g->s[i] = nw;
     }
-    if (g->nwork == g->capwork) {
-        size_t nc = g->capwork ? 2 * g->capwork : 256;
-        size_t *nw = realloc(g->work, nc * sizeof *nw);
-        if (!nw)
-            return -1;
-        g->work = nw;
-        g->capwork = nc;
-    }
+    if (g->nwork == g->capwork &&
+        icpp_vec_reserve((void **)&g->work, &g->capwork, g->nwork + 1, sizeof *g->work, 256) < 0)
+        return -1;
     g->work[g->nwork++] = i;
     return 0;
 }
@@ -362,17 +346,13 @@ static int walk_func(icpp_callgraph *g, const icpp_func *f, uint64_t end, const 
     ZydisDecodedInstruction in;
     ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
     for (size_t o = 0; o < len;) {
-        if (g->n == g->cap) {
-            size_t nc = g->cap ? 2 * g->cap : 4096;
-            icpp_x86_insn *nv = realloc(g->v, nc * sizeof *nv);
-            st *ns = realloc(g->s, nc * sizeof *ns);
-            uint8_t *sn = realloc(g->seen, nc);
-            if (nv) g->v = nv;
-            if (ns) g->s = ns;
-            if (sn) g->seen = sn;
-            if (!nv || !ns || !sn)
+        if (g->n == g->cap) {       /* three arrays of one capacity: it grows once all have */
+            size_t cv = g->cap, cs = g->cap, cn = g->cap;
+            if (icpp_vec_reserve((void **)&g->v, &cv, g->n + 1, sizeof *g->v, 4096) < 0 ||
+                icpp_vec_reserve((void **)&g->s, &cs, g->n + 1, sizeof *g->s, 4096) < 0 ||
+                icpp_vec_reserve((void **)&g->seen, &cn, g->n + 1, sizeof *g->seen, 4096) < 0)
                 return -1;
-            g->cap = nc;
+            g->cap = cv;
         }
         if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(dec, *buf + o, len - o, &in, op))) {
             g->v[g->n] = (icpp_x86_insn){.addr = f->addr + o, .len = 1, .kind = ICPP_X86_STOP};
