@@ -21,7 +21,8 @@ uint64_t *icpp_hmap_get(const icpp_hmap *h, uint64_t k1, uint64_t k2)
 {
     if (!h->cap)
         return NULL;
-    assert(!(h->cap & (h->cap - 1)) && h->n < h->cap);     /* hmap.h: power of two; a free slot ends each probe */
+    /* the lookup is the resolver's hot path: its invariant (a power of two,
+     * a free slot ending each probe) is asserted where it is made (put) */
     size_t mask = h->cap - 1, i = (size_t)icpp_hash2(k1, k2) & mask;
     for (;;) {
         icpp_hmap_slot *s = &h->slots[i];
