@@ -17,24 +17,17 @@ typedef struct sigctx {
 } sigctx;
 
 struct icpp_cidx {
+    icpp_cidx_hot hot;      /* first: cidx.h's inline accessors read it (cid, cands, funcs, modcache, novel, policy) */
     const icpp_pathmap *pm;
     sigctx    *sig;         /* sorted by func */
     size_t     nsig;
     icpp_hmap  sigfunc;     /* (func, 0) -> offset << 32 | count into sig */
     icpp_cand *fz;          /* scratch: candidates of an aligned match */
     size_t     fzcap;
-    icpp_hmap  cid;         /* (func, height) -> (offset << 32 | count) into cands */
-    icpp_cand *cands;
     size_t     ncands;
-    icpp_hmap  funcs;       /* (pm module, addr) -> func */
-    int32_t   *modcache;    /* mkey -> pm module (-1 none, -2 not looked up) */
-    size_t     nmodcache;
-    const uint8_t *novel;   /* per map function: learning found contexts training lacked */
-    size_t     nnovel;
     uint64_t  *act;         /* per node: learn samples through it, at any height */
     size_t     nact;
     icpp_hmap  routes;      /* (func, height) -> 1 + routes to the CID through known contexts (capped) */
-    icpp_cidx_policy policy;    /* the resolution policy's settings and scratch (lib/resolve.c) */
 };
 
 static int sig_cmp(const void *a, const void *b)
@@ -146,27 +139,27 @@ icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err)
         return NULL;
     }
     x->pm = pm;
-    x->policy.votes = ICPP_LEARN_VOTES;
+    x->hot.policy.votes = ICPP_LEARN_VOTES;
     size_t nn = icpp_pathmap_nnodes(pm), total = 0;
     /* Pass 1: count candidates per CID.  Pass 2: place them contiguously. */
     for (uint32_t i = 1; i < nn; i++) {
         const icpp_pm_node *n = icpp_pathmap_node(pm, i);
         for (uint32_t k = 0; k < n->nheights; k++) {
-            uint64_t *v = icpp_hmap_get(&x->cid, n->func, (uint64_t)n->heights[k].height);
+            uint64_t *v = icpp_hmap_get(&x->hot.cid, n->func, (uint64_t)n->heights[k].height);
             if (v)
                 (*v)++;
-            else if (icpp_hmap_put(&x->cid, n->func, (uint64_t)n->heights[k].height, 1) < 0)
+            else if (icpp_hmap_put(&x->hot.cid, n->func, (uint64_t)n->heights[k].height, 1) < 0)
                 goto oom;
             total++;
         }
     }
-    x->cands = malloc((total ? total : 1) * sizeof *x->cands);
-    if (!x->cands)
+    x->hot.cands = malloc((total ? total : 1) * sizeof *x->hot.cands);
+    if (!x->hot.cands)
         goto oom;
     /* prefix offsets */
     size_t off = 0;
-    for (size_t i = 0; i < x->cid.cap; i++) {
-        icpp_hmap_slot *sl = &x->cid.slots[i];
+    for (size_t i = 0; i < x->hot.cid.cap; i++) {
+        icpp_hmap_slot *sl = &x->hot.cid.slots[i];
         if (!sl->used)
             continue;
         uint64_t cnt = sl->val;
@@ -176,16 +169,16 @@ icpp_cidx *icpp_cidx_build(const icpp_pathmap *pm, icpp_err *err)
     for (uint32_t i = 1; i < nn; i++) {
         const icpp_pm_node *n = icpp_pathmap_node(pm, i);
         for (uint32_t k = 0; k < n->nheights; k++) {
-            uint64_t *v = icpp_hmap_get(&x->cid, n->func, (uint64_t)n->heights[k].height);
+            uint64_t *v = icpp_hmap_get(&x->hot.cid, n->func, (uint64_t)n->heights[k].height);
             uint32_t o = (uint32_t)(*v >> 32), c = (uint32_t)*v;
-            x->cands[o + c] = (icpp_cand){i, n->heights[k].count, n->heights[k].learned};
+            x->hot.cands[o + c] = (icpp_cand){i, n->heights[k].count, n->heights[k].learned};
             *v = (uint64_t)o << 32 | (c + 1);
         }
     }
     x->ncands = total;
     for (uint32_t f = 0; f < icpp_pathmap_nfuncs(pm); f++) {
         const icpp_pm_func *pf = icpp_pathmap_func(pm, f);
-        if (icpp_hmap_put(&x->funcs, pf->module, pf->addr, f) < 0)
+        if (icpp_hmap_put(&x->hot.funcs, pf->module, pf->addr, f) < 0)
             goto oom;
     }
     if (index_signal_contexts(x) < 0)
@@ -210,56 +203,36 @@ void icpp_cidx_free(icpp_cidx *x)
 {
     if (!x)
         return;
-    if (x->policy.release)
-        x->policy.release(x->policy.state);
-    icpp_hmap_free(&x->cid);
-    icpp_hmap_free(&x->funcs);
+    if (x->hot.policy.release)
+        x->hot.policy.release(x->hot.policy.state);
+    icpp_hmap_free(&x->hot.cid);
+    icpp_hmap_free(&x->hot.funcs);
     icpp_hmap_free(&x->sigfunc);
     icpp_hmap_free(&x->routes);
     free(x->act);
     free(x->sig);
     free(x->fz);
-    free(x->cands);
-    free(x->modcache);
+    free(x->hot.cands);
+    free(x->hot.modcache);
     free(x);
-}
-
-uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, const icpp_cand **out)
-{
-    uint64_t *v = icpp_hmap_get(&x->cid, func, (uint64_t)height);
-    if (!v) {
-        *out = NULL;
-        return 0;
-    }
-    *out = &x->cands[*v >> 32];
-    return (uint32_t)*v;
 }
 
 int32_t icpp_cidx_module(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid)
 {
-    if (mkey >= x->nmodcache) {
+    if (mkey >= x->hot.nmodcache) {
         size_t nc = mkey + 16;
-        int32_t *n = realloc(x->modcache, nc * sizeof *n);
+        int32_t *n = realloc(x->hot.modcache, nc * sizeof *n);
         if (!n)
             return -1;
-        for (size_t i = x->nmodcache; i < nc; i++)
+        for (size_t i = x->hot.nmodcache; i < nc; i++)
             n[i] = -2;
-        x->modcache = n;
-        x->nmodcache = nc;
+        x->hot.modcache = n;
+        x->hot.nmodcache = nc;
     }
-    if (x->modcache[mkey] == -2) {
-        x->modcache[mkey] = icpp_pathmap_find_module(x->pm, bid);
+    if (x->hot.modcache[mkey] == -2) {
+        x->hot.modcache[mkey] = icpp_pathmap_find_module(x->pm, bid);
     }
-    return x->modcache[mkey];
-}
-
-int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr)
-{
-    int32_t m = icpp_cidx_module(x, mkey, bid);
-    if (m < 0)
-        return -1;
-    uint64_t *v = icpp_hmap_get(&x->funcs, (uint64_t)m, addr);
-    return v ? (int64_t)*v : -1;
+    return x->hot.modcache[mkey];
 }
 
 const icpp_pathmap *icpp_cidx_pathmap(const icpp_cidx *x)
@@ -267,20 +240,10 @@ const icpp_pathmap *icpp_cidx_pathmap(const icpp_cidx *x)
     return x->pm;
 }
 
-icpp_cidx_policy *icpp_cidx_policy_of(icpp_cidx *x)
-{
-    return &x->policy;
-}
-
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n)
 {
-    x->novel = novel;
-    x->nnovel = n;
-}
-
-int icpp_cidx_novel(const icpp_cidx *x, uint32_t func)
-{
-    return func < x->nnovel && x->novel[func];
+    x->hot.novel = novel;
+    x->hot.nnovel = n;
 }
 
 uint64_t icpp_cidx_node_learned(const icpp_cidx *x, uint32_t node)

@@ -6,6 +6,7 @@
 
 #include "defs.h"
 #include "err.h"
+#include "hmap.h"
 #include "pathmap.h"
 
 /* The index answers questions about the map and this recording's learn
@@ -38,7 +39,7 @@ const icpp_pathmap *icpp_cidx_pathmap(const icpp_cidx *x);
 
 /* Candidates for path-map function `func` entered at `height`; returns the
  * count (0 if the CID is not in the map) and points *out at them. */
-uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, const icpp_cand **out);
+/*   uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, const icpp_cand **out) -- inline, at the end of this header */
 
 /* Contexts under a signal frame.  The kernel puts a signal frame at a
  * 64-byte aligned address below the interrupted SP, while thread bases are
@@ -53,7 +54,7 @@ uint32_t icpp_cidx_lookup_aligned(icpp_cidx *x, uint32_t func, int64_t height, c
 /* Path-map function index of (module build-id, link-time start address), or
  * -1.  Module build-ids are matched once per module and cached by `mkey`
  * (any small integer the caller uses for the module, e.g. the replay's). */
-int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr);
+/*   int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr) -- inline, at the end of this header */
 
 /* Path-map module index of a replay module (matched by build-id), or -1. */
 int32_t icpp_cidx_module(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid);
@@ -67,7 +68,7 @@ uint64_t icpp_cidx_node_learned(const icpp_cidx *x, uint32_t node);
  * does lib/plt.h).  The array must outlive x. */
 void icpp_cidx_set_novel(icpp_cidx *x, const uint8_t *novel, size_t n);
 /* Whether map function func is novel (icpp_cidx_set_novel). */
-int  icpp_cidx_novel(const icpp_cidx *x, uint32_t func);
+/*   int icpp_cidx_novel(const icpp_cidx *x, uint32_t func) -- inline, at the end of this header */
 
 /* Routes from a root to CID (func, height) through known contexts (trained
  * or learned) that this recording's learn samples passed through, counting
@@ -102,6 +103,64 @@ typedef struct icpp_cidx_policy {
 } icpp_cidx_policy;
 
 /* The policy's fields of x (lib/resolve.c only). */
-icpp_cidx_policy *icpp_cidx_policy_of(icpp_cidx *x);
+/*   icpp_cidx_policy *icpp_cidx_policy_of(icpp_cidx *x) -- inline, at the end of this header */
+
+/* The fields the resolution policy reads for every sample, first in the
+ * index so that the accessors below inline into lib/resolve.c: split from
+ * the index, the policy paid a call for each of them, and the CID lookup
+ * alone ran 3-10% slower (bench/speedcmp.py).  Written by lib/cidx.c only. */
+typedef struct icpp_cidx_hot {
+    icpp_hmap        cid;         /* (func, height) -> (offset << 32 | count) into cands */
+    icpp_cand       *cands;
+    icpp_hmap        funcs;       /* (pm module, addr) -> func */
+    int32_t         *modcache;    /* mkey -> pm module (-1 none, -2 not looked up) */
+    size_t           nmodcache;
+    const uint8_t   *novel;       /* per map function: learning found contexts training lacked */
+    size_t           nnovel;
+    icpp_cidx_policy policy;      /* the resolution policy's settings and scratch (lib/resolve.c) */
+} icpp_cidx_hot;
+
+static inline const icpp_cidx_hot *icpp_cidx_hot_of(const icpp_cidx *x)
+{
+    return (const icpp_cidx_hot *)(const void *)x;     /* the first member of struct icpp_cidx */
+}
+
+/* The candidates of CID (func, height), as said above. */
+static inline uint32_t icpp_cidx_lookup(const icpp_cidx *x, uint32_t func, int64_t height, const icpp_cand **out)
+{
+    const icpp_cidx_hot *h = icpp_cidx_hot_of(x);
+    uint64_t *v = icpp_hmap_get(&h->cid, func, (uint64_t)height);
+    if (!v) {
+        *out = NULL;
+        return 0;
+    }
+    *out = &h->cands[*v >> 32];
+    return (uint32_t)*v;
+}
+
+/* Path-map function index of (module, link-time start address), or -1, as
+ * said above; a module not matched yet goes through icpp_cidx_module. */
+static inline int64_t icpp_cidx_func(icpp_cidx *x, uint32_t mkey, const icpp_build_id *bid, uint64_t addr)
+{
+    const icpp_cidx_hot *h = icpp_cidx_hot_of(x);
+    int32_t m = mkey < h->nmodcache && h->modcache[mkey] != -2 ? h->modcache[mkey] : icpp_cidx_module(x, mkey, bid);
+    if (m < 0)
+        return -1;
+    uint64_t *v = icpp_hmap_get(&h->funcs, (uint64_t)m, addr);
+    return v ? (int64_t)*v : -1;
+}
+
+/* Whether map function func is novel (icpp_cidx_set_novel). */
+static inline int icpp_cidx_novel(const icpp_cidx *x, uint32_t func)
+{
+    const icpp_cidx_hot *h = icpp_cidx_hot_of(x);
+    return func < h->nnovel && h->novel[func];
+}
+
+/* The policy's fields of x (lib/resolve.c only). */
+static inline icpp_cidx_policy *icpp_cidx_policy_of(icpp_cidx *x)
+{
+    return &((icpp_cidx_hot *)(void *)x)->policy;
+}
 
 #endif
