@@ -145,6 +145,7 @@ static const char *usage_text =
 
 typedef struct session {
     icpp_event       ev[MAX_EVENTS];
+    icpp_perfrec_layout lay[MAX_EVENTS];    /* each event's record layout (setup_events: from its attr) */
     int              nev;
     icpp_sample_opts so;
     jitter          *jit;       /* --jitter: periods drawn per sample; NULL: fixed */
@@ -358,18 +359,11 @@ static void snapshot_process(session *s, pid_t pid, uint32_t ppid, uint32_t flag
 /* The layout of event ev's samples (lib/perfrec.h); every event's begins
  * with IDENTIFIER, IP, TID and TIME and has the same sample_id trailer
  * (lib/events.c), so event 0's finds any record's event and time. */
-static void layout(const session *s, uint32_t ev, icpp_perfrec_layout *l)
-{
-    icpp_perfrec_layout_of(&s->ev[ev].attr, l);
-}
-
 /* A ring record's time, to order it by (0 if it has none). */
 static uint64_t ring_time(const session *s, const struct perf_event_header *h)
 {
-    icpp_perfrec_layout l;
     uint64_t t = 0;
-    layout(s, 0, &l);
-    icpp_perfrec_time(&l, h->type, (const uint8_t *)(h + 1), h->size > sizeof *h ? h->size - sizeof *h : 0, &t);
+    icpp_perfrec_time(&s->lay[0], h->type, (const uint8_t *)(h + 1), h->size > sizeof *h ? h->size - sizeof *h : 0, &t);
     return t;
 }
 
@@ -378,17 +372,15 @@ static uint64_t ring_time(const session *s, const struct perf_event_header *h)
  * dropped; one without user registers (a kernel thread) is counted. */
 static void on_sample(session *s, const uint8_t *p, size_t n)
 {
-    icpp_perfrec_layout l;
     icpp_perfrec_sample x;
     uint64_t id;
-    layout(s, 0, &l);
-    if (icpp_perfrec_sample_id(&l, p, n, &id) < 0)
+    if (icpp_perfrec_sample_id(&s->lay[0], p, n, &id) < 0)
         return;
     const uint64_t *evp = icpp_hmap_get(&s->ids, id, 0);
     uint32_t ev = evp ? (uint32_t)*evp : 0;
     const struct perf_event_attr *a = &s->ev[ev].attr;
-    layout(s, ev, &l);
-    int rc = icpp_perfrec_sample_parse(&l, p, n, &x);
+    const icpp_perfrec_layout *l = &s->lay[ev];
+    int rc = icpp_perfrec_sample_parse(l, p, n, &x);
     if (!(x.have & PERF_SAMPLE_REGS_USER))
         return;
     if (x.uabi == PERF_SAMPLE_REGS_ABI_NONE) {
@@ -398,26 +390,26 @@ static void on_sample(session *s, const uint8_t *p, size_t n)
     if (rc < 0)
         return;
     uint64_t regs[32] = {0}, chain[512];
-    int nregs = __builtin_popcountll(l.regs_user);
+    int nregs = __builtin_popcountll(l->regs_user);
     for (int i = 0; i < nregs && i < 32; i++)
         regs[i] = icpp_perfrec_u64(x.uregs + 8 * i);
     uint64_t ip = x.ip, bp = 0, sp = 0, rip = ip;
-    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_BP, &bp);
-    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_SP, &sp);
-    icpp_perfrec_reg(x.uregs, l.regs_user, PERF_REG_X86_IP, &rip);
+    icpp_perfrec_reg(x.uregs, l->regs_user, PERF_REG_X86_BP, &bp);
+    icpp_perfrec_reg(x.uregs, l->regs_user, PERF_REG_X86_SP, &sp);
+    icpp_perfrec_reg(x.uregs, l->regs_user, PERF_REG_X86_IP, &rip);
     /* precise_ip >= 2 reports the eventing IP with post-retirement
      * registers: pair SP with the register-set IP instead. */
     if (a->precise_ip >= 2)
         ip = rip;
     icpp_sample_extra e, *ep = NULL;
-    if (l.sample_type & PERF_SAMPLE_STACK_USER) {
+    if (l->sample_type & PERF_SAMPLE_STACK_USER) {
         if (s->ev[ev].learn) {
             learn_sample(s, x.pid, x.tid, ev, x.time, ip, sp, bp, x.stack, x.stack_size);
             s->samples++;
             return;
         }
         uint32_t nchain = (uint32_t)icpp_perfrec_chain(&x, 0, chain, 512);
-        e = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, l.regs_user, (uint32_t)x.stack_size, x.stack};
+        e = (icpp_sample_extra){nchain, chain, (uint32_t)nregs, regs, l->regs_user, (uint32_t)x.stack_size, x.stack};
         ep = &e;
     }
     icpp_swriter_sample(s->w, x.pid, x.tid, ev, x.time, ip, sp, bp, ep);
@@ -547,11 +539,8 @@ static int on_record(void *ctx, const struct perf_event_header *h)
 static int enqueue(void *ctx, const struct perf_event_header *h)
 {
     session *s = ctx;
-    if (s->jit) {
-        icpp_perfrec_layout l;
-        layout(s, 0, &l);
-        jitter_on_record(s->jit, &l, h);    /* the next period, right after the sample */
-    }
+    if (s->jit)
+        jitter_on_record(s->jit, &s->lay[0], h);    /* the next period, right after the sample */
     return tq_push(&s->tq, h, ring_time(s, h)) < 0;
 }
 
@@ -725,6 +714,8 @@ static void setup_events(session *s, int amd)
     }
     for (int e = 0; s->jit && e < s->nev; e++)
         jitter_attr(&s->ev[e].attr);
+    for (int e = 0; e < s->nev; e++)
+        icpp_perfrec_layout_of(&s->ev[e].attr, &s->lay[e]);
 }
 
 /* A number in [min, max] / in (min, max) for opt, or exit 2 (lib/cli.h). */
