@@ -145,7 +145,11 @@ static const char *usage_text =
 
 typedef struct session {
     icpp_event       ev[MAX_EVENTS];
-    icpp_perfrec_layout lay[MAX_EVENTS];    /* each event's record layout (setup_events: from its attr) */
+    /* Each event's record layout (lib/perfrec.h), taken from its attr in
+     * setup_events.  Every event's samples begin with IDENTIFIER, IP, TID and
+     * TIME and share one sample_id trailer (lib/events.c), so lay[0] finds
+     * any record's event and time. */
+    icpp_perfrec_layout lay[MAX_EVENTS];
     int              nev;
     icpp_sample_opts so;
     jitter          *jit;       /* --jitter: periods drawn per sample; NULL: fixed */
@@ -356,9 +360,6 @@ static void snapshot_process(session *s, pid_t pid, uint32_t ppid, uint32_t flag
 
 /* ---- ring buffer records ---- */
 
-/* The layout of event ev's samples (lib/perfrec.h); every event's begins
- * with IDENTIFIER, IP, TID and TIME and has the same sample_id trailer
- * (lib/events.c), so event 0's finds any record's event and time. */
 /* A ring record's time, to order it by (0 if it has none). */
 static uint64_t ring_time(const session *s, const struct perf_event_header *h)
 {
